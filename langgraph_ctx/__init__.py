@@ -1,0 +1,96 @@
+"""langgraph-ctx: durable, inspectable conversation context for LangGraph.
+
+```python
+from langgraph_ctx import JsonlSaver
+
+saver = JsonlSaver("./chats")          # one readable JSONL file per thread
+graph = builder.compile(checkpointer=saver)
+```
+
+Public names are imported lazily, so `import langgraph_ctx` stays cheap and an
+optional extra that is not installed only fails when its name is used.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # errors
+    "LangGraphCtxError": "langgraph_ctx.errors",
+    "CorruptLogError": "langgraph_ctx.errors",
+    "ThreadNotFoundError": "langgraph_ctx.errors",
+    "CheckpointNotFoundError": "langgraph_ctx.errors",
+    "ThreadExistsError": "langgraph_ctx.errors",
+    "TokenizerDataError": "langgraph_ctx.context.tokens",
+    # saver
+    "JsonlSaver": "langgraph_ctx.saver.jsonl",
+    # token budgets
+    "count_tokens": "langgraph_ctx.context.tokens",
+    "MessageTokenCounter": "langgraph_ctx.context.tokens",
+    "ContextBudget": "langgraph_ctx.context.budget",
+    "ContextUsage": "langgraph_ctx.context.budget",
+    "BudgetNode": "langgraph_ctx.nodes.budget",
+    "BudgetState": "langgraph_ctx.nodes.budget",
+    "BudgetAgentState": "langgraph_ctx.nodes.budget",
+    # compaction
+    "compact_messages": "langgraph_ctx.context.compaction",
+    "acompact_messages": "langgraph_ctx.context.compaction",
+    "prepare_compaction": "langgraph_ctx.context.compaction",
+    "CompactionRecord": "langgraph_ctx.context.compaction",
+    "RunningSummary": "langgraph_ctx.context.compaction",
+    "CompactionStrategy": "langgraph_ctx.context.compaction",
+    "KeyMessageExtraction": "langgraph_ctx.context.compaction",
+    "SlidingWindow": "langgraph_ctx.context.compaction",
+    "LLMSummary": "langgraph_ctx.context.compaction",
+    "HybridSummary": "langgraph_ctx.context.compaction",
+    "read_tool_result": "langgraph_ctx.context.compaction",
+    "CompactionError": "langgraph_ctx.context.compaction",
+    "CompactionNode": "langgraph_ctx.nodes.compaction",
+    "CompactionState": "langgraph_ctx.nodes.compaction",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from langgraph_ctx.context.budget import ContextBudget, ContextUsage
+    from langgraph_ctx.context.compaction import (
+        CompactionError,
+        CompactionRecord,
+        CompactionStrategy,
+        HybridSummary,
+        KeyMessageExtraction,
+        LLMSummary,
+        RunningSummary,
+        SlidingWindow,
+        acompact_messages,
+        compact_messages,
+        prepare_compaction,
+        read_tool_result,
+    )
+    from langgraph_ctx.context.tokens import MessageTokenCounter, TokenizerDataError, count_tokens
+    from langgraph_ctx.errors import (
+        CheckpointNotFoundError,
+        CorruptLogError,
+        LangGraphCtxError,
+        ThreadExistsError,
+        ThreadNotFoundError,
+    )
+    from langgraph_ctx.nodes.budget import BudgetAgentState, BudgetNode, BudgetState
+    from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
+    from langgraph_ctx.saver.jsonl import JsonlSaver
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'langgraph_ctx' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

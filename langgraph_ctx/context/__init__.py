@@ -1,0 +1,1 @@
+"""Context accounting and decisions (pure functions over message lists): token counts, budgets."""

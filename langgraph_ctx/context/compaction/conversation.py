@@ -1,0 +1,610 @@
+"""A message list read into the blocks compaction keeps or drops whole.
+
+`Conversation.build` reads any message list once and produces:
+
+- `system`: the leading system messages (the system prompt), always sent first;
+- `summaries`: summary-class system messages found later in the history (content starting
+  with `SUMMARY` or `CONVERSATION_SUMMARY`), moved up behind the system prompt;
+- `running_summary`: the summary message an earlier compaction wrote, if any;
+- `units`: the history as user messages, assistant messages and *tool groups* (an
+  assistant message with tool calls plus all its tool results), each with its token
+  cost and its round (a round starts at a user message);
+- `dropped` and `repairs`: what the input got wrong and what was done about it.
+
+Repairs keep every output acceptable to OpenAI and Anthropic: an orphan tool result (no
+matching call) is left out, a tool result separated from its call is moved next to it,
+tool calls nobody answered are stripped from a copy of the assistant message, historical
+system messages are left out, and messages before the first user message are left out.
+Nothing is changed in place: stand-ins are copies.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+
+from langgraph_ctx.context.compaction.errors import CompactionError
+from langgraph_ctx.context.compaction.previews import (
+    derived_id,
+    is_preview,
+    shortened_message,
+    shrink_to,
+    tool_result_preview,
+    tool_result_ref,
+)
+from langgraph_ctx.context.compaction.record import (
+    DroppedMessage,
+    OffloadedResult,
+    RunningSummary,
+    ShortenedMessage,
+)
+from langgraph_ctx.context.compaction.signals import content_text
+
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+"""Counts the tokens a list of messages costs (see docs/CONTRACTS.md)."""
+
+SUMMARY_PREFIXES = ("SUMMARY", "CONVERSATION_SUMMARY")
+RUNNING_SUMMARY_ID = "langgraph-ctx-running-summary"
+# The mark BudgetNode looks for to count a message as the summary component; equal to
+# langgraph_ctx.context.budget.SUMMARY_MARKER (a test checks), not imported so that
+# compaction keeps importing while that module changes.
+SUMMARY_MARKER = ("langgraph_ctx", "summary")
+READ_TOOL_RESULT = "read_tool_result"
+UnitKind = Literal["system", "summary", "user", "assistant", "tools"]
+
+
+def resolve_token_counter(
+    token_counter: TokenCounter | Literal["approximate"] | None, model: str
+) -> TokenCounter:
+    """The counter to use: the given one, `"approximate"`, or `count_tokens` for `model`.
+
+    `count_tokens` is imported here, not at module import, so compaction imports even
+    while the token module is being changed.
+    """
+    if token_counter is None:
+        try:
+            from langgraph_ctx.context.tokens import count_tokens
+        except ImportError as err:
+            raise CompactionError(
+                "the default token counter (langgraph_ctx.context.tokens.count_tokens) "
+                f"is not available ({err}); pass token_counter=... or "
+                'token_counter="approximate"'
+            ) from err
+        return functools.partial(count_tokens, model=model)
+    if token_counter == "approximate":
+        return count_tokens_approximately
+    if not callable(token_counter):
+        raise CompactionError(
+            f"token_counter must be a callable taking a list of messages, got {token_counter!r}"
+        )
+    return token_counter
+
+
+def counter_name(token_counter: Any, model: str) -> str:
+    """A short name for the record: the tokenizer model or the counter's name."""
+    if token_counter is None:
+        return model
+    if token_counter == "approximate":
+        return "approximate"
+    return getattr(token_counter, "__name__", type(token_counter).__name__)
+
+
+def _role(message: BaseMessage) -> str:
+    """`system`, `user`, `assistant`, `tool`, or the type of anything else."""
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    if isinstance(message, SystemMessage):
+        return "system"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, ChatMessage):
+        return {"human": "user", "ai": "assistant"}.get(message.role, message.role)
+    return message.type
+
+
+def is_summary_class_message(message: BaseMessage) -> bool:
+    """True for a summary-class system message: content starts with SUMMARY or CONVERSATION_SUMMARY.
+
+    Historical system messages are dropped by compaction, except these.
+
+    Example:
+        ```python
+        is_summary_class_message(SystemMessage("CONVERSATION_SUMMARY\\nUser wants ..."))  # True
+        is_summary_class_message(SystemMessage("You are a helpful assistant"))  # False
+        ```
+    """
+    if _role(message) != "system":
+        return False
+    return content_text(message.content).lstrip().startswith(SUMMARY_PREFIXES)
+
+
+def is_running_summary(message: BaseMessage) -> bool:
+    """True for the summary message compaction itself writes."""
+    key, value = SUMMARY_MARKER
+    return (
+        message.id == RUNNING_SUMMARY_ID
+        or (message.additional_kwargs or {}).get(key) == value
+        or "running_summary" in (message.response_metadata or {})
+    )
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Messages kept or dropped together, as they would be sent (after offloading)."""
+
+    kind: UnitKind
+    messages: tuple[BaseMessage, ...]
+    keys: tuple[str, ...]
+    """Record ids of the original messages (their ids, or `#<input index>`)."""
+    tokens: int
+    round: int
+    """0 before the first user message, then 1, 2, ... (a round starts at a user message)."""
+    position: int
+    """Index in `Conversation.units` (order of the conversation)."""
+    sizes: tuple[int, ...] = ()
+    """Tokens of each message (they add up to `tokens`)."""
+    offloads: tuple[OffloadedResult, ...] = ()
+    shortened: tuple[ShortenedMessage, ...] = ()
+
+    @property
+    def role(self) -> str:
+        return {"tools": "assistant", "summary": "system"}.get(self.kind, self.kind)
+
+    @property
+    def text(self) -> str:
+        """All text the unit would send: content, tool call names and arguments."""
+        parts: list[str] = []
+        for message in self.messages:
+            parts.append(content_text(message.content))
+            if isinstance(message, AIMessage):
+                parts.extend(f"{call['name']}({call['args']})" for call in message.tool_calls)
+        return "\n".join(part for part in parts if part)
+
+
+@dataclass
+class Conversation:
+    """A message list read into units, with token costs. Build it with `Conversation.build`."""
+
+    counter: TokenCounter
+    base_tokens: int
+    system: list[Unit]
+    summaries: list[Unit]
+    running_summary: Unit | None
+    previous_summary: RunningSummary | None
+    units: list[Unit]
+    dropped: list[DroppedMessage] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    tokens_before: int = 0
+    messages_before: int = 0
+    offload_threshold: int | None = 500
+    preview_tokens: int = 160
+
+    # -- costs -----------------------------------------------------------------
+    def count(self, message: BaseMessage) -> int:
+        """What one more message costs in a request (its tokens without the request overhead)."""
+        return max(0, self.counter([message]) - self.base_tokens)
+
+    def cost(self, units: Iterable[Unit]) -> int:
+        """Tokens of these units (plus nothing: add `fixed_tokens` for a whole request)."""
+        return sum(unit.tokens for unit in units)
+
+    def fixed_tokens(self, *, with_running_summary: bool = True) -> int:
+        """Tokens that are always sent: request overhead, system prompt, summary messages."""
+        fixed = self.base_tokens + self.cost(self.system) + self.cost(self.summaries)
+        if with_running_summary and self.running_summary is not None:
+            fixed += self.running_summary.tokens
+        return fixed
+
+    @property
+    def shorten_tokens(self) -> int:
+        """How long a text the fallback ladder leaves after shortening it."""
+        return 2 * self.preview_tokens
+
+    @property
+    def latest_user(self) -> int | None:
+        """Position of the latest user message in `units`, if there is one."""
+        for unit in reversed(self.units):
+            if unit.kind == "user":
+                return unit.position
+        return None
+
+    @property
+    def rounds(self) -> int:
+        """The number of the last round (0 when there is no user message)."""
+        return self.units[-1].round if self.units else 0
+
+    # -- stand-ins ---------------------------------------------------------------
+    def previewed(self, unit: Unit, *, threshold: int, cause: Literal["size", "budget"]) -> Unit:
+        """`unit` with every tool result over `threshold` tokens replaced by a preview.
+
+        A `read_tool_result` answer is only previewed under budget pressure, never for
+        size: the model asked for the full text, offloading it again would loop.
+        """
+        if unit.kind != "tools":
+            return unit
+        messages = list(unit.messages)
+        sizes = list(unit.sizes)
+        offloads = list(unit.offloads)
+        for i, message in enumerate(messages):
+            if not isinstance(message, ToolMessage) or is_preview(message):
+                continue
+            if cause == "size" and message.name == READ_TOOL_RESULT:
+                continue
+            full = sizes[i]
+            if full <= threshold:
+                continue
+            preview, cost = preview_of(
+                message, tokens=full, preview_tokens=self.preview_tokens, count=self.count
+            )
+            if cost >= full:
+                continue
+            messages[i] = preview
+            sizes[i] = cost
+            offloads.append(
+                OffloadedResult(
+                    ref=tool_result_ref(message.tool_call_id),
+                    id=unit.keys[i],
+                    tool_call_id=message.tool_call_id,
+                    tool=message.name,
+                    tokens=full,
+                    preview_tokens=cost,
+                    cause=cause,
+                )
+            )
+        if len(offloads) == len(unit.offloads):
+            return unit
+        return replace(
+            unit,
+            messages=tuple(messages),
+            sizes=tuple(sizes),
+            tokens=sum(sizes),
+            offloads=tuple(offloads),
+        )
+
+    def shortened(self, unit: Unit, *, budget: int) -> Unit:
+        """`unit` (a user or assistant message) cut to its first paragraph and key lines.
+
+        Returns `unit` itself when it is not a single text message or is short already.
+        """
+        if unit.kind not in ("user", "assistant") or unit.tokens <= budget:
+            return unit
+        (message,) = unit.messages
+        short, cost = shrink_to(
+            lambda chars: shortened_message(message, tokens=unit.tokens, chars=chars),
+            chars=int(budget * _chars_per_token(message, unit.tokens)),
+            budget=budget,
+            count=self.count,
+        )
+        if cost >= unit.tokens:
+            return unit
+        record = ShortenedMessage(
+            id=unit.keys[0], role=unit.role, tokens=unit.tokens, tokens_after=cost
+        )
+        return replace(
+            unit,
+            messages=(short,),
+            sizes=(cost,),
+            tokens=cost,
+            shortened=(*unit.shortened, record),
+        )
+
+    # -- building ----------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        messages: Sequence[Any],
+        *,
+        counter: TokenCounter,
+        offload_threshold: int | None = 500,
+        preview_tokens: int = 160,
+        summary: RunningSummary | None = None,
+    ) -> Conversation:
+        """Read `messages` (messages, dicts, tuples or strings) into a `Conversation`.
+
+        Raises:
+            CompactionError: `messages` is not a list of messages, or one of them cannot
+                be read (the error names its index).
+
+        Example:
+            ```python
+            conv = Conversation.build(
+                [("system", "be brief"), ("user", "hi"), ("ai", "hello")],
+                counter=count_tokens_approximately,
+            )
+            [u.kind for u in conv.units]  # ['user', 'assistant']
+            ```
+        """
+        if isinstance(messages, (str, bytes, BaseMessage, dict)) or not isinstance(
+            messages, Iterable
+        ):
+            raise CompactionError(
+                f"messages must be a list of messages, got {type(messages).__name__}"
+            )
+        parsed: list[BaseMessage] = []
+        for i, raw in enumerate(messages):
+            try:
+                parsed.extend(convert_to_messages([raw]))
+            except (ValueError, TypeError, NotImplementedError, KeyError) as err:
+                raise CompactionError(f"messages[{i}] cannot be read as a message: {err}") from err
+        try:
+            base = counter([])
+            tokens_before = counter(parsed)
+        except Exception as err:
+            raise CompactionError(f"the token counter failed: {err!r}") from err
+        conv = cls(
+            counter=counter,
+            base_tokens=base,
+            system=[],
+            summaries=[],
+            running_summary=None,
+            previous_summary=summary,
+            units=[],
+            tokens_before=tokens_before,
+            messages_before=len(parsed),
+            offload_threshold=offload_threshold,
+            preview_tokens=preview_tokens,
+        )
+        conv._read(parsed)
+        if conv.previous_summary is None and conv.running_summary is not None:
+            conv.previous_summary = _summary_from_message(conv.running_summary.messages[0])
+        return conv
+
+    def _drop(self, key: str, message: BaseMessage, reason: str) -> None:
+        self.dropped.append(
+            DroppedMessage(id=key, role=_role(message), tokens=self.count(message), reason=reason)
+        )
+
+    def _read(self, messages: list[BaseMessage]) -> None:
+        keys = [m.id or f"#{i}" for i, m in enumerate(messages)]
+        start = 0
+        while start < len(messages) and _role(messages[start]) == "system":
+            message = messages[start]
+            if is_running_summary(message):
+                self._set_running_summary(keys[start], message)
+            else:
+                self.system.append(self._unit("system", [message], [keys[start]], 0))
+            start += 1
+
+        # Pass 1: sort the rest into user / assistant / tool groups, answering calls by id.
+        blocks: list[dict[str, Any]] = []
+        pending: dict[str, dict[str, Any]] = {}
+        open_group: dict[str, Any] | None = None
+        for i in range(start, len(messages)):
+            message, key = messages[i], keys[i]
+            role = _role(message)
+            if isinstance(message, ToolMessage):
+                group = pending.pop(message.tool_call_id, None)
+                if group is None:
+                    self._drop(key, message, "orphan tool result (no matching tool call)")
+                    self.repairs.append(
+                        f"left out orphan tool result {key} "
+                        f"(tool_call_id={message.tool_call_id!r} answers no tool call)"
+                    )
+                    continue
+                if group is not open_group:
+                    self.repairs.append(
+                        f"moved tool result {key} next to the assistant message that called it"
+                    )
+                group["results"].append((message, key))
+                continue
+            open_group = None
+            if isinstance(message, RemoveMessage):
+                self.repairs.append(f"ignored RemoveMessage {key} in the input")
+                continue
+            if role == "system":
+                if is_running_summary(message):
+                    self._set_running_summary(key, message)
+                elif is_summary_class_message(message):
+                    self.summaries.append(self._unit("summary", [message], [key], 0))
+                else:
+                    self._drop(key, message, "historical system message")
+                continue
+            if role == "user":
+                blocks.append({"kind": "user", "message": message, "key": key})
+            elif role == "assistant":
+                calls, malformed = self._call_ids(message, key)
+                block = {
+                    "kind": "assistant",
+                    "message": message,
+                    "key": key,
+                    "results": [],
+                    "calls": calls,
+                    "malformed": malformed,
+                }
+                for call_id in calls:
+                    pending[call_id] = block
+                blocks.append(block)
+                open_group = block if calls else None
+            else:
+                self._drop(key, message, f"unsupported message type {message.type!r}")
+                self.repairs.append(f"left out {message.type} message {key} (unsupported)")
+
+        # Pass 2: strip unanswered calls, number the rounds, make units.
+        has_user = any(b["kind"] == "user" for b in blocks)
+        if blocks and not has_user:
+            self.repairs.append(
+                "the history has no user message; Anthropic will not accept it as it is"
+            )
+        round_no = 0
+        for block in blocks:
+            message, key = block["message"], block["key"]
+            if block["kind"] == "user":
+                round_no += 1
+                self.units.append(self._unit("user", [message], [key], round_no))
+                continue
+            answered = {m.tool_call_id for m, _ in block["results"]}
+            missing = [c for c in block["calls"] if c not in answered]
+            if missing or block["malformed"]:
+                message = _without_calls(message, keep=answered)
+                if missing:
+                    self.repairs.append(
+                        f"stripped unanswered tool call(s) {missing} from assistant message {key}"
+                    )
+                if not content_text(message.content).strip() and not message.tool_calls:
+                    self._drop(key, block["message"], "only unanswered or malformed tool calls")
+                    continue
+            if has_user and round_no == 0:
+                self._drop(key, message, "before the first user message")
+                for result, result_key in block["results"]:
+                    self._drop(result_key, result, "before the first user message")
+                self.repairs.append(
+                    f"left out {key} (a conversation must start with a user message)"
+                )
+                continue
+            results = block["results"]
+            kind: UnitKind = "tools" if results else "assistant"
+            unit = self._unit(
+                kind, [message, *(m for m, _ in results)], [key, *(k for _, k in results)], round_no
+            )
+            if self.offload_threshold is not None:
+                unit = self.previewed(unit, threshold=self.offload_threshold, cause="size")
+            self.units.append(unit)
+
+    def _call_ids(self, message: BaseMessage, key: str) -> tuple[list[str], bool]:
+        """Ids of the tool calls an assistant message makes, and whether some are malformed.
+
+        A call without an id, or repeating an id, can never be answered: it is stripped.
+        """
+        if not isinstance(message, AIMessage):
+            return [], False
+        calls = [*message.tool_calls, *message.invalid_tool_calls]
+        ids: list[str] = []
+        for call in calls:
+            call_id = call.get("id")
+            if isinstance(call_id, str) and call_id and call_id not in ids:
+                ids.append(call_id)
+        malformed = len(ids) < len(calls)
+        if malformed:
+            self.repairs.append(
+                f"stripped tool call(s) without a unique id from assistant message {key}"
+            )
+        return ids, malformed
+
+    def _set_running_summary(self, key: str, message: BaseMessage) -> None:
+        if self.running_summary is not None:
+            old = self.running_summary
+            self._drop(old.keys[0], old.messages[0], "superseded running summary")
+        self.running_summary = self._unit("summary", [message], [key], 0)
+
+    def _unit(
+        self, kind: UnitKind, messages: list[BaseMessage], keys: list[str], round_no: int
+    ) -> Unit:
+        position = len(self.units) if kind in ("user", "assistant", "tools") else -1
+        sizes = tuple(self.count(m) for m in messages)
+        return Unit(kind, tuple(messages), tuple(keys), sum(sizes), round_no, position, sizes)
+
+
+def _without_calls(message: BaseMessage, keep: set[str]) -> BaseMessage:
+    """A copy of an assistant message with only the tool calls in `keep` (first of each id).
+
+    Content blocks for the other calls (`tool_use`, `function_call`) go too, so no
+    provider sees a call without its result.
+    """
+    assert isinstance(message, AIMessage)
+    seen: set[str] = set()
+
+    def kept(call: Any) -> bool:
+        call_id = call.get("id")
+        if call_id not in keep or call_id in seen:
+            return False
+        seen.add(call_id)
+        return True
+
+    tool_calls = [c for c in message.tool_calls if kept(c)]
+    invalid = [c for c in message.invalid_tool_calls if kept(c)]
+    content = message.content
+    if isinstance(content, list):
+        content = [
+            block
+            for block in content
+            if not (
+                isinstance(block, dict)
+                and block.get("type") in ("tool_use", "function_call", "tool_call")
+                and (block.get("id") or block.get("call_id")) not in seen
+            )
+        ]
+    return message.model_copy(
+        update={
+            "content": content,
+            "tool_calls": tool_calls,
+            "invalid_tool_calls": invalid,
+            "id": derived_id(message.id, "repaired"),
+        }
+    )
+
+
+def preview_of(
+    message: ToolMessage, *, tokens: int, preview_tokens: int, count: Callable[[BaseMessage], int]
+) -> tuple[ToolMessage, int]:
+    """A preview of a `tokens`-token tool result, about `preview_tokens` long, and its cost."""
+    preview, cost = shrink_to(
+        lambda chars: tool_result_preview(message, tokens=tokens, chars=chars),
+        chars=int(preview_tokens * _chars_per_token(message, tokens)),
+        budget=preview_tokens,
+        count=count,
+    )
+    assert isinstance(preview, ToolMessage)
+    return preview, cost
+
+
+def _chars_per_token(message: BaseMessage, tokens: int) -> float:
+    return max(1.0, len(content_text(message.content)) / max(tokens, 1))
+
+
+def _summary_from_message(message: BaseMessage) -> RunningSummary:
+    """The running summary a summary message carries (or its text, when it carries none)."""
+    stored = (message.response_metadata or {}).get("running_summary")
+    if isinstance(stored, dict):
+        try:
+            return RunningSummary.model_validate(stored)
+        except ValueError:
+            pass
+    text = content_text(message.content)
+    for prefix in SUMMARY_PREFIXES[::-1]:
+        if text.lstrip().startswith(prefix):
+            text = text.lstrip()[len(prefix) :]
+            break
+    return RunningSummary(text=text.strip())
+
+
+def summary_message(summary: RunningSummary, text: str) -> SystemMessage:
+    """The system message that shows `summary` to the model (rendered as `text`).
+
+    It carries `SUMMARY_MARKER` (so BudgetNode counts it as the summary component) and the
+    whole structured summary in `response_metadata` (neither is sent to the provider).
+    """
+    key, value = SUMMARY_MARKER
+    return SystemMessage(
+        content=text,
+        id=RUNNING_SUMMARY_ID,
+        additional_kwargs={key: value},
+        response_metadata={"running_summary": summary.model_dump(mode="json")},
+    )
+
+
+def as_messages(units: Iterable[Unit]) -> list[BaseMessage]:
+    return [m for unit in units for m in unit.messages]
+
+
+def latest_user_message(messages: Sequence[BaseMessage]) -> BaseMessage | None:
+    """The last user message in `messages`, if any."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) or _role(message) == "user":
+            return message
+    return None

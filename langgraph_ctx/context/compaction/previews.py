@@ -1,0 +1,217 @@
+"""Shorter stand-ins for long messages: tool result previews and shortened texts.
+
+A stand-in is a *copy* sent to the model instead of the original; the original stays in
+`messages` (and the thread log). Copies get a derived id (`<id>~preview`, `<id>~short`)
+so nothing that stores messages by id can mistake one for the other.
+
+A tool result preview keeps the tool name, its status, the first and last lines, the key
+lines in between, and a reference the model can pass to `read_tool_result`:
+
+```text
+TOOL_RESULT_PREVIEW tool=search status=success tokens=2481 ref=tool-result/call_1
+first lines ...
+[... 312 lines omitted; key lines follow ...]
+ERROR: disk quota exceeded on /var/data/shard-17
+[...]
+last lines ...
+Full output: read_tool_result(ref="tool-result/call_1")
+```
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from langgraph_ctx.context.compaction.signals import (
+    content_text,
+    key_lines,
+    line_weights,
+    non_text_blocks,
+)
+
+PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
+REF_PREFIX = "tool-result/"
+_LINE_CLIP = 240  # longest key line shown in a preview, in characters
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+
+
+def tool_result_ref(tool_call_id: str) -> str:
+    """The reference a preview shows for the result of `tool_call_id`.
+
+    Example:
+        ```python
+        tool_result_ref("call_1")  # "tool-result/call_1"
+        ```
+    """
+    return f"{REF_PREFIX}{tool_call_id}"
+
+
+def tool_call_id_from_ref(ref: str) -> str:
+    """The tool call id inside a reference (a bare tool call id is accepted as well)."""
+    ref = ref.strip().strip("\"'")
+    return ref[len(REF_PREFIX) :] if ref.startswith(REF_PREFIX) else ref
+
+
+def is_preview(message: BaseMessage) -> bool:
+    """True for a tool result that compaction already replaced by a preview."""
+    return isinstance(message, ToolMessage) and content_text(message.content).startswith(
+        PREVIEW_HEADER
+    )
+
+
+def derived_id(message_id: str | None, suffix: str) -> str | None:
+    """The id of a stand-in: the original id plus a suffix (`None` stays `None`)."""
+    if message_id is None:
+        return None
+    return message_id if message_id.endswith(f"~{suffix}") else f"{message_id}~{suffix}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
+
+
+def _head(lines: list[str], chars: int) -> int:
+    """How many leading lines fit in `chars` (at least one, clipped later if needed)."""
+    used = 0
+    for i, line in enumerate(lines):
+        used += len(line) + 1
+        if used > chars:
+            return max(i, 1)
+    return len(lines)
+
+
+def _tail(lines: list[str], chars: int, start: int) -> int:
+    """Index where the trailing lines that fit in `chars` begin (never before `start`).
+
+    At least the last line is kept (clipped later if needed) when there is one after `start`.
+    """
+    used = 0
+    for i in range(len(lines) - 1, start - 1, -1):
+        used += len(lines[i]) + 1
+        if used > chars:
+            return min(i + 1, len(lines) - 1)
+    return start
+
+
+def _pick(lines: list[str], weights: tuple[float, ...], budget: int) -> list[str]:
+    """The weightiest lines that fit in `budget` characters, in their original order."""
+    chosen: list[int] = []
+    for i in sorted(key_lines(lines, limit=12, weights=weights), key=lambda i: -weights[i]):
+        cost = min(len(lines[i].strip()), _LINE_CLIP) + 1
+        if cost <= budget:
+            chosen.append(i)
+            budget -= cost
+    return [_clip(lines[i].strip(), _LINE_CLIP) for i in sorted(chosen)]
+
+
+def preview_text(text: str, chars: int) -> tuple[str, int]:
+    """Head, key lines and tail of `text` within about `chars` characters.
+
+    Returns the preview body and how many lines it left out.
+    """
+    if len(text) <= chars:
+        return text, 0
+    lines = text.split("\n")
+    head_end = _head(lines, (chars * 2) // 5)
+    tail_start = _tail(lines, chars // 5, head_end)
+    middle = lines[head_end:tail_start]
+    head = [_clip(line, (chars * 2) // 5) for line in lines[:head_end]]
+    tail = [_clip(line, max(chars // 5, 40)) for line in lines[tail_start:]]
+    key_budget = chars - sum(len(line) + 1 for line in head + tail)
+    chosen = _pick(middle, line_weights(text)[head_end:tail_start], key_budget)
+    omitted = len(middle) - len(chosen)
+    parts = head
+    if middle:
+        note = "; key lines follow" if chosen else ""
+        parts = [*parts, f"[… {len(middle)} lines omitted{note} …]", *chosen]
+        if chosen:
+            parts.append("[…]")
+    return "\n".join([*parts, *tail]), omitted
+
+
+def tool_result_preview(message: ToolMessage, *, tokens: int, chars: int) -> ToolMessage:
+    """A preview of a tool result: header, head/key lines/tail, and the reference.
+
+    `tokens` is the size of the full result (shown in the header); `chars` bounds the
+    body. The preview has no artifact: the full result stays on the original message.
+
+    Example:
+        ```python
+        from langchain_core.messages import ToolMessage
+
+        full = ToolMessage("\\n".join(f"line {i}" for i in range(500)), tool_call_id="c1")
+        preview = tool_result_preview(full, tokens=2000, chars=300)
+        preview.content.splitlines()[0]
+        # 'TOOL_RESULT_PREVIEW tool=? status=success tokens=2000 ref=tool-result/c1'
+        ```
+    """
+    ref = tool_result_ref(message.tool_call_id)
+    body, _ = preview_text(content_text(message.content), chars)
+    extra = non_text_blocks(message.content)
+    header = (
+        f"{PREVIEW_HEADER} tool={message.name or '?'} status={message.status} "
+        f"tokens={tokens} ref={ref}"
+    )
+    lines = [header, body]
+    if extra:
+        lines.append(f"[{extra} non-text content block(s) not shown]")
+    lines.append(f'Full output: read_tool_result(ref="{ref}")')
+    return ToolMessage(
+        content="\n".join(lines),
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        status=message.status,
+        id=derived_id(message.id, "preview"),
+    )
+
+
+def shortened_text(text: str, chars: int) -> str:
+    """The first paragraph of `text` plus its key lines, within about `chars` characters."""
+    paragraphs = _PARAGRAPH.split(text.strip(), maxsplit=1)
+    first = _clip(paragraphs[0].strip(), max(40, (chars * 3) // 5))
+    rest = paragraphs[1].split("\n") if len(paragraphs) > 1 else []
+    weights = line_weights("\n".join(rest)) if rest else ()
+    return "\n".join([first, *_pick(rest, weights, chars - len(first))])
+
+
+def shortened_message(message: BaseMessage, *, tokens: int, chars: int) -> BaseMessage:
+    """A copy of a user or assistant message cut to its first paragraph and key lines.
+
+    Tool calls on an assistant message are kept as they are; only the text is cut.
+    """
+    text = content_text(message.content)
+    body = shortened_text(text, chars)
+    extra = non_text_blocks(message.content)
+    note = f"{extra} non-text block(s) and " if extra else ""
+    marker = (
+        f"[… shortened by compaction: {note}the rest of a {tokens}-token message omitted; "
+        "the full message stays in the conversation history]"
+    )
+    update: dict[str, Any] = {"content": f"{body}\n{marker}", "id": derived_id(message.id, "short")}
+    return message.model_copy(update=update)
+
+
+def shrink_to(
+    build: Callable[[int], BaseMessage],
+    *,
+    chars: int,
+    budget: int,
+    count: Callable[[BaseMessage], int],
+) -> tuple[BaseMessage, int]:
+    """Build a stand-in with `build(chars)` and shrink `chars` until it costs <= `budget`.
+
+    Returns the smallest attempt when even that stays over (the caller records it).
+    """
+    message = build(chars)
+    tokens = count(message)
+    for _ in range(8):
+        if tokens <= budget or chars <= 16:
+            break
+        chars = max(16, int(chars * budget / tokens * 0.85))
+        message = build(chars)
+        tokens = count(message)
+    return message, tokens

@@ -1,0 +1,181 @@
+"""What makes a piece of text worth keeping: the explainable signals behind extraction.
+
+Each signal has a name and a weight. `text_signals` says which signals a text carries,
+so a score is always a sum of named parts a person can read back
+(`{"user": 3.0, "path": 1.5, "recency": 1.7}`), never an opaque number.
+
+The same signals pick the "key lines" that survive when a long text or a tool result is
+cut down to a preview: constraint lines, decisions, paths, numbers and errors.
+
+Word signals are found by set lookups on the lower-cased words (and word pairs), not by
+case-insensitive regular expressions: previews score every line of large tool outputs,
+and this keeps that cheap.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+
+# Words (and word pairs) that state a requirement, an outcome or decision, or an error.
+# English and Chinese, as in the reference design.
+def _vocabulary(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_WORDS: dict[str, frozenset[str]] = {
+    "constraint": _vocabulary(
+        "must should shall need needs needed require required requirement requirements "
+        "never always cannot can't don't only do_not"
+    ),
+    "decision": _vocabulary(
+        "decide decided decides deciding decision decisions agreed chose chosen final finally "
+        "conclusion conclusions outcome outcomes result results done complete completed fixed "
+        "resolved approved confirmed we'll we_will going_with"
+    ),
+    "error": _vocabulary(
+        "error errors exception traceback failed failure fatal denied timeout refused"
+    ),
+}
+_CHINESE: dict[str, tuple[str, ...]] = {
+    "constraint": ("必须", "需要", "务必", "不要", "不能", "应该", "禁止"),
+    "decision": ("决定", "结论", "完成", "确定", "采用", "已解决"),
+    "error": ("错误", "失败"),
+}
+_WORD = re.compile(r"[a-z][a-z']*")
+_HAS_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+# Regular expressions for the other signals (and for callers that want the matches).
+DECISION = re.compile(
+    r"\b(?:decid(?:e|ed|es|ing)|decisions?|agreed|we will|we'll|going with|chose|chosen|"
+    r"final(?:ly)?|conclusions?|outcomes?|results?|done|completed?|fixed|resolved|"
+    r"approved|confirmed)\b|决定|结论|完成|确定|采用|已解决",
+    re.IGNORECASE,
+)
+# Unix/relative paths with at least one separator, Windows paths, file names.
+PATH = re.compile(
+    r"(?<![\w/])(?:~|\.{1,2})?(?:/[\w.@+-]*[\w@+-]){2,}"
+    r"|\b[A-Za-z]:\\[\w\\.-]+"
+    r"|[\w-]+(?:/[\w.-]+)*\.(?:py|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|sql|sh|go|rs|"
+    r"java|c|cc|cpp|h|hpp|cfg|ini|log|html|css|xml|ipynb|lock|env)\b"
+)
+_UNIX_PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?(?:/[\w.@+-]*[\w@+-]){2,}")
+_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\[\w\\.-]+")
+_FILE_NAME = re.compile(
+    r"(?<=[\w-])\.(?:py|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|sql|sh|go|rs|java|c|cc|cpp|"
+    r"h|hpp|cfg|ini|log|html|css|xml|ipynb|lock|env)\b"
+)
+# Numbers that carry information: two or more digits, decimals, or a unit.
+NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)+\b|\b\d{2,}\b|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|k|usd|eur)\b")
+
+# name -> weight, in the order signals are reported. The weights are the defaults of
+# KeyMessageExtraction.
+SIGNALS: dict[str, float] = {
+    "decision": 2.0,
+    "constraint": 1.5,
+    "path": 1.5,
+    "code": 1.0,
+    "number": 1.0,
+    "error": 1.0,
+}
+
+
+def content_text(content: Any) -> str:
+    """The text of a message `content` (a string or a list of content blocks).
+
+    Example:
+        ```python
+        content_text([{"type": "text", "text": "hi"}, {"type": "image_url"}])  # "hi"
+        ```
+    """
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, Iterable):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def non_text_blocks(content: Any) -> int:
+    """How many content blocks are not text (images, files, tool_use blocks...)."""
+    if isinstance(content, str):
+        return 0
+    return sum(
+        1
+        for block in content
+        if not isinstance(block, str)
+        and not (isinstance(block, dict) and isinstance(block.get("text"), str))
+    )
+
+
+def _has_path(text: str) -> bool:
+    return bool(
+        ("/" in text and _UNIX_PATH.search(text))
+        or (":\\" in text and _WINDOWS_PATH.search(text))
+        or ("." in text and _FILE_NAME.search(text))
+    )
+
+
+def text_signals(text: str) -> list[str]:
+    """The names of the signals present in `text`, in `SIGNALS` order.
+
+    Example:
+        ```python
+        text_signals("We must keep /etc/app.yaml at 300 ms")
+        # ['constraint', 'path', 'number']
+        ```
+    """
+    lower = text.lower()
+    words = _WORD.findall(lower)
+    vocabulary = set(words)
+    vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words))
+    cjk = bool(_HAS_CJK.search(text))
+    found = {
+        name
+        for name, listed in _WORDS.items()
+        if not vocabulary.isdisjoint(listed) or (cjk and any(w in text for w in _CHINESE[name]))
+    }
+    if _has_path(text):
+        found.add("path")
+    if "```" in text:
+        found.add("code")
+    if NUMBER.search(text):
+        found.add("number")
+    return [name for name in SIGNALS if name in found]
+
+
+def line_weight(line: str) -> float:
+    """How much a single line says: the summed weights of the signals it carries."""
+    return sum(SIGNALS[name] for name in text_signals(line))
+
+
+@lru_cache(maxsize=64)
+def line_weights(text: str) -> tuple[float, ...]:
+    """`line_weight` of each line of `text` (split on newlines), cached by text.
+
+    A preview is built several times while it is sized to its budget; the cache makes
+    the lines of a large tool result scored once.
+    """
+    return tuple(line_weight(line) if line.strip() else 0.0 for line in text.split("\n"))
+
+
+def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = None) -> list[int]:
+    """Indices of up to `limit` lines that carry the most signal, in their original order.
+
+    Ties go to the earlier line; lines without any signal are never chosen. `weights`
+    are the lines' weights when the caller has them already.
+    """
+    if limit <= 0 or not lines:
+        return []
+    if weights is None:
+        weights = line_weights("\n".join(lines))
+    best = sorted(((w, -i) for i, w in enumerate(weights) if w > 0), reverse=True)[:limit]
+    return sorted(-neg_index for _, neg_index in best)

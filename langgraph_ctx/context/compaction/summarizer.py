@@ -1,0 +1,283 @@
+"""The model step: fold dropped messages into the running summary with any chat model.
+
+The summarizer is written as a generator of `ModelCall`s, so one implementation serves
+both `compact_messages` (which answers each call with `model.invoke`) and
+`acompact_messages` (`await model.ainvoke`). Retries and their back-off live here too.
+
+The model is asked for one JSON object (user intent, key entities, decisions made,
+pending questions, free text). A reply that is not JSON is kept as free text; an empty
+reply or an exception counts as a failure. After the last retry the summarizer gives up
+and says why: it never makes a summary up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import Runnable
+
+from langgraph_ctx.context.compaction.conversation import Unit, summary_message
+from langgraph_ctx.context.compaction.record import RunningSummary, utc_now
+from langgraph_ctx.context.compaction.signals import content_text
+
+SUMMARY_INSTRUCTIONS = """\
+You maintain the running summary of a conversation between a user and an AI assistant \
+that uses tools. You receive the previous summary (JSON, possibly empty) and messages that \
+are being removed from the assistant's context. Fold the new messages into the summary.
+
+Reply with ONE JSON object and nothing else:
+{{"user_intent": "...", "key_entities": {{"name": "value"}}, "decisions_made": ["..."], \
+"pending_questions": ["..."], "text": "..."}}
+
+- Keep facts verbatim: file paths, numbers, names, constraints (must / should / never), \
+decisions and their outcomes, errors.
+- Keep earlier facts that still matter; drop questions that have been answered.
+- Use only what the previous summary and the messages say. Never invent anything.
+- Stay under about {words} words."""
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+_MESSAGE_CLIP = 12_000  # characters of one message shown to the summarizer
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A request for one model call: `messages` to `model`, after `delay` seconds."""
+
+    model: Runnable[Any, Any]
+    messages: list[BaseMessage]
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """The answer to a `ModelCall`: the model's message, or the exception it raised."""
+
+    message: BaseMessage | None = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    summary: RunningSummary | None
+    attempts: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Summarizer:
+    """Folds messages into a `RunningSummary` with a chat model, retrying failures.
+
+    Args:
+        model: any chat model (or runnable taking messages and returning a message).
+        max_retries: extra attempts after the first failure.
+        retry_delay: seconds before the first retry; doubles for each further retry.
+        input_tokens: about how many tokens of messages one call receives; more are
+            folded in several calls, each on top of the previous result.
+        instructions: the system prompt; `{words}` is replaced by a length target.
+    """
+
+    model: Runnable[Any, Any]
+    max_retries: int = 2
+    retry_delay: float = 0.5
+    input_tokens: int = 8_000
+    instructions: str = SUMMARY_INSTRUCTIONS
+
+    def run(
+        self, previous: RunningSummary | None, units: Sequence[Unit], *, budget: int
+    ) -> Generator[ModelCall, ModelReply, SummaryOutcome]:
+        """Fold `units` into `previous`; yields model calls, returns the outcome."""
+        summary = previous or RunningSummary()
+        attempts = 0
+        words = max(30, int(budget * 0.6))
+        for chunk in self._chunks(units):
+            prompt = self.prompt(summary, chunk, words=words)
+            error: str | None = None
+            parsed: RunningSummary | None = None
+            for attempt in range(self.max_retries + 1):
+                attempts += 1
+                delay = self.retry_delay * 2 ** (attempt - 1) if attempt else 0.0
+                reply = yield ModelCall(self.model, prompt, delay)
+                if reply.error is not None:
+                    error = f"{type(reply.error).__name__}: {reply.error}"
+                    continue
+                parsed = parse_summary(reply.message, summary)
+                if parsed is not None:
+                    break
+                error = "the model returned an empty summary"
+            if parsed is None:
+                return SummaryOutcome(None, attempts, error)
+            folded = sum(len(unit.messages) for unit in chunk)
+            summary = parsed.model_copy(
+                update={
+                    "covered_messages": summary.covered_messages + folded,
+                    "covered_until": chunk[-1].keys[-1],
+                }
+            )
+        summary = summary.model_copy(
+            update={"updates": (previous.updates if previous else 0) + 1, "updated_at": utc_now()}
+        )
+        return SummaryOutcome(summary, attempts, None)
+
+    def prompt(
+        self, summary: RunningSummary, units: Sequence[Unit], *, words: int
+    ) -> list[BaseMessage]:
+        """The messages one summarizer call sends."""
+        previous = summary.model_dump(
+            include={"user_intent", "key_entities", "decisions_made", "pending_questions", "text"}
+        )
+        transcript = "\n".join(_transcript_line(m) for unit in units for m in unit.messages)
+        return [
+            SystemMessage(self.instructions.format(words=words)),
+            HumanMessage(
+                "PREVIOUS SUMMARY (JSON):\n"
+                f"{json.dumps(previous, ensure_ascii=False)}\n\n"
+                f"MESSAGES TO FOLD IN:\n{transcript}"
+            ),
+        ]
+
+    def _chunks(self, units: Sequence[Unit]) -> list[list[Unit]]:
+        chunks: list[list[Unit]] = [[]]
+        size = 0
+        for unit in units:
+            if chunks[-1] and size + unit.tokens > self.input_tokens:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(unit)
+            size += unit.tokens
+        return [chunk for chunk in chunks if chunk]
+
+
+def _transcript_line(message: BaseMessage) -> str:
+    text = content_text(message.content)
+    if len(text) > _MESSAGE_CLIP:
+        text = text[:_MESSAGE_CLIP] + f" […{len(text) - _MESSAGE_CLIP} more characters]"
+    if isinstance(message, ToolMessage):
+        return f"[tool result {message.name or ''} {message.status}] {text}"
+    if isinstance(message, AIMessage):
+        calls = "".join(
+            f"\n[assistant calls {call['name']}] {json.dumps(call['args'], ensure_ascii=False)}"
+            for call in message.tool_calls
+        )
+        return f"[assistant] {text}{calls}"
+    role = "user" if isinstance(message, HumanMessage) else message.type
+    return f"[{role}] {text}"
+
+
+def _strings(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [str(value).strip()] if str(value).strip() else []
+
+
+def _entities(value: Any) -> dict[str, str]:
+    if isinstance(value, dict):
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+    return {str(i + 1): item for i, item in enumerate(_strings(value))}
+
+
+def parse_summary(message: BaseMessage | None, previous: RunningSummary) -> RunningSummary | None:
+    """The summary in a model reply: its JSON object, or its text when it is not JSON.
+
+    Returns None for an empty reply (a failure: nothing is made up in its place).
+
+    Example:
+        ```python
+        parse_summary(AIMessage('{"user_intent": "ship v2", "decisions_made": ["use uv"]}'),
+                      RunningSummary())
+        # RunningSummary(user_intent='ship v2', decisions_made=['use uv'], ...)
+        ```
+    """
+    text = content_text(message.content).strip() if message is not None else ""
+    if not text:
+        return None
+    body = _FENCE.sub("", text).strip()
+    start, end = body.find("{"), body.rfind("}")
+    data: Any = None
+    if 0 <= start < end:
+        try:
+            data = json.loads(body[start : end + 1])
+        except ValueError:
+            data = None
+    if not isinstance(data, dict):
+        return previous.model_copy(update={"text": text})
+    # A field the reply leaves out keeps its previous value; a field it sends replaces it.
+    readers: dict[str, Any] = {
+        "user_intent": lambda v: str(v or "").strip(),
+        "key_entities": _entities,
+        "decisions_made": _strings,
+        "pending_questions": _strings,
+        "text": lambda v: str(v or "").strip(),
+    }
+    update = {name: read(data[name]) for name, read in readers.items() if name in data}
+    if not any(update.values()):
+        return None
+    return previous.model_copy(update=update)
+
+
+def render_summary(summary: RunningSummary) -> str:
+    """The text of the summary message the model sees (starts with CONVERSATION_SUMMARY)."""
+    lines = [
+        f"CONVERSATION_SUMMARY (covers {summary.covered_messages} earlier messages that are no "
+        "longer shown; the full history is kept)"
+    ]
+    if summary.user_intent:
+        lines.append(f"User intent: {summary.user_intent}")
+    if summary.key_entities:
+        lines.append("Key entities:")
+        lines += [f"- {name}: {value}" for name, value in summary.key_entities.items()]
+    for title, items in (
+        ("Decisions made:", summary.decisions_made),
+        ("Pending questions:", summary.pending_questions),
+    ):
+        if items:
+            lines.append(title)
+            lines += [f"- {item}" for item in items]
+    if summary.text:
+        lines += ["Notes:", summary.text]
+    return "\n".join(lines)
+
+
+def summary_message_within(
+    summary: RunningSummary, budget: int, count: Any
+) -> tuple[SystemMessage, int, bool]:
+    """The summary message, clipped until it costs at most `budget` tokens.
+
+    Clipping halves the free text first, then drops the oldest list items and entities.
+    The message carries the whole summary in `response_metadata` either way, and the
+    state keeps it whole: clipping only changes what this request shows.
+    Returns the message, its cost and whether it was clipped.
+    """
+    shown = summary
+    message = summary_message(summary, render_summary(shown))
+    tokens = count(message)
+    clipped = False
+    for _ in range(64):
+        if tokens <= budget:
+            break
+        clipped = True
+        if len(shown.text) > 40:
+            shown = shown.model_copy(update={"text": shown.text[: len(shown.text) // 2] + "…"})
+        elif shown.text:
+            shown = shown.model_copy(update={"text": ""})
+        elif shown.key_entities or shown.decisions_made or shown.pending_questions:
+            longest = max(
+                ("key_entities", "decisions_made", "pending_questions"),
+                key=lambda f: len(getattr(shown, f)),
+            )
+            items = getattr(shown, longest)
+            trimmed = dict(list(items.items())[1:]) if isinstance(items, dict) else items[1:]
+            shown = shown.model_copy(update={longest: trimmed})
+        elif len(shown.user_intent) > 40:
+            shown = shown.model_copy(update={"user_intent": shown.user_intent[:40] + "…"})
+        else:
+            break
+        message = summary_message(summary, render_summary(shown))
+        tokens = count(message)
+    return message, tokens, clipped

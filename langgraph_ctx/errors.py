@@ -1,0 +1,158 @@
+"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class LangGraphCtxError(Exception):
+    """Base class for every error langgraph-ctx raises on purpose."""
+
+
+class CorruptLogError(LangGraphCtxError):
+    """A complete line of a thread log cannot be read.
+
+    A torn *last* line (a write cut short by a crash) is not corruption: it is
+    ignored on read and repaired before the next append. Anything else raises
+    this error, naming the file and the 1-based line number.
+
+    Example:
+        ```python
+        try:
+            saver.get_tuple(config)
+        except CorruptLogError as err:
+            print(err.path, err.line, err.reason)
+        ```
+    """
+
+    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(
+            f"{where}: {reason}. The rest of the file is intact; fix or remove the line, "
+            "or open the saver with on_corrupt='skip' to read past it with a warning."
+        )
+
+
+class ThreadNotFoundError(LangGraphCtxError, KeyError):
+    """The thread has no log (nothing was ever saved under that thread id)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"thread {thread_id!r} does not exist")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CheckpointNotFoundError(LangGraphCtxError, KeyError):
+    """The thread exists but has no checkpoint with that id (in that namespace)."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "") -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns
+        ns = f" (namespace {checkpoint_ns!r})" if checkpoint_ns else ""
+        super().__init__(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}{ns}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ThreadExistsError(LangGraphCtxError):
+    """A fork or copy would overwrite a thread that already has checkpoints."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"thread {thread_id!r} already exists; delete it first or pick another target id"
+        )
+
+
+class StorageUnavailableError(LangGraphCtxError, ConnectionError):
+    """The storage server cannot be reached or refuses the command right now.
+
+    Raised by `RedisLogSaver` when Redis is down, restarting (loading its data),
+    read-only after a failover, out of memory, or does not answer in time. The
+    call was not acknowledged: a read returned nothing, and a write may or may
+    not have been applied (the next call re-reads the log, so either way the
+    saver stays consistent). The saver itself recovers on its own: once Redis
+    answers again, the next call works.
+
+    Example:
+        ```python
+        try:
+            graph.invoke(inputs, config)
+        except StorageUnavailableError as err:
+            print(err.where, err.action)   # retry later, or fail the request
+        ```
+    """
+
+    def __init__(self, where: str, action: str, reason: str) -> None:
+        self.where = where
+        self.action = action
+        self.reason = reason
+        self._init_args = (where, action, reason)
+        super().__init__(
+            f"{where} is unavailable ({reason}) while {action}. Nothing was acknowledged; "
+            "a write may or may not have been applied. Retry once the server is back: "
+            "the saver reconnects on the next call."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), self._init_args
+
+
+class LockTimeoutError(LangGraphCtxError, TimeoutError):
+    """Another writer held a thread's lock for longer than the saver waits.
+
+    The lock expires on its own after the holder's ``lock_timeout``, so a
+    writer that crashed blocks the thread for at most that long.
+    """
+
+    def __init__(self, thread_id: str, key: str, holder: str | None, waited: float) -> None:
+        self.thread_id = thread_id
+        self.key = key
+        self.holder = holder
+        self.waited = waited
+        self._init_args = (thread_id, key, holder, waited)
+        by = f" by {holder}" if holder else ""
+        super().__init__(
+            f"thread {thread_id!r} is locked{by} (lock key {key!r}); gave up after "
+            f"{waited:.1f}s. A crashed writer's lock expires after its lock_timeout; "
+            "raise lock_wait if writes to one thread are legitimately that long."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), self._init_args
+
+
+class LogChangedError(LangGraphCtxError):
+    """A thread's log changed between reading it and writing to it.
+
+    Storage that is shared without a lock for readers (Redis) raises this when a
+    read finds the log rewritten since it was indexed, or when a conditional
+    append finds lines it has not seen (a writer whose lock expired, or a writer
+    that does not lock). The saver re-reads the log and retries the call; you
+    only see this error when that keeps failing.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        self._init_args = (where, reason)
+        super().__init__(f"{where}: {reason}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), self._init_args

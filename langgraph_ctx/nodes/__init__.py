@@ -1,0 +1,1 @@
+"""LangGraph nodes that prepare what the model sees (budget, compaction, system prompt)."""

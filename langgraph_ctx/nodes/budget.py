@@ -1,0 +1,190 @@
+"""`BudgetNode`: measure the next model request against a token budget.
+
+```python
+from langgraph.graph import START, StateGraph
+from langgraph_ctx.nodes.budget import BudgetNode, BudgetState
+
+builder = StateGraph(BudgetState)
+builder.add_node("budget", BudgetNode("personalized", model="gpt-4o"))
+builder.add_node("model", call_model)
+builder.add_edge(START, "budget")
+builder.add_edge("budget", "model")
+graph = builder.compile()
+graph.invoke({"messages": [("user", "Hi!")]})["context_usage"]
+```
+
+The node reads `messages` (and `system_prompt` and `tools` when the state has them)
+and writes `{"context_usage": ContextUsage}`; it never changes the messages. As a
+`create_react_agent(pre_model_hook=...)` it returns only `context_usage`: in
+langgraph 1.2 the agent then calls the model with `llm_input_messages` or `messages`
+from the state, so nothing else is needed. Give the agent a `state_schema` with a
+`context_usage` key (`BudgetAgentState`) to keep the value; without one, langgraph
+drops the key and the agent runs unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt.chat_agent_executor import AgentState
+from typing_extensions import NotRequired, TypedDict
+
+from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
+from langgraph_ctx.context.tokens import (
+    MessageTokenCounter,
+    TokenCounter,
+    encoding_loaded,
+    load_encoding,
+)
+
+__all__ = ["BudgetAgentState", "BudgetNode", "BudgetState"]
+
+
+class BudgetState(TypedDict):
+    """Smallest state for a graph with a `BudgetNode`; extend it with your own keys."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    context_usage: NotRequired[ContextUsage]
+
+
+class BudgetAgentState(AgentState):
+    """`create_react_agent`'s `AgentState` plus `context_usage`."""
+
+    context_usage: NotRequired[ContextUsage]
+
+
+class BudgetNode(Runnable[Any, dict[str, Any]]):
+    """Writes `context_usage`: what the next model request uses of a token budget.
+
+    Counts are exact for OpenAI models and approximate for others (see
+    `langgraph_ctx.context.tokens`); provider `usage_metadata` on the last AI message
+    anchors them when present. Each message is counted once and cached by id and
+    content, so a step costs only the messages it adds.
+
+    Example:
+        ```python
+        node = BudgetNode("fast", model="gpt-4o")           # preset name or ContextBudget
+        node({"messages": [("user", "Hi!")]})["context_usage"].used  # 9
+
+        agent = create_react_agent(
+            llm, tools,
+            pre_model_hook=BudgetNode(model=llm.bind_tools(tools), system_prompt=prompt),
+            state_schema=BudgetAgentState,
+        )
+        ```
+
+    Args:
+        budget: A `ContextBudget`, a preset name (`"fast"`, `"personalized"`,
+            `"planning"`), or None for the model's whole context window
+            (`ContextBudget.for_model`).
+        model: Model name, or the chat model itself (its name and bound tools are read).
+        tools: Tools bound to the model; a `tools` key in the state takes precedence.
+        system_prompt: System prompt the model node adds (e.g. the agent's `prompt`);
+            a `system_prompt` key in the state takes precedence.
+        token_counter: Count each message with this function instead of the built-in
+            rules (called with one message at a time, results cached).
+        messages_key: State key to count (e.g. `"llm_input_messages"` after compaction).
+        output_key: State key the usage is written to.
+        calibrate: Anchor counts on provider `usage_metadata` when available.
+        cache_size: Bound of the per-message count cache.
+    """
+
+    def __init__(
+        self,
+        budget: ContextBudget | str | None = None,
+        *,
+        model: str | Runnable[Any, Any] = "gpt-4o",
+        tools: Sequence[Any] | None = None,
+        system_prompt: str | None = None,
+        token_counter: TokenCounter | None = None,
+        messages_key: str = "messages",
+        output_key: str = "context_usage",
+        calibrate: bool = True,
+        cache_size: int = 50_000,
+    ) -> None:
+        model_name, bound_tools = _model_name_and_tools(model)
+        if isinstance(budget, str):
+            budget = ContextBudget.preset(budget)
+        elif budget is None:
+            budget = ContextBudget.for_model(model_name)
+        self.budget: ContextBudget = budget
+        self.model = model_name
+        self.tools = list(tools) if tools is not None else bound_tools
+        self.system_prompt = system_prompt
+        self.messages_key = messages_key
+        self.output_key = output_key
+        self.calibrate = calibrate
+        self.counter = MessageTokenCounter(
+            model_name, token_counter=token_counter, max_entries=cache_size
+        )
+
+    # -- the one implementation ---------------------------------------------
+    def usage(self, state: Any) -> ContextUsage:
+        """The `ContextUsage` for `state` (a dict or an object with attributes)."""
+        messages = _state_value(state, self.messages_key) or []
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+            messages = [messages]
+        system_prompt = _state_value(state, "system_prompt")
+        if not isinstance(system_prompt, str):
+            system_prompt = self.system_prompt
+        tools = _state_value(state, "tools")
+        if not isinstance(tools, Sequence) or isinstance(tools, (str, bytes)):
+            tools = self.tools
+        return compute_usage(
+            messages,
+            self.budget,
+            counter=self.counter,
+            system_prompt=system_prompt,
+            tools=tools,
+            calibrate=self.calibrate,
+            model=self.model,
+        )
+
+    def __call__(self, state: Any) -> dict[str, Any]:
+        return {self.output_key: self.usage(state)}
+
+    # -- Runnable doors: sync and async share `usage` -------------------------
+    def invoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return self(input)
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        encoding = self.counter.family.encoding
+        if self.counter.token_counter is None and not encoding_loaded(encoding):
+            # The first load reads ~0.5 s of BPE data: keep it off the event loop.
+            await asyncio.to_thread(load_encoding, encoding)
+        return self(input)
+
+    def __repr__(self) -> str:
+        return f"BudgetNode(budget={self.budget.name or self.budget.total!r}, model={self.model!r})"
+
+
+def _state_value(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def _model_name_and_tools(model: str | Runnable[Any, Any]) -> tuple[str, list[Any] | None]:
+    """Model name and bound tools of a chat model (`llm.bind_tools(...)` included)."""
+    if isinstance(model, str):
+        return model, None
+    tools: list[Any] | None = None
+    inner: Any = model
+    while isinstance(inner, RunnableBinding):
+        if tools is None and inner.kwargs.get("tools"):
+            tools = list(inner.kwargs["tools"])
+        inner = inner.bound
+    for attribute in ("model_name", "model", "model_id", "deployment_name"):
+        name = getattr(inner, attribute, None)
+        if isinstance(name, str) and name:
+            return name, tools
+    return type(inner).__name__, tools

@@ -1,0 +1,566 @@
+"""`CompactionNode`: compact what the model sees once the context passes a trigger.
+
+```python
+from langgraph.graph import START, StateGraph
+from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
+
+def call_model(state):
+    return {"messages": [llm.invoke(state.get("llm_input_messages") or state["messages"])]}
+
+builder = StateGraph(CompactionState)
+builder.add_node("compact", CompactionNode(trigger=0.8, target=0.5, max_context_tokens=128_000))
+builder.add_node("model", call_model)
+builder.add_edge(START, "compact")
+builder.add_edge("compact", "model")
+```
+
+Past the trigger the node compacts to the target and writes:
+
+- `llm_input_messages`: what the model sees (the `pre_model_hook` convention of
+  `create_react_agent`, which calls the model with `llm_input_messages or messages`);
+- `running_summary`: the structured running summary (summary strategies), as JSON;
+- `compaction_log`: one more `CompactionRecord`, as JSON (declare the key with an
+  `operator.add` reducer, as `CompactionState` does);
+- `compaction_cursor`: where it stopped reading, and the token counts so far.
+
+`messages` stays whole, so the checkpointer's log keeps every message: compaction marks,
+it does not erase. With `rewrite_messages=True` the node instead replaces `messages`
+(`RemoveMessage(REMOVE_ALL_MESSAGES)` plus the compacted list, summary included); the
+saver's earlier checkpoints still hold everything.
+
+After a compaction, each step appends only its new messages to the compacted view and
+counts only them (large new tool results become previews), until the trigger fires
+again; below the trigger nothing is rescored or recounted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import warnings
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.prebuilt.chat_agent_executor import AgentState
+from typing_extensions import NotRequired, TypedDict
+
+from langgraph_ctx.context.compaction.conversation import (
+    READ_TOOL_RESULT,
+    SUMMARY_PREFIXES,
+    Conversation,
+    TokenCounter,
+    counter_name,
+    preview_of,
+    resolve_token_counter,
+)
+from langgraph_ctx.context.compaction.core import (
+    StrategyLike,
+    check_arguments,
+    compaction_steps,
+    resolve_strategy,
+    run_async,
+    run_sync,
+)
+from langgraph_ctx.context.compaction.errors import CompactionError
+from langgraph_ctx.context.compaction.previews import is_preview
+from langgraph_ctx.context.compaction.record import RunningSummary
+from langgraph_ctx.context.compaction.summarizer import ModelCall, ModelReply
+from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
+
+__all__ = ["CompactionAgentState", "CompactionNode", "CompactionState", "Trigger"]
+
+TriggerKind = Literal["fraction", "tokens", "messages", "reserved"]
+Trigger = float | int | tuple[TriggerKind, float]
+"""`0.8` (a fraction of the window), `12_000` (tokens), or `("fraction" | "tokens" |
+"messages" | "reserved", value)`; `("reserved", R)` fires when `used + R >= window`."""
+
+
+class CompactionState(TypedDict):
+    """Smallest state for a graph with a `CompactionNode`; extend it with your own keys."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    llm_input_messages: NotRequired[list[AnyMessage]]
+    running_summary: NotRequired[dict[str, Any] | None]
+    compaction_log: Annotated[list[dict[str, Any]], operator.add]
+    compaction_cursor: NotRequired[dict[str, Any]]
+    context_usage: NotRequired[Any]
+
+
+class CompactionAgentState(AgentState):
+    """`create_react_agent`'s `AgentState` plus the keys `CompactionNode` writes."""
+
+    llm_input_messages: NotRequired[list[AnyMessage]]
+    running_summary: NotRequired[dict[str, Any] | None]
+    compaction_log: Annotated[list[dict[str, Any]], operator.add]
+    compaction_cursor: NotRequired[dict[str, Any]]
+    context_usage: NotRequired[Any]
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: TriggerKind
+    value: float
+
+    @classmethod
+    def parse(cls, spec: Any, *, label: str, kinds: tuple[str, ...]) -> _Rule:
+        if isinstance(spec, tuple) and len(spec) == 2 and spec[0] in kinds:
+            kind, value = spec
+        elif isinstance(spec, float) and "fraction" in kinds:
+            kind, value = "fraction", spec
+        elif isinstance(spec, int) and not isinstance(spec, bool):
+            kind, value = "tokens", spec
+        else:
+            raise CompactionError(
+                f"{label}={spec!r}: use a fraction (0.8), a token count (12_000) or a tuple "
+                f"with one of {kinds}"
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise CompactionError(f"{label}={spec!r}: the value must be a positive number")
+        if kind == "fraction" and value > 1:
+            raise CompactionError(f"{label}={spec!r}: a fraction must be in (0, 1]")
+        return cls(kind, float(value))
+
+
+@dataclass(frozen=True)
+class _Cursor:
+    """Where the node stopped reading `messages`, and the token counts at that point."""
+
+    last_id: str | None = None
+    seen: int = 0
+    messages_tokens: int | None = None
+    """Tokens of `messages` (None until first counted: BudgetNode counts them meanwhile)."""
+    view_tokens: int | None = None
+    """Tokens of `llm_input_messages` while a compacted view is active, else None."""
+
+    @classmethod
+    def read(cls, value: Any) -> _Cursor:
+        if not isinstance(value, Mapping):
+            return cls()
+        return cls(
+            last_id=value.get("last_id"),
+            seen=int(value.get("seen") or 0),
+            messages_tokens=value.get("messages_tokens"),
+            view_tokens=value.get("view_tokens"),
+        )
+
+    def start(self, messages: Sequence[BaseMessage]) -> int | None:
+        """Index of the first message not seen yet, or None if the history changed under us.
+
+        Scans back from the end, so it costs the number of new messages.
+        """
+        if self.seen == 0:
+            return 0 if self.last_id is None else None
+        if self.seen > len(messages):
+            return None
+        if self.last_id is None:
+            return self.seen
+        for i in range(len(messages) - 1, self.seen - 2, -1):
+            if messages[i].id == self.last_id:
+                return i + 1 if i == self.seen - 1 else None
+        return None
+
+    @classmethod
+    def at(
+        cls,
+        messages: Sequence[BaseMessage],
+        *,
+        messages_tokens: int | None,
+        view_tokens: int | None = None,
+    ) -> _Cursor:
+        """A cursor after the last of `messages`."""
+        last_id = messages[-1].id if messages else None
+        return cls(last_id, len(messages), messages_tokens, view_tokens)
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "last_id": self.last_id,
+            "seen": self.seen,
+            "messages_tokens": self.messages_tokens,
+            "view_tokens": self.view_tokens,
+        }
+
+
+@dataclass
+class _Step:
+    """One step's reading of the state: what the next request would send."""
+
+    messages: list[BaseMessage]
+    messages_tokens: int | None
+    view: list[BaseMessage] | None = None
+    """The compacted view plus this step's new messages, while a view is active."""
+    view_tokens: int | None = None
+    overhead: int = 0
+    """Tokens the request sends besides the messages (system prompt, tools), per BudgetNode."""
+    used: int = 0
+    size: int = 0
+
+    def overhead_from(self, usage: Any) -> int:
+        if usage is None or self.messages_tokens is None:
+            return 0
+        return max(0, int(_usage(usage, "used")) - self.messages_tokens)
+
+    def cursor(self) -> dict[str, Any]:
+        return _Cursor.at(
+            self.messages, messages_tokens=self.messages_tokens, view_tokens=self.view_tokens
+        ).dump()
+
+
+def _get(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def _usage(usage: Any, field: str) -> Any:
+    """A field of `context_usage`, whether it is a ContextUsage or its JSON."""
+    return _get(usage, field) if usage is not None else None
+
+
+class CompactionNode(Runnable[Any, dict[str, Any]]):
+    """Compacts what the model sees once the context passes `trigger`, down to `target`.
+
+    Args:
+        strategy: `"extract"` (default), `"window"`, or a strategy object
+            (`KeyMessageExtraction`, `SlidingWindow`, `LLMSummary`, `HybridSummary`).
+        trigger: when to compact, measured on what the next request would send:
+            `0.8` fires at 80 % of the window (reserved output counted as used, like
+            `context_usage.percent`); `12_000` (or `("tokens", 12_000)`) at that many
+            tokens; `("messages", 200)` at that many messages; `("reserved", 50_000)`
+            when `used + 50_000 >= window`.
+        target: what a compaction leaves: `0.5` (half the window, reserved output
+            included) or a token count.
+        max_context_tokens: the window; default `context_usage.total` from a BudgetNode.
+        reserved_output: tokens kept for the reply; default `context_usage.reserved_output`,
+            else 0.
+        model: tokenizer model for counting; default `context_usage.model`, else "gpt-4o".
+        token_counter: count with this instead (`"approximate"` works too).
+        offload_threshold: tool results over this many tokens are shown as previews with
+            a `read_tool_result` reference (None: only when over budget).
+        preview_tokens: size of a preview.
+        rewrite_messages: replace `messages` itself (with a summary message) instead of
+            writing `llm_input_messages`.
+        name: the node name in the graph.
+
+    Example:
+        ```python
+        from langgraph.prebuilt import create_react_agent
+        from langgraph_ctx.nodes.compaction import CompactionAgentState, CompactionNode
+
+        agent = create_react_agent(
+            llm, tools=[*tools, read_tool_result],
+            pre_model_hook=CompactionNode(HybridSummary(summary_llm),
+                                          max_context_tokens=128_000),
+            state_schema=CompactionAgentState,
+        )
+        ```
+    """
+
+    def __init__(
+        self,
+        strategy: StrategyLike = "extract",
+        *,
+        trigger: Trigger = 0.8,
+        target: float | int | tuple[Literal["fraction", "tokens"], float] = 0.5,
+        max_context_tokens: int | None = None,
+        reserved_output: int | None = None,
+        model: str | None = None,
+        token_counter: TokenCounter | Literal["approximate"] | None = None,
+        offload_threshold: int | None = 500,
+        preview_tokens: int = 160,
+        rewrite_messages: bool = False,
+        name: str = "compaction",
+    ) -> None:
+        self.strategy = resolve_strategy(strategy)
+        self.trigger = _Rule.parse(
+            trigger, label="trigger", kinds=("fraction", "tokens", "messages", "reserved")
+        )
+        self.target = _Rule.parse(target, label="target", kinds=("fraction", "tokens"))
+        if self.trigger.kind == self.target.kind and self.target.value >= self.trigger.value:
+            raise CompactionError(
+                f"target {self.target.value:g} must be below trigger {self.trigger.value:g}, "
+                "or every step would compact again"
+            )
+        for label, value in (
+            ("max_context_tokens", max_context_tokens),
+            ("reserved_output", reserved_output),
+        ):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise CompactionError(f"{label} must be a non-negative int, got {value!r}")
+        check_arguments(1, offload_threshold, preview_tokens)
+        self.max_context_tokens = max_context_tokens
+        self.reserved_output = reserved_output
+        self.model = model
+        self.token_counter = token_counter
+        self.offload_threshold = offload_threshold
+        self.preview_tokens = preview_tokens
+        self.rewrite_messages = rewrite_messages
+        self.name = name
+        self._warned = False
+        self._threads: set[str] = set()  # threads this node wrote a cursor to
+
+    # -- the one implementation -------------------------------------------------
+    def steps(
+        self, state: Any, thread_id: str | None = None
+    ) -> Generator[ModelCall, ModelReply, dict[str, Any]]:
+        """The node's work as a generator of model calls (answered by invoke / ainvoke)."""
+        self._check_keys(state, thread_id)
+        self._remember(thread_id)  # every step writes compaction_cursor
+        usage = _get(state, "context_usage")
+        tokenizer = self.model or _usage(usage, "model") or "gpt-4o"
+        counter = resolve_token_counter(self.token_counter, tokenizer)
+        now = self._measure(state, usage, counter)
+        window = self.max_context_tokens or _usage(usage, "total")
+        reserved = self.reserved_output
+        if reserved is None:
+            reserved = int(_usage(usage, "reserved_output") or 0)
+        fires, why = self._fires(now.used, now.size, window, reserved)
+        if not fires:
+            update: dict[str, Any] = {"compaction_cursor": now.cursor()}
+            if now.view is not None:
+                update["llm_input_messages"] = now.view
+            return update
+
+        source = now.view if now.view is not None else now.messages
+        summary = _get(state, "running_summary")
+        conv = Conversation.build(
+            source,
+            counter=counter,
+            offload_threshold=self.offload_threshold,
+            preview_tokens=self.preview_tokens,
+            summary=RunningSummary.model_validate(summary) if summary else None,
+        )
+        if now.view is None:  # now counted: what the request sends besides the messages
+            now.messages_tokens = conv.tokens_before
+            now.overhead = now.overhead_from(usage)
+        max_tokens = self._target_tokens(window, reserved) - now.overhead
+        if self.rewrite_messages and conv.previous_summary is None:
+            max_tokens -= conv.count(_marker(0, 0)) + 4  # room for the compaction marker
+        if max_tokens < 1:
+            raise CompactionError(
+                f"target {self.target.value:g} leaves no room for messages: the system prompt "
+                f"and tools alone take {now.overhead} tokens; raise target or max_context_tokens"
+            )
+        compaction = yield from compaction_steps(
+            conv,
+            self.strategy,
+            max_tokens=max_tokens,
+            tokenizer=counter_name(self.token_counter, tokenizer),
+            reason=why,
+        )
+        record = compaction.record
+        update = {"compaction_log": [record.model_dump(mode="json")]}
+        if record.summary is not None:
+            update["running_summary"] = record.summary.model_dump(mode="json")
+        if self.rewrite_messages:
+            kept = self._for_rewrite(compaction.messages, source, record)
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept]
+            update["compaction_cursor"] = _Cursor.at(kept, messages_tokens=counter(kept)).dump()
+        else:
+            update["llm_input_messages"] = compaction.messages
+            now.view_tokens = record.tokens_after
+            update["compaction_cursor"] = now.cursor()
+        return update
+
+    def _measure(self, state: Any, usage: Any, counter: TokenCounter) -> _Step:
+        """What the next request would send, counting only the messages new since last step."""
+        messages: list[BaseMessage] = list(_get(state, "messages") or [])
+        base = counter([])
+
+        def count(items: Sequence[BaseMessage]) -> int:
+            return sum(max(0, counter([m]) - base) for m in items)
+
+        cursor = _Cursor.read(_get(state, "compaction_cursor"))
+        start = cursor.start(messages)
+        if start is None:  # the history was edited, reverted or replaced: start over
+            cursor, start = _Cursor(), 0
+        new = messages[start:]
+        now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
+        if now.messages_tokens is not None:
+            now.messages_tokens += count(new)
+        elif usage is None:
+            now.messages_tokens = counter(messages)
+
+        view = _get(state, "llm_input_messages")
+        if not self.rewrite_messages and cursor.view_tokens is not None and view:
+            appended = [self._offloaded(m, counter, base) for m in new]
+            now.view = [*view, *appended]
+            now.view_tokens = cursor.view_tokens + count(appended)
+            now.overhead = now.overhead_from(usage)
+            now.used, now.size = now.view_tokens + now.overhead, len(now.view)
+        else:
+            now.used = int(_usage(usage, "used")) if usage is not None else now.messages_tokens or 0
+            now.size = len(messages)
+        return now
+
+    # -- Runnable doors: sync and async share `steps` ---------------------------
+    def invoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Run the node (sync): summaries use `model.invoke`."""
+        return run_sync(self.steps(input, _thread_id(config)))
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Run the node (async): summaries use `await model.ainvoke`."""
+        if self.token_counter is None:
+            await _load_tokenizer_off_loop(self.model or "gpt-4o")
+        return await run_async(self.steps(input, _thread_id(config)))
+
+    def __call__(self, state: Any) -> dict[str, Any]:
+        return self.invoke(state)
+
+    def __repr__(self) -> str:
+        return (
+            f"CompactionNode(strategy={self.strategy.name!r}, trigger={self.trigger.kind}:"
+            f"{self.trigger.value:g}, target={self.target.kind}:{self.target.value:g})"
+        )
+
+    # -- pieces ------------------------------------------------------------------
+    def _fires(self, used: int, size: int, window: int | None, reserved: int) -> tuple[bool, str]:
+        kind, value = self.trigger.kind, self.trigger.value
+        if kind == "messages":
+            return size >= value, f"trigger: {size} messages >= {value:g}"
+        if kind == "tokens":
+            return used >= value, f"trigger: {used} tokens >= {value:g}"
+        window = self._need_window(window, "trigger")
+        if kind == "reserved":
+            return used + value >= window, (
+                f"trigger: {used} used + {value:g} reserved >= {window} window"
+            )
+        return (used + reserved) / window >= value, (
+            f"trigger: ({used} used + {reserved} reserved) / {window} >= {value:.0%}"
+        )
+
+    def _target_tokens(self, window: int | None, reserved: int) -> int:
+        if self.target.kind == "tokens":
+            return int(self.target.value)
+        return int(self.target.value * self._need_window(window, "target")) - reserved
+
+    def _need_window(self, window: int | None, what: str) -> int:
+        if not window:
+            raise CompactionError(
+                f"CompactionNode's {what} is a fraction of the context window, which is "
+                "unknown: pass max_context_tokens=..., or run a BudgetNode before it"
+            )
+        return int(window)
+
+    def _offloaded(self, message: BaseMessage, counter: TokenCounter, base: int) -> BaseMessage:
+        """A new message as the compacted view shows it: large tool results as previews."""
+        if (
+            self.offload_threshold is None
+            or not isinstance(message, ToolMessage)
+            or message.name == READ_TOOL_RESULT
+            or is_preview(message)
+        ):
+            return message
+        tokens = counter([message]) - base
+        if tokens <= self.offload_threshold:
+            return message
+        preview, cost = preview_of(
+            message,
+            tokens=tokens,
+            preview_tokens=self.preview_tokens,
+            count=lambda m: counter([m]) - base,
+        )
+        return preview if cost < tokens else message
+
+    def _for_rewrite(
+        self, compacted: list[BaseMessage], source: Sequence[BaseMessage], record: Any
+    ) -> list[BaseMessage]:
+        """The compacted list as new `messages`: previews carry the full text in `artifact`.
+
+        Without a running summary, a factual marker says what was compacted.
+        """
+        originals = {
+            m.tool_call_id: m for m in source if isinstance(m, ToolMessage) and not is_preview(m)
+        }
+        result: list[BaseMessage] = []
+        for message in compacted:
+            original = originals.get(getattr(message, "tool_call_id", None) or "")
+            if is_preview(message) and original is not None:
+                message = message.model_copy(
+                    update={
+                        "artifact": {
+                            OFFLOADED_KEY: original.content,
+                            "artifact": original.artifact,
+                        }
+                    }
+                )
+            result.append(message)
+        if record.summary is None and record.dropped:
+            dropped_tokens = sum(d.tokens for d in record.dropped)
+            at = next((i for i, m in enumerate(result) if m.type != "system"), len(result))
+            result.insert(at, _marker(len(record.dropped), dropped_tokens))
+        return result
+
+    def _check_keys(self, state: Any, thread_id: str | None) -> None:
+        """Warn once when the graph state drops the keys this node writes.
+
+        LangGraph silently ignores writes to keys the state schema lacks; without
+        `compaction_cursor` and `llm_input_messages` the model would keep seeing the
+        whole history, so a thread this node wrote to must show them on its next step.
+        """
+        if thread_id is None or self._warned:
+            return
+        cursor = _get(state, "compaction_cursor")
+        missing = []
+        if thread_id in self._threads and cursor is None:
+            missing.append("compaction_cursor")
+        if (
+            isinstance(cursor, Mapping)
+            and cursor.get("view_tokens") is not None
+            and not self.rewrite_messages
+            and not _get(state, "llm_input_messages")
+        ):
+            missing.append("llm_input_messages")
+        if missing:
+            self._warned = True
+            warnings.warn(
+                f"CompactionNode's writes to {missing} did not reach the state: declare "
+                "llm_input_messages, compaction_cursor, running_summary and compaction_log "
+                "in the graph state (see CompactionState), or the model keeps seeing the "
+                "whole history",
+                stacklevel=4,
+            )
+
+    def _remember(self, thread_id: str | None) -> None:
+        if thread_id is not None and not self._warned:
+            if len(self._threads) >= 10_000:  # a bound, not a registry: forget and go on
+                self._threads.clear()
+            self._threads.add(thread_id)
+
+
+def _thread_id(config: RunnableConfig | None) -> str | None:
+    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(thread_id) if thread_id is not None else None
+
+
+def _marker(count: int, tokens: int) -> BaseMessage:
+    """The summary message of `rewrite_messages` mode when no model summary exists."""
+    return SystemMessage(
+        f"{SUMMARY_PREFIXES[1]}\n{count} earlier messages ({tokens} tokens) were compacted "
+        "without a model summary; they remain in the conversation log.",
+        id="langgraph-ctx-compaction-marker",
+    )
+
+
+async def _load_tokenizer_off_loop(model: str) -> None:
+    """Load the BPE data in a thread the first time, so the event loop is not blocked."""
+    try:
+        from langgraph_ctx.context.tokens import encoding_loaded, load_encoding, model_family
+    except ImportError:
+        return
+    encoding = model_family(model).encoding
+    if encoding and not encoding_loaded(encoding):
+        await asyncio.to_thread(load_encoding, encoding)

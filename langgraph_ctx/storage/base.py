@@ -1,0 +1,87 @@
+"""What a saver needs from storage: one append-only log of lines per thread.
+
+Lines are addressed by their 1-based line number, which never changes while
+the log is only appended to. Rewrites (prune, revert, delete_for_runs) replace
+a log as a whole and atomically; `sync` then reports a reset so readers rebuild
+their index.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import NamedTuple
+
+
+class Synced(NamedTuple):
+    """New complete lines since the previous `LogStorage.sync` of a thread."""
+
+    reset: bool
+    """The log was replaced or removed: forget what was indexed, start over."""
+    first_line: int
+    """Line number of ``lines[0]``."""
+    lines: list[bytes]
+    """Complete lines, without their trailing newline."""
+
+
+class LogStorage(ABC):
+    """Append-only logs of JSON lines, one per thread id.
+
+    Callers hold `locked` around every other call: shared for `sync` and
+    `read`, exclusive for anything that writes. Locks are re-entrant within a
+    thread of one process and exclude other processes too.
+    """
+
+    @abstractmethod
+    def locked(self, thread_id: str, *, exclusive: bool) -> AbstractContextManager[None]:
+        """Hold the thread's lock (shared for reading, exclusive for writing)."""
+
+    @abstractmethod
+    def sync(self, thread_id: str) -> Synced:
+        """Lines appended since the last sync (by anyone), or a reset."""
+
+    @abstractmethod
+    def read(self, thread_id: str, line: int) -> bytes:
+        """One line already reported by `sync`, without its newline."""
+
+    @abstractmethod
+    def append(self, thread_id: str, lines: Sequence[bytes]) -> int:
+        """Append complete lines (each ending in a newline); return the first's number.
+
+        The caller has synced under the exclusive lock. A torn last line left by
+        a crashed writer is removed first, with a warning.
+        """
+
+    @abstractmethod
+    def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
+        """Atomically replace the log with ``lines``; keep a rotated backup if asked."""
+
+    @abstractmethod
+    def truncate(self, thread_id: str, n_lines: int, *, backup: bool) -> None:
+        """Atomically keep only the first ``n_lines`` lines (revert)."""
+
+    @abstractmethod
+    def copy(self, source_id: str, target_id: str, n_lines: int | None, header: bytes) -> None:
+        """Make ``target_id`` a copy of the first ``n_lines`` of ``source_id``
+        (all when ``None``), with line 1 replaced by ``header``."""
+
+    @abstractmethod
+    def delete(self, thread_id: str) -> None:
+        """Remove the log and its backups; a missing log is not an error."""
+
+    @abstractmethod
+    def exists(self, thread_id: str) -> bool:
+        """Whether the thread has a log."""
+
+    @abstractmethod
+    def thread_ids(self) -> Iterator[str]:
+        """Every thread id with a log."""
+
+    @abstractmethod
+    def describe(self, thread_id: str) -> str:
+        """Where the log lives, for error messages (a path, a key)."""
+
+    def backups(self, thread_id: str) -> list[str]:
+        """Rotated backups kept by revert, newest first."""
+        return []

@@ -1,0 +1,85 @@
+"""Thread ids to file names and back.
+
+A thread id comes from users, so any string must map to one file directly
+inside the root directory and nothing else. Letters, digits, ``-``, ``_`` and
+inner dots are kept so names stay readable; every other byte of the UTF-8
+encoding becomes ``%XX`` (slashes, NUL, ``..``, a leading dot, ``%`` itself).
+Ids whose encoded name would be too long for a file system get a hashed name
+(``~<sha256>``); the original id is then read from the file's header line.
+
+>>> encode_thread_id("task-001")
+'task-001'
+>>> encode_thread_id("../../etc/passwd")
+'%2E%2E%2F.%2E%2Fetc%2Fpasswd'
+>>> decode_thread_id(encode_thread_id("crème/brûlée"))
+'crème/brûlée'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_NAME_BYTES = 200
+"""Encoded names longer than this are hashed (file systems allow 255 bytes)."""
+
+HASHED_PREFIX = "~"
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+_ESCAPE = re.compile(r"%([0-9A-F]{2})")
+
+
+def check_thread_id(thread_id: object) -> str:
+    """Return the thread id as a string, or raise `ValueError` for an unusable one."""
+    if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
+        raise ValueError(f"thread_id must be a string (or an int), got {type(thread_id).__name__}")
+    text = str(thread_id)
+    if not text:
+        raise ValueError("thread_id must not be empty")
+    return text
+
+
+def encode_thread_id(thread_id: str) -> str:
+    """A file-name-safe, reversible form of ``thread_id`` (without extension)."""
+    data = thread_id.encode("utf-8", "surrogatepass")
+    out = []
+    for i, byte in enumerate(data):
+        if byte in _SAFE and not (byte == 0x2E and (i == 0 or data[i - 1] == 0x2E)):
+            out.append(chr(byte))
+        else:
+            out.append(f"%{byte:02X}")
+    name = "".join(out)
+    if len(name) > MAX_NAME_BYTES:
+        return HASHED_PREFIX + hashlib.sha256(data).hexdigest()
+    return name
+
+
+def is_hashed(name: str) -> bool:
+    return name.startswith(HASHED_PREFIX)
+
+
+def decode_thread_id(name: str) -> str:
+    """Inverse of `encode_thread_id` for non-hashed names.
+
+    Raises `ValueError` for names this module did not produce.
+    """
+    if is_hashed(name):
+        raise ValueError(f"{name!r} is a hashed name; read the thread id from its header")
+    raw = bytearray()
+    i = 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "%":
+            match = _ESCAPE.match(name, i)
+            if match is None:
+                raise ValueError(f"{name!r} is not an encoded thread id")
+            raw.append(int(match.group(1), 16))
+            i += 3
+        elif ord(ch) < 128 and ord(ch) in _SAFE:
+            raw.append(ord(ch))
+            i += 1
+        else:
+            raise ValueError(f"{name!r} is not an encoded thread id")
+    thread_id = raw.decode("utf-8", "surrogatepass")
+    if encode_thread_id(thread_id) != name:
+        raise ValueError(f"{name!r} is not the canonical encoding of a thread id")
+    return thread_id

@@ -1,0 +1,53 @@
+"""Shared fixtures: savers under test and helpers to compare graph runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from langgraph_ctx import JsonlSaver
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "chats"
+
+
+@pytest.fixture
+def saver(root: Path) -> JsonlSaver:
+    return JsonlSaver(root)
+
+
+def normalize(value: Any) -> Any:
+    """Messages as comparable tuples (ids left out: reducers assign random ones)."""
+    if isinstance(value, BaseMessage):
+        calls = tuple((c["name"], repr(c["args"])) for c in getattr(value, "tool_calls", []))
+        return (value.type, repr(value.content), calls, getattr(value, "tool_call_id", None))
+    if isinstance(value, dict):
+        return {k: normalize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [normalize(v) for v in value]
+    return value
+
+
+def snapshot_view(snapshot: Any) -> Any:
+    """The parts of a StateSnapshot a user observes, normalised."""
+    return (
+        normalize(snapshot.values),
+        tuple(snapshot.next),
+        snapshot.metadata.get("source") if snapshot.metadata else None,
+        snapshot.metadata.get("step") if snapshot.metadata else None,
+        tuple((t.name, normalize(t.result)) for t in snapshot.tasks),
+        tuple(repr(i.value) for i in snapshot.interrupts),
+    )
+
+
+def history_view(graph: Any, config: dict) -> list[Any]:
+    return [snapshot_view(s) for s in graph.get_state_history(config)]
+
+
+SaverFactory = Callable[[], Any]

@@ -1,0 +1,146 @@
+"""Tool-result offloading: previews with a reference, and `read_tool_result` in a real graph."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from typing_extensions import TypedDict
+
+from langgraph_ctx.context.compaction import (
+    compact_messages,
+    find_tool_result,
+    read_tool_result,
+    tool_result_ref,
+)
+from langgraph_ctx.context.compaction.testing import ordering_problems
+from langgraph_ctx.context.tokens import count_tokens
+
+LOG = "\n".join(
+    f"2024-05-01 12:00:{i % 60:02d} INFO worker-{i % 7} processed batch {i} in {i % 90} ms"
+    for i in range(400)
+)
+PLANTED = "ERROR: disk quota exceeded on /var/data/shard-17 (limit 5120 MB)"
+BIG = "\n".join([*LOG.splitlines()[:200], PLANTED, *LOG.splitlines()[200:]])
+
+
+def tool_turn(output: str, call_id: str = "call_1", name: str = "grep_logs") -> list[BaseMessage]:
+    return [
+        HumanMessage("why did the nightly job fail?", id="u0"),
+        AIMessage("", tool_calls=[{"name": name, "args": {}, "id": call_id}], id="a0"),
+        ToolMessage(output, tool_call_id=call_id, name=name, id="t0"),
+    ]
+
+
+def test_results_over_500_tokens_become_a_preview_with_a_reference() -> None:
+    history = tool_turn(BIG)
+    assert count_tokens(history[2:]) > 500
+    messages, record = compact_messages(history, max_tokens=100_000)
+
+    preview = messages[2]
+    assert isinstance(preview, ToolMessage) and preview.id == "t0~preview"
+    assert preview.tool_call_id == "call_1" and preview.name == "grep_logs"
+    text = str(preview.content)
+    lines = text.splitlines()
+    assert lines[0].startswith("TOOL_RESULT_PREVIEW tool=grep_logs status=success tokens=")
+    assert "ref=tool-result/call_1" in lines[0]
+    assert LOG.splitlines()[0] in text and LOG.splitlines()[-1][:40] in text  # head, tail
+    assert PLANTED in text  # the key line from the middle
+    assert lines[-1] == 'Full output: read_tool_result(ref="tool-result/call_1")'
+    assert count_tokens([preview]) <= 200
+
+    (offload,) = record.offloaded
+    assert offload.cause == "size" and offload.ref == tool_result_ref("call_1")
+    assert offload.tokens > 500 and offload.preview_tokens <= 200
+    assert history[2].content == BIG, "the original message is untouched"
+
+
+def test_small_results_stay_and_the_threshold_can_be_changed_or_disabled() -> None:
+    small = tool_turn("3 passed, 0 failed")
+    messages, record = compact_messages(small, max_tokens=100_000)
+    assert messages == small and record.offloaded == []
+
+    history = tool_turn(BIG)
+    messages, record = compact_messages(history, max_tokens=100_000, offload_threshold=None)
+    assert messages[2] is history[2] and record.offloaded == []
+    messages, record = compact_messages(history, max_tokens=100_000, offload_threshold=20_000)
+    assert messages[2] is history[2]
+
+
+def test_a_read_tool_result_answer_is_not_offloaded_again() -> None:
+    history = [
+        *tool_turn(BIG),
+        AIMessage("", tool_calls=[{"name": "read_tool_result",
+                                   "args": {"ref": "tool-result/call_1"}, "id": "r1"}], id="a1"),
+        ToolMessage(BIG, tool_call_id="r1", name="read_tool_result", id="t1"),
+    ]
+    messages, record = compact_messages(history, max_tokens=100_000)
+    assert [m.id for m in messages] == ["u0", "a0", "t0~preview", "a1", "t1"]
+    assert [o.id for o in record.offloaded] == ["t0"]
+
+
+class ToolState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def tool_graph():  # type: ignore[no-untyped-def]
+    builder = StateGraph(ToolState)
+    builder.add_node("tools", ToolNode([read_tool_result]))
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", END)
+    return builder.compile()
+
+
+def ask(ref: str, **args: int) -> AIMessage:
+    return AIMessage(
+        "", tool_calls=[{"name": "read_tool_result", "args": {"ref": ref, **args}, "id": "r1"}]
+    )
+
+
+def test_read_tool_result_returns_the_full_text_from_graph_state() -> None:
+    graph = tool_graph()
+    schema = read_tool_result.tool_call_schema.model_json_schema()
+    assert set(schema["properties"]) == {"ref", "offset", "limit"}  # the state stays hidden
+
+    out = graph.invoke({"messages": [*tool_turn(BIG), ask("tool-result/call_1", limit=10**6)]})
+    answer = out["messages"][-1]
+    assert isinstance(answer, ToolMessage) and answer.content == BIG
+    assert answer.name == "read_tool_result"
+
+    out = graph.invoke({"messages": [*tool_turn(BIG), ask("tool-result/call_1")]})
+    first_page = str(out["messages"][-1].content)
+    assert first_page.startswith(BIG[:20_000])  # 20,000 characters by default
+    assert first_page.endswith(f"of {len(BIG)}; call again with offset=20000 for more]")
+
+    out = graph.invoke({"messages": [*tool_turn(BIG), ask("call_1", offset=10, limit=50)]})
+    page = str(out["messages"][-1].content)
+    assert page.startswith(BIG[10:60])
+    assert f"[characters 10-60 of {len(BIG)}; call again with offset=60 for more]" in page
+
+    out = graph.invoke({"messages": [*tool_turn(BIG), ask("tool-result/nope")]})
+    assert "No tool result 'tool-result/nope'" in str(out["messages"][-1].content)
+
+
+def test_find_tool_result_reads_a_preview_artifact_in_rewrite_mode() -> None:
+    history = tool_turn(BIG)
+    messages, _ = compact_messages(history, max_tokens=100_000)
+    assert find_tool_result(messages, "tool-result/call_1") is None  # only the preview here
+    with_artifact = messages[2].model_copy(update={"artifact": {"offloaded_content": BIG}})
+    assert find_tool_result([*messages[:2], with_artifact], "tool-result/call_1") == BIG
+    assert find_tool_result(history, "tool-result/call_1") == BIG
+
+
+def test_previews_keep_the_conversation_valid_for_providers() -> None:
+    history = [
+        *tool_turn(BIG),
+        AIMessage("", tool_calls=[{"name": "grep_logs", "args": {}, "id": f"c{i}"}
+                                  for i in range(3)], id="a1"),
+        *[ToolMessage(BIG, tool_call_id=f"c{i}", name="grep_logs", id=f"t{i + 1}")
+          for i in range(3)],
+    ]
+    messages, record = compact_messages(history, max_tokens=2_000)
+    assert ordering_problems(messages) == []
+    assert len(record.offloaded) == 4 and record.within_budget

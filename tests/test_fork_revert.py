@@ -1,0 +1,159 @@
+"""fork and revert: copies and roll-backs of a thread, sync and async."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from langgraph_ctx import (
+    CheckpointNotFoundError,
+    JsonlSaver,
+    ThreadExistsError,
+    ThreadNotFoundError,
+)
+
+from .test_saver_graphs import chat_graph
+
+
+def contents(graph, thread_id: str) -> list[str]:
+    state = graph.get_state({"configurable": {"thread_id": thread_id}})
+    return [m.content for m in state.values.get("messages", [])]
+
+
+def chat(graph, thread_id: str, *texts: str) -> None:
+    for text in texts:
+        graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}})
+
+
+@pytest.fixture
+def graph(saver):
+    return chat_graph().compile(checkpointer=saver)
+
+
+def test_fork_copies_the_whole_thread_and_is_independent(saver, graph):
+    chat(graph, "src", "a", "b")
+    head = saver.fork("src", "dst")
+    assert head["configurable"]["thread_id"] == "dst"
+    assert (
+        head["configurable"]["checkpoint_id"]
+        == graph.get_state({"configurable": {"thread_id": "src"}}).config["configurable"][
+            "checkpoint_id"
+        ]
+    )
+    assert contents(graph, "dst") == contents(graph, "src")
+    chat(graph, "dst", "only in the fork")
+    chat(graph, "src", "only in the source")
+    assert contents(graph, "dst")[-2:] == ["only in the fork", "you said: only in the fork"]
+    assert contents(graph, "src")[-2:] == ["only in the source", "you said: only in the source"]
+    assert "only in the source" not in contents(graph, "dst")
+    # full history came along, and the header names the new thread and its origin
+    assert len(list(graph.get_state_history({"configurable": {"thread_id": "dst"}}))) == 9
+    header = json.loads(Path(saver.path("dst")).read_text().splitlines()[0])
+    assert header["thread_id"] == "dst"
+    assert header["forked_from"] == {"thread_id": "src", "checkpoint_id": None}
+
+
+def test_fork_up_to_a_checkpoint(saver, graph):
+    chat(graph, "src", "a", "b", "c")
+    history = list(graph.get_state_history({"configurable": {"thread_id": "src"}}))
+    after_b = next(
+        s for s in history if [m.content for m in s.values["messages"]][-1:] == ["you said: b"]
+    )
+    head = saver.fork("src", "early", checkpoint_id=after_b.config["configurable"]["checkpoint_id"])
+    assert head["configurable"]["checkpoint_id"] == after_b.config["configurable"]["checkpoint_id"]
+    assert contents(graph, "early") == ["a", "you said: a", "b", "you said: b"]
+    chat(graph, "early", "x")
+    assert contents(graph, "early")[-2:] == ["x", "you said: x"]
+    assert contents(graph, "src")[-1] == "you said: c"
+
+
+def test_fork_errors(saver, graph):
+    chat(graph, "src", "a")
+    chat(graph, "taken", "b")
+    with pytest.raises(ThreadNotFoundError, match="'nope'"):
+        saver.fork("nope", "new")
+    with pytest.raises(ThreadExistsError, match="'taken'"):
+        saver.fork("src", "taken")
+    with pytest.raises(CheckpointNotFoundError, match="no checkpoint 'bogus'"):
+        saver.fork("src", "new", checkpoint_id="bogus")
+    with pytest.raises(ValueError, match="same"):
+        saver.fork("src", "src")
+    assert not Path(saver.path("new")).exists()
+    assert contents(graph, "taken") == ["b", "you said: b"]
+
+
+def test_revert_rolls_back_and_rotates_backups(saver, graph):
+    chat(graph, "t", "a", "b")
+    original = Path(saver.path("t")).read_bytes()
+    history = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))
+    after_a = history[3]  # ["a", "you said: a"]
+    assert [m.content for m in after_a.values["messages"]] == ["a", "you said: a"]
+
+    head = saver.revert("t", after_a.config["configurable"]["checkpoint_id"])
+    assert head["configurable"]["checkpoint_id"] == after_a.config["configurable"]["checkpoint_id"]
+    assert contents(graph, "t") == ["a", "you said: a"]
+    assert saver.storage.backups("t") == [saver.path("t") + ".1"]
+    assert Path(saver.path("t") + ".1").read_bytes() == original
+
+    chat(graph, "t", "c")
+    assert contents(graph, "t") == ["a", "you said: a", "c", "you said: c"]
+    second = Path(saver.path("t")).read_bytes()
+    first_cp = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))[-1]
+    saver.revert("t", first_cp.config["configurable"]["checkpoint_id"])
+    # newest backup is .1, the older one moved to .2
+    assert Path(saver.path("t") + ".1").read_bytes() == second
+    assert Path(saver.path("t") + ".2").read_bytes() == original
+    assert saver.list_threads() == ["t"]  # backups are not threads
+
+
+def test_revert_errors(saver, graph):
+    with pytest.raises(ThreadNotFoundError):
+        saver.revert("missing", "x")
+    chat(graph, "t", "a")
+    before = Path(saver.path("t")).read_bytes()
+    with pytest.raises(CheckpointNotFoundError):
+        saver.revert("t", "not-a-checkpoint")
+    assert Path(saver.path("t")).read_bytes() == before
+    assert saver.storage.backups("t") == []
+
+
+def test_delete_thread_removes_backups(saver, graph):
+    chat(graph, "t", "a", "b")
+    first = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))[-1]
+    saver.revert("t", first.config["configurable"]["checkpoint_id"])
+    saver.delete_thread("t")
+    assert not Path(saver.path("t")).exists()
+    assert saver.storage.backups("t") == []
+    assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
+
+
+async def test_async_fork_and_revert(root):
+    saver = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "src"}}
+    await graph.ainvoke({"messages": [("user", "a")]}, config)
+    await graph.ainvoke({"messages": [("user", "b")]}, config)
+    head = await saver.afork("src", "dst")
+    state = await graph.aget_state(head)
+    assert [m.content for m in state.values["messages"]][-1] == "you said: b"
+    first = [s async for s in graph.aget_state_history(config)][-1]
+    head = await saver.arevert("src", first.config["configurable"]["checkpoint_id"])
+    assert head["configurable"]["checkpoint_id"] == first.config["configurable"]["checkpoint_id"]
+    assert (await graph.aget_state(config)).values.get("messages", []) == []
+    await saver.acopy_thread("dst", "dst2")
+    assert len([t async for t in saver.alist({"configurable": {"thread_id": "dst2"}})]) == 6
+
+
+def test_a_saver_sees_forks_and_reverts_made_by_another(root):
+    writer, reader = JsonlSaver(root), JsonlSaver(root)
+    graph_w = chat_graph().compile(checkpointer=writer)
+    graph_r = chat_graph().compile(checkpointer=reader)
+    chat(graph_w, "t", "a", "b")
+    assert contents(graph_r, "t")[-1] == "you said: b"
+    first = list(graph_w.get_state_history({"configurable": {"thread_id": "t"}}))[3]
+    writer.revert("t", first.config["configurable"]["checkpoint_id"])
+    assert contents(graph_r, "t") == ["a", "you said: a"]  # reader notices the rewrite
+    chat(graph_r, "t", "c")
+    assert contents(graph_w, "t")[-1] == "you said: c"

@@ -1,0 +1,226 @@
+"""Thread ids from users and tampered files: nothing escapes root, nothing runs."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+from decimal import Decimal
+from pathlib import Path
+
+import ormsgpack
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_ctx import CorruptLogError, JsonlSaver
+from langgraph_ctx.storage.thread_ids import decode_thread_id, encode_thread_id
+
+from .test_saver_graphs import chat_graph
+
+HOSTILE_IDS = [
+    "../../etc/passwd",
+    "/etc/passwd",
+    "a/b/c",
+    "..",
+    ".",
+    ".hidden",
+    "nul\x00byte",
+    "back\\slash",
+    "x" * 1000,
+    "é" * 300,
+    "crème brûlée 🍮",
+    "%2F",
+    "~abc",
+    "CON",
+    " spaced out ",
+    "line\nbreak",
+    "tab\there",
+    "😀/../😀",
+    42,
+]
+
+
+def put_one(saver: JsonlSaver, thread_id, text: str = "hello") -> None:
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"messages": 1}
+    cp["channel_values"] = {"messages": [AIMessage(content=text, id="m1")]}
+    saver.put(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}},
+        cp,
+        {"step": 0},
+        {"messages": 1},
+    )
+
+
+def test_any_thread_id_maps_to_one_file_inside_root(tmp_path):
+    root = tmp_path / "root"
+    saver = JsonlSaver(root)
+    for thread_id in HOSTILE_IDS:
+        put_one(saver, thread_id, f"for {thread_id!r}")
+    # nothing outside root, no subdirectories apart from the lock directory
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+    entries = [p for p in root.iterdir() if p.name != ".locks"]
+    assert all(p.is_file() and p.parent == root for p in entries)
+    assert len(entries) == len(HOSTILE_IDS)
+    assert all(len(p.name.encode()) <= 255 for p in entries)
+    # listing gives the original ids back (ints come back as their string)
+    assert sorted(saver.list_threads()) == sorted(str(t) for t in HOSTILE_IDS)
+    for thread_id in HOSTILE_IDS:
+        tup = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        assert tup.checkpoint["channel_values"]["messages"][0].content == f"for {thread_id!r}"
+        assert tup.config["configurable"]["thread_id"] == thread_id
+
+
+@pytest.mark.parametrize("thread_id", [t for t in HOSTILE_IDS if isinstance(t, str)])
+def test_thread_id_encoding_round_trips(thread_id):
+    name = encode_thread_id(thread_id)
+    assert "/" not in name and "\x00" not in name and name not in (".", "..")
+    assert not name.startswith(".")
+    if not name.startswith("~"):
+        assert decode_thread_id(name) == thread_id
+
+
+@pytest.mark.parametrize("bad", ["", None, 1.5, b"bytes", True])
+def test_unusable_thread_ids_are_rejected(saver, bad):
+    with pytest.raises(ValueError, match="thread_id"):
+        saver.get_tuple({"configurable": {"thread_id": bad}})
+
+
+def test_foreign_files_in_root_are_not_threads(root, saver):
+    put_one(saver, "real")
+    (root / "notes.jsonl").write_text("{}\n")  # a valid name: it decodes to 'notes'
+    (root / "bad%zz.jsonl").write_text("{}\n")  # not a name this package writes
+    (root / "README.md").write_text("hi")
+    assert sorted(saver.list_threads()) == ["notes", "real"]
+
+
+# ------------------------------------------------------------ tampering
+
+
+def tamper_value(saver: JsonlSaver, enc) -> None:
+    """Replace the stored messages value of thread 't' with ``enc``."""
+    path = Path(saver.path("t"))
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for obj in lines:
+        if obj["t"] == "ckpt":
+            obj["values"]["messages"] = [1, enc]
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines))
+
+
+def ext(code: int, payload) -> ormsgpack.Ext:
+    return ormsgpack.Ext(code, ormsgpack.packb(payload))
+
+
+def test_serialized_payload_cannot_run_code(tmp_path, caplog):
+    marker = tmp_path / "pwned"
+    saver = JsonlSaver(tmp_path / "root")
+    put_one(saver, "t")
+    # LangGraph's msgpack "call this constructor" extension, pointed at os.system
+    evil = ormsgpack.packb(ext(1, ["os", "system", [f"touch {marker}"]]))
+    tamper_value(saver, {"serde": ["msgpack", base64.b64encode(evil).decode()]})
+    with caplog.at_level(logging.WARNING):
+        tup = JsonlSaver(tmp_path / "root").get_tuple({"configurable": {"thread_id": "t"}})
+    assert not marker.exists()
+    assert "Blocked deserialization of os.system" in caplog.text
+    assert not callable(tup.checkpoint["channel_values"]["messages"])
+
+
+def test_pickle_payloads_are_refused(tmp_path):
+    saver = JsonlSaver(tmp_path)
+    put_one(saver, "t")
+    tamper_value(saver, {"serde": ["pickle", base64.b64encode(b"cos\nsystem\n").decode()]})
+    with pytest.raises(CorruptLogError, match="refusing a pickle payload"):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+def test_models_outside_the_package_are_refused(tmp_path):
+    saver = JsonlSaver(tmp_path)
+    put_one(saver, "t")
+    tamper_value(saver, {"model": ["os", "system"], "json": {"command": "touch x"}})
+    with pytest.raises(CorruptLogError, match="only langgraph_ctx models are rebuilt"):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+@pytest.mark.parametrize(
+    ("msg", "reason"),
+    [
+        ({"type": "os.system", "content": "touch x"}, "unknown message type"),
+        ({"type": "ai", "content": 12}, "invalid AIMessage"),
+        ({"type": "tool", "content": "x"}, "tool_call_id"),
+        ("not an object", "must be a JSON object"),
+    ],
+)
+def test_messages_are_rebuilt_only_as_langchain_messages(tmp_path, msg, reason):
+    saver = JsonlSaver(tmp_path)
+    put_one(saver, "t")
+    path = Path(saver.path("t"))
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for obj in lines:
+        if obj["t"] == "msg":
+            obj["msg"] = msg
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    with pytest.raises(CorruptLogError, match=reason):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+def test_lc_constructor_dicts_in_message_fields_stay_data(tmp_path):
+    """LangChain's load() would revive these; the codec never calls it."""
+    saver = JsonlSaver(tmp_path)
+    evil = {"lc": 1, "type": "constructor", "id": ["os", "system"], "kwargs": {}}
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"messages": 1}
+    cp["channel_values"] = {"messages": [AIMessage(content="x", additional_kwargs={"evil": evil})]}
+    saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {"messages": 1})
+    tup = JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+    assert tup.checkpoint["channel_values"]["messages"][0].additional_kwargs["evil"] == evil
+
+
+@pytest.mark.parametrize(
+    "enc",
+    [
+        {"msgs": [0], "keep": 1, "base": 999},  # forward / missing base line
+        {"msgs": ["zero"]},
+        {"msg": 12345},
+        {"dict": []},
+        {"mystery": 1},
+    ],
+)
+def test_bad_references_are_reported(tmp_path, enc):
+    saver = JsonlSaver(tmp_path)
+    put_one(saver, "t")
+    tamper_value(saver, enc)
+    with pytest.raises(CorruptLogError):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+def test_allowed_types_extend_the_safe_list(tmp_path):
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"a": 1, "b": 1}
+    cp["channel_values"] = {"a": Point(1, 2), "b": Decimal("1.5")}
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    JsonlSaver(tmp_path).put(config, cp, {}, {"a": 1, "b": 1})
+    strict = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]
+    assert strict["b"] == Decimal("1.5")  # on LangGraph's safe list
+    assert strict["a"] == {"x": 1, "y": 2}  # not allowed: left as plain data
+    allowed = JsonlSaver(tmp_path, allowed_types=[Point]).get_tuple(config)
+    assert allowed.checkpoint["channel_values"]["a"] == Point(1, 2)
+
+
+def test_graph_run_on_hostile_thread_id(tmp_path):
+    saver = JsonlSaver(tmp_path / "root")
+    graph = chat_graph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "../../../tmp/evil"}}
+    graph.invoke({"messages": [("user", "hi")]}, config)
+    assert (
+        saver.fork("../../../tmp/evil", "../sibling")["configurable"]["thread_id"] == "../sibling"
+    )
+    assert sorted(saver.list_threads()) == ["../../../tmp/evil", "../sibling"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
