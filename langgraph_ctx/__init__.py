@@ -25,8 +25,14 @@ _EXPORTS: dict[str, str] = {
     "CheckpointNotFoundError": "langgraph_ctx.errors",
     "ThreadExistsError": "langgraph_ctx.errors",
     "TokenizerDataError": "langgraph_ctx.context.tokens",
-    # saver
+    "StorageUnavailableError": "langgraph_ctx.errors",
+    "LockTimeoutError": "langgraph_ctx.errors",
+    "LogChangedError": "langgraph_ctx.errors",
+    # savers
     "JsonlSaver": "langgraph_ctx.saver.jsonl",
+    "RedisLogSaver": "langgraph_ctx.saver.redis",
+    "CheckpointInfo": "langgraph_ctx.saver.log",
+    "copy_thread_between": "langgraph_ctx.storage.transfer",
     # token budgets
     "count_tokens": "langgraph_ctx.context.tokens",
     "MessageTokenCounter": "langgraph_ctx.context.tokens",
@@ -50,6 +56,26 @@ _EXPORTS: dict[str, str] = {
     "CompactionError": "langgraph_ctx.context.compaction",
     "CompactionNode": "langgraph_ctx.nodes.compaction",
     "CompactionState": "langgraph_ctx.nodes.compaction",
+    # system prompt, pipeline, errors
+    "compose_system_prompt": "langgraph_ctx.context.prompt",
+    "PromptParts": "langgraph_ctx.context.prompt",
+    "RunContext": "langgraph_ctx.context.prompt",
+    "WorkflowStep": "langgraph_ctx.context.prompt",
+    "SystemPromptNode": "langgraph_ctx.nodes.prompt",
+    "context_pipeline": "langgraph_ctx.nodes.pipeline",
+    "ContextPipeline": "langgraph_ctx.nodes.pipeline",
+    "ContextState": "langgraph_ctx.nodes.state",
+    "ContextAgentState": "langgraph_ctx.nodes.state",
+    "ModelNode": "langgraph_ctx.nodes.errors",
+    "ModelCallPolicy": "langgraph_ctx.nodes.errors",
+    "record_tool_errors": "langgraph_ctx.nodes.errors",
+    "arecord_tool_errors": "langgraph_ctx.nodes.errors",
+    "ContextMiddleware": "langgraph_ctx.nodes.middleware",
+    "LLMError": "langgraph_ctx.context.llm_error",
+    "is_llm_error": "langgraph_ctx.context.llm_error",
+    "ErrorRecord": "langgraph_ctx.context.notebook",
+    "PromptPartError": "langgraph_ctx.errors",
+    "ModelTimeoutError": "langgraph_ctx.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -70,17 +96,43 @@ if TYPE_CHECKING:
         prepare_compaction,
         read_tool_result,
     )
+    from langgraph_ctx.context.llm_error import LLMError, is_llm_error
+    from langgraph_ctx.context.notebook import ErrorRecord
+    from langgraph_ctx.context.prompt import (
+        PromptParts,
+        RunContext,
+        WorkflowStep,
+        compose_system_prompt,
+    )
     from langgraph_ctx.context.tokens import MessageTokenCounter, TokenizerDataError, count_tokens
     from langgraph_ctx.errors import (
         CheckpointNotFoundError,
         CorruptLogError,
         LangGraphCtxError,
+        LockTimeoutError,
+        LogChangedError,
+        ModelTimeoutError,
+        PromptPartError,
+        StorageUnavailableError,
         ThreadExistsError,
         ThreadNotFoundError,
     )
     from langgraph_ctx.nodes.budget import BudgetAgentState, BudgetNode, BudgetState
     from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
+    from langgraph_ctx.nodes.errors import (
+        ModelCallPolicy,
+        ModelNode,
+        arecord_tool_errors,
+        record_tool_errors,
+    )
+    from langgraph_ctx.nodes.middleware import ContextMiddleware
+    from langgraph_ctx.nodes.pipeline import ContextPipeline, context_pipeline
+    from langgraph_ctx.nodes.prompt import SystemPromptNode
+    from langgraph_ctx.nodes.state import ContextAgentState, ContextState
     from langgraph_ctx.saver.jsonl import JsonlSaver
+    from langgraph_ctx.saver.log import CheckpointInfo
+    from langgraph_ctx.saver.redis import RedisLogSaver
+    from langgraph_ctx.storage.transfer import copy_thread_between
 
 
 def __getattr__(name: str) -> Any:

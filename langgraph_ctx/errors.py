@@ -96,9 +96,9 @@ class StorageUnavailableError(LangGraphCtxError, ConnectionError):
         self.reason = reason
         self._init_args = (where, action, reason)
         super().__init__(
-            f"{where} is unavailable ({reason}) while {action}. Nothing was acknowledged; "
-            "a write may or may not have been applied. Retry once the server is back: "
-            "the saver reconnects on the next call."
+            f"{where} is unavailable ({reason}) while {action}. The call was not "
+            "acknowledged (a write may or may not have been applied); retry once the "
+            "server is back: the saver reconnects on the next call."
         )
 
     def __str__(self) -> str:
@@ -156,3 +156,28 @@ class LogChangedError(LangGraphCtxError):
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
         return type(self), self._init_args
+
+
+class PromptPartError(LangGraphCtxError, ValueError):
+    """A system prompt part cannot be used: an unreadable file, an unknown mode, a bad run context.
+
+    Example:
+        ```python
+        try:
+            PromptParts(persona=Path("prompts/persona.md"))
+        except PromptPartError as err:
+            print(err)  # names the part and the file
+        ```
+    """
+
+
+class ModelTimeoutError(LangGraphCtxError, TimeoutError):
+    """A model call ran past its time limit (`ModelNode(timeout=..., chunk_timeout=...)`).
+
+    The model node does not raise it: it becomes the `LLM_ERROR` block of the assistant
+    message that keeps the partial reply. It is raised only when listed in `raise_on`.
+    """
+
+    def __init__(self, seconds: float, what: str = "the reply") -> None:
+        self.seconds = seconds
+        super().__init__(f"no {what} within {seconds:g} s")

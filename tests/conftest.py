@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,9 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from langgraph_ctx import JsonlSaver
+
+from .backends import Backend, JsonlBackend, RedisBackend
+from .redis_server import RedisServer, require_redis_server
 
 
 @pytest.fixture
@@ -20,6 +23,26 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def saver(root: Path) -> JsonlSaver:
     return JsonlSaver(root)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the session; tests keep apart by key prefix."""
+    binary = require_redis_server()
+    with RedisServer(tmp_path_factory.mktemp("redis"), binary=binary) as server:
+        yield server
+
+
+@pytest.fixture(params=["jsonl", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The store under test: a JSONL directory, or a fresh prefix on the Redis server."""
+    made: Backend
+    if request.param == "jsonl":
+        made = JsonlBackend(tmp_path / "chats")
+    else:
+        made = RedisBackend(request.getfixturevalue("redis_server").url)
+    yield made
+    made.close()
 
 
 def normalize(value: Any) -> Any:

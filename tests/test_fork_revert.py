@@ -1,15 +1,13 @@
-"""fork and revert: copies and roll-backs of a thread, sync and async."""
+"""fork and revert: copies and roll-backs of a thread, sync and async, on each backend."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from langgraph_ctx import (
     CheckpointNotFoundError,
-    JsonlSaver,
     ThreadExistsError,
     ThreadNotFoundError,
 )
@@ -28,11 +26,16 @@ def chat(graph, thread_id: str, *texts: str) -> None:
 
 
 @pytest.fixture
+def saver(backend):
+    return backend.saver()
+
+
+@pytest.fixture
 def graph(saver):
     return chat_graph().compile(checkpointer=saver)
 
 
-def test_fork_copies_the_whole_thread_and_is_independent(saver, graph):
+def test_fork_copies_the_whole_thread_and_is_independent(backend, saver, graph):
     chat(graph, "src", "a", "b")
     head = saver.fork("src", "dst")
     assert head["configurable"]["thread_id"] == "dst"
@@ -50,7 +53,7 @@ def test_fork_copies_the_whole_thread_and_is_independent(saver, graph):
     assert "only in the source" not in contents(graph, "dst")
     # full history came along, and the header names the new thread and its origin
     assert len(list(graph.get_state_history({"configurable": {"thread_id": "dst"}}))) == 9
-    header = json.loads(Path(saver.path("dst")).read_text().splitlines()[0])
+    header = json.loads(backend.log_bytes("dst").splitlines()[0])
     assert header["thread_id"] == "dst"
     assert header["forked_from"] == {"thread_id": "src", "checkpoint_id": None}
 
@@ -69,7 +72,7 @@ def test_fork_up_to_a_checkpoint(saver, graph):
     assert contents(graph, "src")[-1] == "you said: c"
 
 
-def test_fork_errors(saver, graph):
+def test_fork_errors(backend, saver, graph):
     chat(graph, "src", "a")
     chat(graph, "taken", "b")
     with pytest.raises(ThreadNotFoundError, match="'nope'"):
@@ -80,13 +83,13 @@ def test_fork_errors(saver, graph):
         saver.fork("src", "new", checkpoint_id="bogus")
     with pytest.raises(ValueError, match="same"):
         saver.fork("src", "src")
-    assert not Path(saver.path("new")).exists()
+    assert not backend.exists("new")
     assert contents(graph, "taken") == ["b", "you said: b"]
 
 
-def test_revert_rolls_back_and_rotates_backups(saver, graph):
+def test_revert_rolls_back_and_rotates_backups(backend, saver, graph):
     chat(graph, "t", "a", "b")
-    original = Path(saver.path("t")).read_bytes()
+    original = backend.log_bytes("t")
     history = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))
     after_a = history[3]  # ["a", "you said: a"]
     assert [m.content for m in after_a.values["messages"]] == ["a", "you said: a"]
@@ -94,43 +97,43 @@ def test_revert_rolls_back_and_rotates_backups(saver, graph):
     head = saver.revert("t", after_a.config["configurable"]["checkpoint_id"])
     assert head["configurable"]["checkpoint_id"] == after_a.config["configurable"]["checkpoint_id"]
     assert contents(graph, "t") == ["a", "you said: a"]
-    assert saver.storage.backups("t") == [saver.path("t") + ".1"]
-    assert Path(saver.path("t") + ".1").read_bytes() == original
+    assert saver.storage.backups("t") == [backend.backup_name("t", 1)]
+    assert backend.backup_bytes("t", 1) == original
 
     chat(graph, "t", "c")
     assert contents(graph, "t") == ["a", "you said: a", "c", "you said: c"]
-    second = Path(saver.path("t")).read_bytes()
+    second = backend.log_bytes("t")
     first_cp = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))[-1]
     saver.revert("t", first_cp.config["configurable"]["checkpoint_id"])
     # newest backup is .1, the older one moved to .2
-    assert Path(saver.path("t") + ".1").read_bytes() == second
-    assert Path(saver.path("t") + ".2").read_bytes() == original
+    assert backend.backup_bytes("t", 1) == second
+    assert backend.backup_bytes("t", 2) == original
     assert saver.list_threads() == ["t"]  # backups are not threads
 
 
-def test_revert_errors(saver, graph):
+def test_revert_errors(backend, saver, graph):
     with pytest.raises(ThreadNotFoundError):
         saver.revert("missing", "x")
     chat(graph, "t", "a")
-    before = Path(saver.path("t")).read_bytes()
+    before = backend.log_bytes("t")
     with pytest.raises(CheckpointNotFoundError):
         saver.revert("t", "not-a-checkpoint")
-    assert Path(saver.path("t")).read_bytes() == before
+    assert backend.log_bytes("t") == before
     assert saver.storage.backups("t") == []
 
 
-def test_delete_thread_removes_backups(saver, graph):
+def test_delete_thread_removes_backups(backend, saver, graph):
     chat(graph, "t", "a", "b")
     first = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))[-1]
     saver.revert("t", first.config["configurable"]["checkpoint_id"])
     saver.delete_thread("t")
-    assert not Path(saver.path("t")).exists()
+    assert not backend.exists("t")
     assert saver.storage.backups("t") == []
     assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
 
 
-async def test_async_fork_and_revert(root):
-    saver = JsonlSaver(root)
+async def test_async_fork_and_revert(backend):
+    saver = backend.saver()
     graph = chat_graph().compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "src"}}
     await graph.ainvoke({"messages": [("user", "a")]}, config)
@@ -146,8 +149,8 @@ async def test_async_fork_and_revert(root):
     assert len([t async for t in saver.alist({"configurable": {"thread_id": "dst2"}})]) == 6
 
 
-def test_a_saver_sees_forks_and_reverts_made_by_another(root):
-    writer, reader = JsonlSaver(root), JsonlSaver(root)
+def test_a_saver_sees_forks_and_reverts_made_by_another(backend):
+    writer, reader = backend.saver(), backend.saver()
     graph_w = chat_graph().compile(checkpointer=writer)
     graph_r = chat_graph().compile(checkpointer=reader)
     chat(graph_w, "t", "a", "b")

@@ -1,8 +1,10 @@
-"""JsonlSaver under real LangGraph graphs, compared with LangGraph's InMemorySaver.
+"""LogSavers under real LangGraph graphs, compared with LangGraph's InMemorySaver.
 
-Each scenario runs twice, once per saver, and every state and history a user
-can observe must be the same. A third run reads the JSONL directory with a
-fresh saver (a cold process) and must see the same again.
+Every scenario runs on each backend (``backend`` fixture: JsonlSaver on a
+directory, RedisLogSaver on a real redis-server). Each runs twice, once on
+InMemorySaver and once on the backend's saver, and every state and history a
+user can observe must be the same. A third run reads the store with a fresh
+saver (a cold process) and must see the same again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import operator
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -22,8 +23,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from langgraph.types import Command, Send, interrupt
 
-from langgraph_ctx import JsonlSaver
-
+from .backends import Backend
 from .conftest import history_view, normalize, snapshot_view
 
 
@@ -38,26 +38,26 @@ def chat_graph():
     return builder
 
 
-def both(root: Path) -> dict[str, Any]:
-    return {"memory": InMemorySaver(), "jsonl": JsonlSaver(root)}
+def both(backend: Backend) -> dict[str, Any]:
+    return {"memory": InMemorySaver(), "log": backend.saver()}
 
 
-def assert_same(graph_builder, root: Path, run, config: dict) -> None:
+def assert_same(graph_builder, backend: Backend, run, config: dict) -> None:
     """Run ``run(graph)`` on both savers and compare state + history (+ a cold read)."""
     views = {}
-    for name, saver in both(root).items():
+    for name, saver in both(backend).items():
         graph = graph_builder.compile(checkpointer=saver)
         run(graph)
         views[name] = (snapshot_view(graph.get_state(config)), history_view(graph, config))
-    assert views["jsonl"] == views["memory"]
-    cold = graph_builder.compile(checkpointer=JsonlSaver(root))
+    assert views["log"] == views["memory"]
+    cold = graph_builder.compile(checkpointer=backend.saver())
     assert (snapshot_view(cold.get_state(config)), history_view(cold, config)) == views["memory"]
 
 
 # ---------------------------------------------------------------- chat
 
 
-def test_multi_turn_chat_matches_in_memory_saver(root):
+def test_multi_turn_chat_matches_in_memory_saver(backend):
     config = {"configurable": {"thread_id": "chat"}}
 
     def run(graph):
@@ -66,12 +66,12 @@ def test_multi_turn_chat_matches_in_memory_saver(root):
         graph.invoke({"messages": [("user", "a tuple")]}, config)
         graph.invoke({"messages": [{"role": "user", "content": "a dict"}]}, config)
 
-    assert_same(chat_graph(), root, run, config)
+    assert_same(chat_graph(), backend, run, config)
 
 
-async def test_async_invoke_matches_sync(root):
+async def test_async_invoke_matches_sync(backend):
     config = {"configurable": {"thread_id": "async"}}
-    graph = chat_graph().compile(checkpointer=JsonlSaver(root))
+    graph = chat_graph().compile(checkpointer=backend.saver())
     for i in range(3):
         await graph.ainvoke({"messages": [HumanMessage(content=f"turn {i}")]}, config)
     state = await graph.aget_state(config)
@@ -83,17 +83,17 @@ async def test_async_invoke_matches_sync(root):
 
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
-def test_durability_modes(root, durability):
+def test_durability_modes(backend, durability):
     config = {"configurable": {"thread_id": f"d-{durability}"}}
 
     def run(graph):
         for i in range(3):
             graph.invoke({"messages": [("user", f"m{i}")]}, config, durability=durability)
 
-    assert_same(chat_graph(), root, run, config)
+    assert_same(chat_graph(), backend, run, config)
 
 
-def test_remove_message_and_tool_calls_round_trip(root):
+def test_remove_message_and_tool_calls_round_trip(backend):
     class State(MessagesState):
         pass
 
@@ -125,8 +125,8 @@ def test_remove_message_and_tool_calls_round_trip(root):
     def run(graph):
         graph.invoke({"messages": [HumanMessage(content="weather?", id="h-1")]}, config)
 
-    assert_same(builder, root, run, config)
-    state = builder.compile(checkpointer=JsonlSaver(root)).get_state(config)
+    assert_same(builder, backend, run, config)
+    state = builder.compile(checkpointer=backend.saver()).get_state(config)
     assert [m.id for m in state.values["messages"]] == ["h-1", "ai-1", "ai-2"]
     assert state.values["messages"][1].tool_calls[0]["args"] == {"q": "weather"}
 
@@ -149,7 +149,7 @@ def approval_graph():
     return builder
 
 
-def test_interrupt_and_resume(root):
+def test_interrupt_and_resume(backend):
     config = {"configurable": {"thread_id": "hitl"}}
 
     def run(graph):
@@ -158,14 +158,14 @@ def test_interrupt_and_resume(root):
         assert graph.get_state(config).next == ("ask",)
         graph.invoke(Command(resume="yes"), config)
 
-    assert_same(approval_graph(), root, run, config)
+    assert_same(approval_graph(), backend, run, config)
 
 
-def test_resume_from_a_cold_process(root):
+def test_resume_from_a_cold_process(backend):
     config = {"configurable": {"thread_id": "hitl-cold"}}
-    approval_graph().compile(checkpointer=JsonlSaver(root)).invoke({"request": "x"}, config)
+    approval_graph().compile(checkpointer=backend.saver()).invoke({"request": "x"}, config)
     # a new saver (new process, in effect) resumes the interrupted run
-    graph = approval_graph().compile(checkpointer=JsonlSaver(root))
+    graph = approval_graph().compile(checkpointer=backend.saver())
     assert graph.get_state(config).interrupts[0].value == {"question": "approve x?"}
     assert graph.invoke(Command(resume="no"), config) == {"request": "x", "decision": "no"}
 
@@ -195,15 +195,15 @@ def nested_graph():
     return outer
 
 
-def test_subgraph_namespaces(root):
+def test_subgraph_namespaces(backend):
     config = {"configurable": {"thread_id": "nested"}}
 
     def run(graph):
         graph.invoke({"log": []}, config)
         graph.invoke({"log": ["again"]}, config)
 
-    assert_same(nested_graph(), root, run, config)
-    saver = JsonlSaver(root)
+    assert_same(nested_graph(), backend, run, config)
+    saver = backend.saver()
     namespaces = {
         t.config["configurable"]["checkpoint_ns"]
         for t in saver.list(
@@ -213,7 +213,7 @@ def test_subgraph_namespaces(root):
     assert "" in namespaces and any(ns.startswith("sub:") for ns in namespaces)
 
 
-def test_subgraph_state_with_interrupt(root):
+def test_subgraph_state_with_interrupt(backend):
     class S(TypedDict):
         x: int
 
@@ -227,7 +227,7 @@ def test_subgraph_state_with_interrupt(root):
     outer = StateGraph(S)
     outer.add_node("sub", inner.compile())
     outer.add_edge(START, "sub")
-    graph = outer.compile(checkpointer=JsonlSaver(root))
+    graph = outer.compile(checkpointer=backend.saver())
     config = {"configurable": {"thread_id": "sub-hitl"}}
     graph.invoke({"x": 1}, config)
     state = graph.get_state(config, subgraphs=True)
@@ -240,7 +240,7 @@ def test_subgraph_state_with_interrupt(root):
 # ---------------------------------------------------------------- Send
 
 
-def test_send_fan_out(root):
+def test_send_fan_out(backend):
     class State(TypedDict):
         topics: list[str]
         results: Annotated[list[str], operator.add]
@@ -259,15 +259,15 @@ def test_send_fan_out(root):
     def run(graph):
         graph.invoke({"topics": ["a", "b", "c"], "results": []}, config)
 
-    assert_same(builder, root, run, config)
-    graph = builder.compile(checkpointer=JsonlSaver(root))
+    assert_same(builder, backend, run, config)
+    graph = builder.compile(checkpointer=backend.saver())
     assert sorted(graph.get_state(config).values["results"]) == ["A", "B", "C"]
 
 
 # ----------------------------------------------------------- time travel
 
 
-def test_update_state_history_and_replay(root):
+def test_update_state_history_and_replay(backend):
     config = {"configurable": {"thread_id": "travel"}}
 
     def run(graph):
@@ -278,22 +278,22 @@ def test_update_state_history_and_replay(root):
         graph.update_state(past, {"messages": [AIMessage(content="edited")]}, as_node="chatbot")
         graph.invoke(None, history[6].config)  # replay from an older checkpoint
 
-    assert_same(chat_graph(), root, run, config)
-    graph = chat_graph().compile(checkpointer=JsonlSaver(root))
+    assert_same(chat_graph(), backend, run, config)
+    graph = chat_graph().compile(checkpointer=backend.saver())
     sources = [s.metadata["source"] for s in graph.get_state_history(config)]
     assert "update" in sources
 
 
-def test_get_state_at_every_checkpoint_matches(root):
+def test_get_state_at_every_checkpoint_matches(backend):
     config = {"configurable": {"thread_id": "every"}}
-    graphs = {n: chat_graph().compile(checkpointer=s) for n, s in both(root).items()}
+    graphs = {n: chat_graph().compile(checkpointer=s) for n, s in both(backend).items()}
     for graph in graphs.values():
         for i in range(4):
             graph.invoke({"messages": [("user", f"q{i}")]}, config)
-    jsonl_history = list(graphs["jsonl"].get_state_history(config))
+    log_history = list(graphs["log"].get_state_history(config))
     memory_history = list(graphs["memory"].get_state_history(config))
-    for a, b in zip(jsonl_history, memory_history, strict=True):
-        assert normalize(graphs["jsonl"].get_state(a.config).values) == normalize(
+    for a, b in zip(log_history, memory_history, strict=True):
+        assert normalize(graphs["log"].get_state(a.config).values) == normalize(
             graphs["memory"].get_state(b.config).values
         )
 
@@ -330,21 +330,21 @@ def delta_turns(graph, config, n=7, runs=None):
         )
 
 
-def test_delta_channel_matches_in_memory_saver(root):
+def test_delta_channel_matches_in_memory_saver(backend):
     config = {"configurable": {"thread_id": "delta"}}
-    assert_same(delta_graph(), root, lambda g: delta_turns(g, config), config)
+    assert_same(delta_graph(), backend, lambda g: delta_turns(g, config), config)
 
 
-def test_delta_channel_history_uses_the_index(root, monkeypatch):
-    saver = JsonlSaver(root)
+def test_delta_channel_history_uses_the_index(backend, monkeypatch):
+    saver = backend.saver()
     graph = delta_graph().compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "delta-direct"}}
     delta_turns(graph, config)
     # the override must not walk ancestors through get_tuple
     calls = []
-    original = JsonlSaver.get_tuple
+    original = type(saver).get_tuple
     monkeypatch.setattr(
-        JsonlSaver, "get_tuple", lambda self, c: calls.append(c) or original(self, c)
+        type(saver), "get_tuple", lambda self, c: calls.append(c) or original(self, c)
     )
     history = saver.get_delta_channel_history(config=config, channels=["messages"])
     assert calls == []
@@ -361,8 +361,8 @@ def test_delta_channel_history_uses_the_index(root, monkeypatch):
     assert view(history)[1] is not None  # a snapshot seeded the walk
 
 
-def test_prune_copy_and_delete_for_runs_keep_delta_chains(root):
-    saver = JsonlSaver(root)
+def test_prune_copy_and_delete_for_runs_keep_delta_chains(backend):
+    saver = backend.saver()
     graph = delta_graph().compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "src"}}
     runs: list[str] = []
@@ -396,30 +396,28 @@ def test_prune_copy_and_delete_for_runs_keep_delta_chains(root):
 # -------------------------------------------------------- cold process
 
 
-def test_a_cold_process_reads_the_same_state(root):
+def test_a_cold_process_reads_the_same_state(backend):
     config = {"configurable": {"thread_id": "cold"}}
-    graph = chat_graph().compile(checkpointer=JsonlSaver(root))
+    graph = chat_graph().compile(checkpointer=backend.saver())
     for i in range(3):
         graph.invoke({"messages": [("user", f"q{i}")]}, config)
     script = (
-        "import sys, json\n"
-        "from langgraph_ctx import JsonlSaver\n"
-        "t = JsonlSaver(sys.argv[1]).get_tuple({'configurable': {'thread_id': 'cold'}})\n"
+        "import json\n"
+        f"saver = {backend.saver_code()}\n"
+        "t = saver.get_tuple({'configurable': {'thread_id': 'cold'}})\n"
         "print(json.dumps([m.content for m in t.checkpoint['channel_values']['messages']]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script, str(root)], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == (
         '["q0", "you said: q0", "q1", "you said: q1", "q2", "you said: q2"]'
     )
 
 
 @pytest.mark.parametrize("durability", ["async", "sync"])
-def test_stored_message_ids_match_the_live_state(root, durability):
+def test_stored_message_ids_match_the_live_state(backend, durability):
     """Reducers give ids to messages while background puts serialize them;
     what the file says must still be exactly what the graph holds."""
-    graph = chat_graph().compile(checkpointer=JsonlSaver(root))
+    graph = chat_graph().compile(checkpointer=backend.saver())
     config = {"configurable": {"thread_id": f"ids-{durability}"}}
     for i in range(40):
         out = graph.invoke(
@@ -427,7 +425,7 @@ def test_stored_message_ids_match_the_live_state(root, durability):
         )
     live = [(m.type, m.id, m.content) for m in out["messages"]]
     assert all(m_id for _, m_id, _ in live)
-    cold = JsonlSaver(root)
+    cold = backend.saver()
     stored = cold.get_tuple(config).checkpoint["channel_values"]["messages"]
     assert [(m.type, m.id, m.content) for m in stored] == live
     for tup in cold.list(config):  # every older checkpoint is a prefix of the live list

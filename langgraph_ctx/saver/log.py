@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
+import functools
 import re
 import warnings
 import weakref
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -72,6 +73,7 @@ from langgraph_ctx.codec import (
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLogError,
+    LogChangedError,
     ThreadExistsError,
     ThreadNotFoundError,
 )
@@ -85,6 +87,53 @@ _MSG_PREFIX = re.compile(rb'\{"v":%d,"t":"msg","n":(\d+),' % FORMAT_VERSION)
 
 class CorruptLineWarning(UserWarning):
     """A corrupt line was skipped because the saver was opened with ``on_corrupt="skip"``."""
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_CHANGED_RETRIES = 5
+
+
+def _retry_on_change(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run the call again when storage reports that a log changed under it.
+
+    Only storage without reader locks (Redis) raises `LogChangedError`: a read
+    found the log rewritten since it was indexed, or a conditional append found
+    lines it had not read (a writer whose lock expired). Nothing was applied,
+    and the next attempt re-reads the log first. JSONL never raises it.
+    """
+
+    @functools.wraps(method)
+    def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        for _ in range(_CHANGED_RETRIES - 1):
+            try:
+                return method(*args, **kwargs)
+            except LogChangedError:
+                continue
+        return method(*args, **kwargs)
+
+    return retrying
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint as `LogSaver.checkpoint_infos` lists it: everything but its values."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    ts: str
+    metadata: dict[str, Any]
+    channel_versions: dict[str, Any]
+    versions_seen: dict[str, dict[str, Any]]
+    line: int
+    """The checkpoint's 1-based line in the thread's log."""
+
+    @property
+    def config(self) -> RunnableConfig:
+        """The config that names this checkpoint (for `get_tuple`, `graph.get_state`)."""
+        return _config(self.thread_id, self.checkpoint_ns, self.checkpoint_id)
 
 
 class _LRU(OrderedDict):  # type: ignore[type-arg]
@@ -358,6 +407,10 @@ class _Index:
             stored[key] = _Write(path, item[1], n, pos)
 
     # -------------------------------------------------------------- queries
+
+    def named(self, ns: str, checkpoint_id: str | None) -> _Ckpt | None:
+        """The checkpoint a config names, or the latest of the namespace."""
+        return self.ckpts.get((ns, checkpoint_id)) if checkpoint_id else self.latest(ns)
 
     def latest(self, ns: str) -> _Ckpt | None:
         ids = self.by_ns.get(ns)
@@ -748,11 +801,17 @@ class LogSaver(BaseCheckpointSaver[int]):
                     index.list_objs.put((line, channel), value.copy())
         return values
 
-    def _pending_writes(self, index: _Index, entry: _Ckpt) -> list[PendingWrite]:
+    def _pending_writes(
+        self, index: _Index, entry: _Ckpt, channels: set[str] | None = None
+    ) -> list[PendingWrite]:
+        """The checkpoint's writes in `writes_sort_key` order (only ``channels`` if given)."""
         stored = index.writes.get((entry.ns, entry.id))
         if not stored:
             return []
-        ordered = sorted(stored.items(), key=lambda kv: writes_sort_key(kv[1].path, *kv[0]))
+        ordered = sorted(
+            ((key, w) for key, w in stored.items() if channels is None or w.channel in channels),
+            key=lambda kv: writes_sort_key(kv[1].path, *kv[0]),
+        )
         index.prefetch(w.line for _, w in ordered)
         out: list[PendingWrite] = []
         for (task_id, _), w in ordered:
@@ -917,6 +976,7 @@ class LogSaver(BaseCheckpointSaver[int]):
 
     # ------------------------------------------------- BaseCheckpointSaver
 
+    @_retry_on_change
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's latest.
 
@@ -930,8 +990,7 @@ class LogSaver(BaseCheckpointSaver[int]):
         thread_id = check_thread_id(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         with self._view(thread_id) as index:
-            checkpoint_id = get_checkpoint_id(config)
-            entry = index.ckpts.get((ns, checkpoint_id)) if checkpoint_id else index.latest(ns)
+            entry = index.named(ns, get_checkpoint_id(config))
             if entry is None:
                 return None
             return self._tuple(conf["thread_id"], index, entry)
@@ -969,6 +1028,7 @@ class LogSaver(BaseCheckpointSaver[int]):
                 remaining -= len(found)
             yield from found
 
+    @_retry_on_change
     def _list_thread(
         self,
         thread: Any,
@@ -1002,6 +1062,7 @@ class LogSaver(BaseCheckpointSaver[int]):
                 out.append(self._tuple(thread, index, entry))
         return out
 
+    @_retry_on_change
     def put(
         self,
         config: RunnableConfig,
@@ -1025,6 +1086,7 @@ class LogSaver(BaseCheckpointSaver[int]):
             self._commit(thread_id, index, batch)
         return _config(conf["thread_id"], ns, checkpoint["id"])
 
+    @_retry_on_change
     def put_writes(
         self,
         config: RunnableConfig,
@@ -1055,6 +1117,7 @@ class LogSaver(BaseCheckpointSaver[int]):
             self.storage.delete(thread_id)
             self._indexes.pop(thread_id, None)
 
+    @_retry_on_change
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) made by these runs, in every thread.
 
@@ -1079,6 +1142,7 @@ class LogSaver(BaseCheckpointSaver[int]):
         """Copy every checkpoint and write of a thread to a new thread id."""
         self.fork(source_thread_id, target_thread_id)
 
+    @_retry_on_change
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: keep the latest checkpoint of each namespace (with its
         writes; `DeltaChannel` history folded in). ``"delete"``: delete the threads."""
@@ -1097,6 +1161,7 @@ class LogSaver(BaseCheckpointSaver[int]):
                 if len(keep_ids) < len(index.ckpts) or dropped_writes:
                     self._rebuild(thread_id, index, [e for e in keep if e])
 
+    @_retry_on_change
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -1108,9 +1173,7 @@ class LogSaver(BaseCheckpointSaver[int]):
         thread_id = check_thread_id(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         with self._view(thread_id) as index:
-            checkpoint_id = get_checkpoint_id(config)
-            entry = index.ckpts.get((ns, checkpoint_id)) if checkpoint_id else index.latest(ns)
-            return self._history(index, entry, channels)
+            return self._history(index, index.named(ns, get_checkpoint_id(config)), channels)
 
     def _history(
         self, index: _Index, target: _Ckpt | None, channels: Sequence[str]
@@ -1133,7 +1196,7 @@ class LogSaver(BaseCheckpointSaver[int]):
             parent = index.ckpts.get((cur.ns, cur.parent)) if cur.parent else None
             if parent is None or not remaining:
                 break
-            parent_writes = self._pending_writes_for(index, parent, remaining)
+            parent_writes = self._pending_writes(index, parent, remaining)
             for task_id, channel, value in reversed(parent_writes):
                 newest_first[channel].append((task_id, channel, value))
             for channel in sorted(remaining):
@@ -1155,22 +1218,6 @@ class LogSaver(BaseCheckpointSaver[int]):
                 entry["seed"] = seeds[channel]
             result[channel] = entry
         return result
-
-    def _pending_writes_for(
-        self, index: _Index, entry: _Ckpt, channels: set[str]
-    ) -> list[PendingWrite]:
-        stored = index.writes.get((entry.ns, entry.id))
-        if not stored:
-            return []
-        ordered = sorted(
-            ((key, w) for key, w in stored.items() if w.channel in channels),
-            key=lambda kv: writes_sort_key(kv[1].path, *kv[0]),
-        )
-        out: list[PendingWrite] = []
-        for (task_id, _), w in ordered:
-            enc = index.line(w.line)["w"][w.pos][2]
-            out.append((task_id, w.channel, self._decode(index, enc, w.line, w.channel)))
-        return out
 
     # ----------------------------------------------------------- rewrites
 
@@ -1243,6 +1290,7 @@ class LogSaver(BaseCheckpointSaver[int]):
 
     # --------------------------------------------------------- fork/revert
 
+    @_retry_on_change
     def fork(
         self,
         source_thread_id: str,
@@ -1293,6 +1341,7 @@ class LogSaver(BaseCheckpointSaver[int]):
             self._indexes.pop(target, None)
             return self._head_config(target_thread_id, self._sync(target))
 
+    @_retry_on_change
     def revert(self, thread_id: str, checkpoint_id: str) -> RunnableConfig:
         """Roll a thread back to a checkpoint, keeping the old log as a backup.
 
@@ -1316,6 +1365,49 @@ class LogSaver(BaseCheckpointSaver[int]):
             self.storage.truncate(tid, entry.line, backup=True)
             self._indexes.pop(tid, None)
             return self._head_config(thread_id, self._sync(tid))
+
+    @_retry_on_change
+    def checkpoint_infos(self, thread_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint of a thread (all namespaces) in log order, without its values.
+
+        Ids, parents, timestamps, metadata and channel versions come from the
+        saver's index, so this costs one read of the checkpoint lines and no
+        message is rebuilt: use it to show a long history, where `list` would
+        decode every state. ``[]`` when the thread has no log.
+
+        Example:
+            ```python
+            for info in saver.checkpoint_infos("task-001"):
+                print(info.checkpoint_id, info.metadata.get("step"), info.ts)
+            ```
+        """
+        tid = check_thread_id(thread_id)
+        out: list[CheckpointInfo] = []
+        with self._view(tid) as index:
+            entries = sorted(index.ckpts.values(), key=lambda e: e.line)
+            for start in range(0, len(entries), 1024):
+                chunk = entries[start : start + 1024]
+                index.prefetch(e.line for e in chunk)
+                for entry in chunk:
+                    line = index.line(entry.line)
+                    try:
+                        metadata = self._metadata(entry, line)
+                    except CodecError as exc:
+                        raise index.corrupt(entry.line, str(exc)) from None
+                    out.append(
+                        CheckpointInfo(
+                            thread_id=thread_id,
+                            checkpoint_ns=entry.ns,
+                            checkpoint_id=entry.id,
+                            parent_checkpoint_id=entry.parent,
+                            ts=str(line.get("ts", "")),
+                            metadata=metadata,
+                            channel_versions=dict(entry.versions),
+                            versions_seen={k: dict(v) for k, v in entry.seen.items()},
+                            line=entry.line,
+                        )
+                    )
+        return out
 
     def list_threads(self) -> list[str]:
         """Every thread id that has a log.

@@ -31,6 +31,11 @@ class LogStorage(ABC):
     Callers hold `locked` around every other call: shared for `sync` and
     `read`, exclusive for anything that writes. Locks are re-entrant within a
     thread of one process and exclude other processes too.
+
+    A backend whose readers take no cross-process lock (Redis) may raise
+    `LogChangedError` from `read`, `append` or a rewrite when the log changed
+    since the caller's `sync`; nothing was applied, and the caller re-syncs
+    and tries again (`LogSaver` does). JSONL never raises it.
     """
 
     @abstractmethod
@@ -85,3 +90,12 @@ class LogStorage(ABC):
     def backups(self, thread_id: str) -> list[str]:
         """Rotated backups kept by revert, newest first."""
         return []
+
+    def read_all(self, thread_id: str) -> list[bytes]:
+        """Every complete line of the log as it is now, without newlines (``[]``: no log).
+
+        Unlike `sync`, this leaves what the next `sync` reports untouched, so
+        it is safe on a storage a saver is using (export, copies between
+        backends). The caller holds the thread's lock (shared is enough).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot read a whole log")

@@ -253,6 +253,13 @@ class JsonlStorage(LogStorage):
                 out[line] = os.pread(fd, stop - start - 1, start)
         return out
 
+    def read_all(self, thread_id: str) -> list[bytes]:
+        try:
+            data = self.path(thread_id).read_bytes()
+        except FileNotFoundError:
+            return []
+        return data.split(b"\n")[:-1]  # the last piece is empty, or a torn line
+
     # ----------------------------------------------------------------- writes
 
     def append(self, thread_id: str, lines: Sequence[bytes]) -> int:

@@ -1,0 +1,453 @@
+"""Rich renderables for what `langgraph_ctx.cli.inspect` computes.
+
+Used by the command line; they render in a notebook too (``rich.print(...)``). Every
+piece of user text goes through `rich.text.Text`, never through markup, so brackets
+in a message cannot be taken for styles.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from langgraph_ctx.cli.inspect import StateDiff, ThreadSummary, Transcript, format_ts
+from langgraph_ctx.cli.verify import VerifyReport
+from langgraph_ctx.context.budget import ContextUsage
+
+__all__ = [
+    "diff_view",
+    "history_table",
+    "human_size",
+    "threads_table",
+    "transcript_view",
+    "usage_view",
+    "verify_view",
+]
+
+ROLE_STYLES: Mapping[str, str] = {
+    "user": "bold green",
+    "assistant": "bold cyan",
+    "system": "bold magenta",
+    "tool": "bold yellow",
+    "function": "bold yellow",
+}
+
+
+def human_size(size: int) -> str:
+    """``1.2 MB``-style sizes."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    """One line, at most ``limit`` characters: strings as they are unless they hold line
+    breaks, everything else as JSON."""
+    if isinstance(value, str) and "\n" not in value and "\r" not in value:
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _args(args: Any) -> str:
+    return json.dumps(args, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+# ----------------------------------------------------------------------- tables
+
+
+def threads_table(summaries: Sequence[ThreadSummary]) -> Table:
+    """Threads with message counts, checkpoints, size, last activity and origin."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("thread")
+    table.add_column("messages", justify="right")
+    table.add_column("checkpoints", justify="right")
+    table.add_column("size", justify="right")
+    table.add_column("last activity (UTC)")
+    table.add_column("notes", style="dim")
+    for s in summaries:
+        notes = []
+        if s.forked_from:
+            origin = s.forked_from.get("thread_id")
+            at = s.forked_from.get("checkpoint_id")
+            notes.append(f"fork of {origin}" + (f" at {at[:13]}…" if at else ""))
+        if s.backups:
+            notes.append(f"{s.backups} backup{'s' if s.backups > 1 else ''}")
+        if s.error:
+            notes.append("unreadable: run verify")
+        table.add_row(
+            Text(s.thread_id, style="bold red" if s.error else "bold"),
+            "-" if s.error or s.messages is None else f"{s.messages:,}",
+            "-" if s.error else f"{s.checkpoints:,}",
+            human_size(s.size),
+            format_ts(s.last_activity) if s.last_activity else "-",
+            Text(", ".join(notes)),
+        )
+    return table
+
+
+def history_table(
+    rows: Sequence[Mapping[str, Any]], *, namespaces: bool = False, width: int | None = None
+) -> Table:
+    """Checkpoints as a table: id, step, source, node, changed channels, time.
+
+    On a terminal narrower than 105 columns (``width``) the changed channels are left
+    out, so ids and times stay whole.
+    """
+    changed = width is None or width >= 105
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("checkpoint", no_wrap=True, min_width=36)
+    if namespaces:
+        table.add_column("namespace", style="dim", overflow="fold")
+    table.add_column("step", justify="right", no_wrap=True)
+    table.add_column("source", no_wrap=True)
+    table.add_column("node", overflow="fold", min_width=6)
+    if changed:
+        table.add_column("changed", style="dim", overflow="fold")
+    table.add_column("time (UTC)", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for row in rows:
+        cells: list[Any] = [Text(row["checkpoint_id"], style="bold" if row.get("head") else "")]
+        if namespaces:
+            cells.append(Text(row["checkpoint_ns"] or "(root)"))
+        cells += [
+            str(row["step"]) if row["step"] is not None else "-",
+            Text(str(row["source"] or "-"), style="yellow" if row["source"] == "update" else ""),
+            Text(", ".join(row["nodes"]) or "-"),
+        ]
+        if changed:
+            cells.append(Text(", ".join(row["changed"]) or "-"))
+        cells += [row["time"], Text("head", style="bold green") if row.get("head") else ""]
+        table.add_row(*cells)
+    return table
+
+
+# -------------------------------------------------------------------- transcript
+
+
+def _message_lines(entry: Mapping[str, Any]) -> list[RenderableType]:
+    role = str(entry["role"])
+    header = Text(f"[{entry['index']}] ", style="dim")
+    header.append(role, style=ROLE_STYLES.get(role, "bold"))
+    if entry.get("name"):
+        header.append(f" · {entry['name']}", style="dim")
+    if entry.get("tool_call_id"):
+        header.append(f" · {entry['tool_call_id']}", style="dim")
+    if entry.get("status"):
+        header.append(f" · {entry['status']}", style="bold red")
+    if entry.get("summary"):
+        header.append("  summary", style="bold yellow")
+    if entry.get("compacted"):
+        header.append("  compacted out of the model's view", style="italic dim")
+    body: list[Text] = []
+    if entry.get("content"):
+        body.append(Text(str(entry["content"]), style="dim" if entry.get("compacted") else ""))
+    for call in entry.get("tool_calls", []):
+        line = Text("→ ", style="yellow")
+        line.append(str(call.get("name")), style="bold yellow")
+        line.append(f"({_args(call.get('args'))})")
+        if call.get("id"):
+            line.append(f"  {call['id']}", style="dim")
+        body.append(line)
+    for bad in entry.get("invalid_tool_calls", []):
+        body.append(Text(f"✗ invalid tool call: {_short(bad)}", style="red"))
+    if not body:
+        body.append(Text("(empty)", style="dim italic"))
+    return [header, *(_indent(b) for b in body)]
+
+
+def _indent(renderable: RenderableType) -> Padding:
+    """Indented by four columns, wrapped lines included."""
+    return Padding(renderable, (0, 0, 0, 4), expand=False)
+
+
+def _compactions_table(records: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
+    for name, justify in (
+        ("#", "right"),
+        ("time (UTC)", "left"),
+        ("strategy", "left"),
+        ("tokens", "right"),
+        ("messages", "right"),
+        ("dropped", "right"),
+        ("summarized", "right"),
+        ("offloaded", "right"),
+        ("reason", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, r in enumerate(records, 1):
+        if "raw" in r:
+            table.add_row(str(i), "", Text(_short(r["raw"], 80)), "", "", "", "", "", "")
+            continue
+        note = r.get("reason", "")
+        if r.get("error"):
+            note += f" (error: {r['error']}"
+            note += f"; fell back to {r['fallback']})" if r.get("fallback") else ")"
+        table.add_row(
+            str(i),
+            format_ts(r.get("created_at", "")),
+            Text(str(r.get("strategy", ""))),
+            f"{r.get('tokens_before', 0):,} → {r.get('tokens_after', 0):,}",
+            f"{r.get('messages_before', 0)} → {r.get('messages_after', 0)}",
+            str(len(r.get("dropped", []))),
+            str(len(r.get("summarized", []))),
+            str(len(r.get("offloaded", []))),
+            Text(note),
+        )
+    return table
+
+
+def _summary_lines(summary: Mapping[str, Any]) -> list[Text]:
+    if "raw" in summary:
+        return [Text("    " + _short(summary["raw"], 2000))]
+    lines = []
+    if summary.get("user_intent"):
+        lines.append(Text("    intent: ", style="bold").append(summary["user_intent"], style=""))
+    for key, value in (summary.get("key_entities") or {}).items():
+        lines.append(Text(f"    {key}: ", style="bold").append(str(value), style=""))
+    for label, key in (("decided", "decisions_made"), ("open", "pending_questions")):
+        for item in summary.get(key) or []:
+            lines.append(Text(f"    {label}: ", style="bold").append(str(item), style=""))
+    if summary.get("text"):
+        for raw in str(summary["text"]).splitlines():
+            lines.append(Text("    " + raw))
+    covered = summary.get("covered_messages", 0)
+    lines.append(
+        Text(
+            f"    covers {covered} message{'s' if covered != 1 else ''}, "
+            f"updated {summary.get('updates', 0)} time(s)",
+            style="dim",
+        )
+    )
+    return lines
+
+
+def transcript_view(t: Transcript, *, title: str | None = None) -> RenderableType:
+    """The transcript: messages with tool calls and results, then compactions, the running
+    summary, the recorded context usage and any interrupt waiting for an answer."""
+    parts: list[RenderableType] = []
+    if title:
+        parts.append(Text(title, style="bold"))
+    if not t.messages:
+        parts.append(Text("(no messages)", style="dim italic"))
+    for entry in t.messages:
+        parts.extend(_message_lines(entry))
+    if t.state:
+        parts.append(Text(""))
+        parts.append(Text("state", style="bold"))
+        for key, value in t.state.items():
+            parts.append(_indent(Text(f"{key}: ", style="bold").append(_short(value), style="")))
+    if t.interrupts:
+        parts.append(Text(""))
+        parts.append(Text("waiting for input (interrupt):", style="bold red"))
+        for value in t.interrupts:
+            parts.append(Text("    " + _short(value, 2000)))
+    if t.compactions:
+        parts.append(Text(""))
+        parts.append(Text(f"compactions ({len(t.compactions)})", style="bold"))
+        parts.append(_compactions_table(t.compactions))
+    if t.running_summary:
+        parts.append(Text(""))
+        parts.append(Text("running summary", style="bold"))
+        parts.extend(_summary_lines(t.running_summary))
+    if t.context_usage:
+        parts.append(Text(""))
+        parts.append(Text("context usage (recorded by BudgetNode)", style="bold"))
+        try:
+            parts.append(Text("    " + str(ContextUsage.model_validate(t.context_usage))))
+        except ValueError:
+            parts.append(Text("    " + _short(t.context_usage)))
+    return Group(*parts)
+
+
+# ------------------------------------------------------------------------- diff
+
+
+def _checkpoint_label(row: Mapping[str, Any]) -> Text:
+    text = Text(row["checkpoint_id"], style="bold")
+    ns = f", namespace {row['checkpoint_ns']}" if row.get("checkpoint_ns") else ""
+    text.append(f" (step {row.get('step')}, {row.get('source')}{ns}, {row.get('time')})")
+    return text
+
+
+def _dict_changes(
+    before: Mapping[str, Any], after: Mapping[str, Any], prefix: str = "", depth: int = 0
+) -> list[tuple[str, str, str]]:
+    """``(dotted key, old, new)`` for the keys that differ, nested dicts followed twice."""
+    out: list[tuple[str, str, str]] = []
+    for key in sorted(set(before) | set(after), key=str):
+        old, new = before.get(key), after.get(key)
+        if key in before and key in after and old == new:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(old, dict) and isinstance(new, dict) and depth < 2:
+            out.extend(_dict_changes(old, new, f"{name}.", depth + 1))
+            continue
+        out.append(
+            (
+                name,
+                _short(old, 120) if key in before else "(none)",
+                _short(new, 120) if key in after else "(none)",
+            )
+        )
+    return out
+
+
+def diff_view(d: StateDiff) -> RenderableType:
+    """A unified-diff-like view: ``+`` added, ``-`` removed, ``~`` changed."""
+    parts: list[RenderableType] = [
+        Text("A ").append_text(_checkpoint_label(d.a)),
+        Text("B ").append_text(_checkpoint_label(d.b)),
+        Text(d.relation, style="dim"),
+        Text(""),
+    ]
+    counts = {k: sum(1 for c in d.messages if c.kind == k) for k in ("added", "removed", "changed")}
+    parts.append(
+        Text(
+            f"messages: {counts['added']} added, {counts['removed']} removed, "
+            f"{counts['changed']} changed, {d.unchanged_messages} unchanged",
+            style="bold",
+        )
+    )
+    marks = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
+    for change in d.messages:
+        mark, style = marks[change.kind]
+        entry = change.after if change.after is not None else change.before
+        assert entry is not None
+        head = Text(f"{mark} [{entry['index']}] {change.role}", style=f"bold {style}")
+        if change.kind == "changed":
+            head.append(f" ({', '.join(change.fields)})", style=style)
+        parts.append(head)
+        if change.kind == "changed" and change.before and change.after:
+            for key in ("content", "tool_calls"):
+                if change.before.get(key) != change.after.get(key):
+                    parts.append(Text(f"    - {_short(change.before.get(key))}", style="red"))
+                    parts.append(Text(f"    + {_short(change.after.get(key))}", style="green"))
+            continue
+        body = entry.get("content") or ""
+        calls = entry.get("tool_calls") or []
+        if body:
+            parts.append(Text("    " + _short(body), style=style))
+        for call in calls:
+            parts.append(Text(f"    → {call.get('name')}({_args(call.get('args'))})", style=style))
+    parts.append(Text(""))
+    parts.append(Text(f"other channels: {len(d.channels)} changed", style="bold"))
+    for ch in d.channels:
+        mark, style = marks[ch.kind]
+        line = Text(f"{mark} {ch.channel}", style=f"bold {style}")
+        if ch.kind == "added":
+            line.append(f": {_short(ch.after)}", style=style)
+        elif ch.kind == "removed":
+            line.append(f": {_short(ch.before)}", style=style)
+        else:
+            before, after = ch.before, ch.after
+            if isinstance(before, list) and isinstance(after, list):
+                line.append(f": {len(before)} → {len(after)} items", style=style)
+                if after[: len(before)] == before:  # appended to: show the new items only
+                    parts.append(line)
+                    for item in after[len(before) :]:
+                        parts.append(_indent(Text(f"+ {_short(item)}", style="green")))
+                    continue
+            parts.append(line)
+            if isinstance(before, dict) and isinstance(after, dict):  # the keys that changed
+                for key, old_value, new_value in _dict_changes(before, after):
+                    parts.append(
+                        _indent(
+                            Text(f"{key}: ", style="bold").append(
+                                f"{old_value} → {new_value}", style=style
+                            )
+                        )
+                    )
+                continue
+            parts.append(_indent(Text(f"- {_short(before)}", style="red")))
+            parts.append(_indent(Text(f"+ {_short(after)}", style="green")))
+            continue
+        parts.append(line)
+    return Group(*parts)
+
+
+# ------------------------------------------------------------------------ usage
+
+
+def usage_view(usage: ContextUsage, recorded: ContextUsage | None = None) -> RenderableType:
+    """The one-line bar, then tokens per component with their share and budget."""
+    parts: list[RenderableType] = [Text(str(usage))]
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("component")
+    table.add_column("tokens", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("budget", justify="right")
+    scale = max(usage.total, 1)
+    for key, tokens in usage.breakdown.items():
+        limit = usage.allocation.get(key, 0)
+        over = key in usage.over_allocation
+        table.add_row(
+            key,
+            f"{tokens:,}",
+            f"{100 * tokens / scale:.1f}%",
+            Text(f"{limit:,}" if limit else "-", style="bold red" if over else ""),
+        )
+    parts.append(table)
+    parts.append(
+        Text(
+            f"used {usage.used:,} + reserved {usage.reserved_output:,} of {usage.total:,} · "
+            f"remaining {usage.remaining:,} · level {usage.level} ({usage.action}) · "
+            f"{'exact' if usage.exact else 'approximate'}"
+            f"{' · calibrated by usage_metadata' if usage.calibrated else ''}",
+            style="dim",
+        )
+    )
+    for note in usage.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    if recorded is not None:
+        parts.append(Text(""))
+        parts.append(Text("recorded by BudgetNode at this checkpoint:", style="bold"))
+        parts.append(Text(str(recorded)))
+    return Group(*parts)
+
+
+# ----------------------------------------------------------------------- verify
+
+
+def verify_view(report: VerifyReport) -> RenderableType:
+    """One line per file (ok, or its problems as ``path:line: kind: message``), a total."""
+    parts: list[RenderableType] = []
+    for f in report.files:
+        decoded = f"{f.decoded} decoded" if f.decoded is not None else "not decoded"
+        stats = (
+            f"{f.lines:,} lines: {f.messages:,} msg, {f.checkpoints:,} ckpt, {f.writes:,} writes"
+            f" · {decoded}"
+        )
+        if f.ok:
+            parts.append(
+                Text("ok    ", style="bold green").append(f.path).append(f"  {stats}", style="dim")
+            )
+            continue
+        worst = "error" if any(p.severity == "error" for p in f.problems) else "warning"
+        label = Text(
+            "FAIL  " if worst == "error" else "WARN  ",
+            style=f"bold {'red' if worst == 'error' else 'yellow'}",
+        )
+        parts.append(label.append(f.path).append(f"  {stats}", style="dim"))
+        for p in f.problems:
+            parts.append(Text("  " + str(p), style="red" if p.severity == "error" else "yellow"))
+    errors = len(report.errors)
+    warnings = len(report.problems) - errors
+    summary = (
+        f"{len(report.files)} file{'s' if len(report.files) != 1 else ''} checked: "
+        f"{errors} error{'s' if errors != 1 else ''}, "
+        f"{warnings} warning{'s' if warnings != 1 else ''}"
+    )
+    style = "bold red" if errors else "bold yellow" if warnings else "bold green"
+    parts.append(Text(summary, style=style))
+    return Group(*parts)

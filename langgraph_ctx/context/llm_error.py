@@ -1,0 +1,233 @@
+"""`LLM_ERROR` messages: a failed model call kept in the conversation, so "continue" works.
+
+When a model call fails or times out, the conversation gets an assistant message holding
+what the model had streamed so far (if anything) followed by a structured block:
+
+```text
+Here is the plan: first we load the sales CSV, then we
+
+LLM_ERROR
+- kind: timeout
+- error: ModelTimeoutError: no output chunk within 2 s
+- partial_output: 55 characters above; the reply is incomplete
+- attempts: 1
+- at: 2026-11-22T05:18:12.745+00:00
+- next: when asked to continue, resume where the partial output stops; do not repeat it
+```
+
+The message stays in `messages` (and in the checkpointer's log), so the next request sends
+it back and the model can resume from it. It is marked for UIs and nodes:
+`additional_kwargs={"langgraph_ctx": "llm_error"}` (providers do not send that field) and
+the structured error in `response_metadata["llm_error"]` (`LLMError` as JSON). It never
+carries tool calls: calls cut off mid-stream are listed in the block, not executed.
+
+```python
+from langgraph_ctx.context.llm_error import is_llm_error, read_llm_error
+
+for message in state["messages"]:
+    if is_llm_error(message):
+        print(read_llm_error(message).kind)   # "timeout" | "network" | "error"
+```
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Final, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from langgraph_ctx.context.compaction.signals import content_text
+
+__all__ = [
+    "LLM_ERROR_HEADER",
+    "LLM_ERROR_MARKER",
+    "ErrorKind",
+    "LLMError",
+    "classify_error",
+    "is_llm_error",
+    "llm_error_block",
+    "llm_error_message",
+    "read_llm_error",
+]
+
+ErrorKind = Literal["timeout", "network", "error"]
+
+#: First line of the structured block.
+LLM_ERROR_HEADER: Final[str] = "LLM_ERROR"
+#: `additional_kwargs` key and value that mark an LLM_ERROR message.
+LLM_ERROR_MARKER: Final[tuple[str, str]] = ("langgraph_ctx", "llm_error")
+_MESSAGE_CLIP = 500  # characters of an exception's text kept in the block
+
+
+def utc_now() -> str:
+    """The current time, ISO-8601 in UTC, as records store it."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class LLMError(BaseModel):
+    """What went wrong in a model call (in `response_metadata["llm_error"]` as JSON)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ErrorKind
+    """`timeout`, `network` (connection problems) or `error` (anything else)."""
+    error_type: str
+    """The exception's class name, e.g. `ModelTimeoutError`, `APIConnectionError`."""
+    message: str
+    """The exception's text (clipped)."""
+    partial_chars: int = 0
+    """Characters of reply text streamed before the failure (kept in the message)."""
+    unfinished_tool_calls: list[str] = Field(default_factory=list)
+    """Tool calls cut off mid-stream, as `name(arguments so far)`; they were not run."""
+    attempts: int = 1
+    """Attempts made, retries included."""
+    streamed_id: str | None = None
+    """Id of the chunks streamed before the failure (`stream_mode="messages"`): a UI that
+    shows them can replace them with this message."""
+    at: str = Field(default_factory=utc_now)
+
+
+def _class_names(error: BaseException) -> list[str]:
+    return [cls.__name__.lower() for cls in type(error).__mro__]
+
+
+def classify_error(error: BaseException) -> ErrorKind:
+    """`timeout`, `network` or `error` for an exception, from its type and base classes.
+
+    Covers the standard exceptions and the provider SDKs' own (`APITimeoutError`,
+    `httpx.ReadTimeout`, `APIConnectionError`, ...), which need not inherit from them.
+
+    Example:
+        ```python
+        classify_error(TimeoutError()), classify_error(ConnectionResetError())
+        # ('timeout', 'network')
+        ```
+    """
+    names = _class_names(error)
+    if isinstance(error, TimeoutError) or any("timeout" in n for n in names):
+        return "timeout"
+    if isinstance(error, ConnectionError) or any(
+        word in n for n in names for word in ("connection", "network", "connecterror")
+    ):
+        return "network"
+    return "error"
+
+
+def _unfinished_calls(partial: BaseMessage | None) -> list[str]:
+    if partial is None:
+        return []
+    calls: list[str] = []
+    chunks = getattr(partial, "tool_call_chunks", None) or []
+    if chunks:
+        for chunk in chunks:
+            calls.append(f"{chunk.get('name') or '?'}({chunk.get('args') or ''}")
+        return calls
+    for call in getattr(partial, "tool_calls", None) or []:
+        calls.append(f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})")
+    for call in getattr(partial, "invalid_tool_calls", None) or []:
+        calls.append(f"{call.get('name') or '?'}({call.get('args') or ''}")
+    return calls
+
+
+def llm_error_block(info: LLMError) -> str:
+    """The text of the `LLM_ERROR` block for `info`."""
+    lines = [
+        LLM_ERROR_HEADER,
+        f"- kind: {info.kind}",
+        f"- error: {info.error_type}: {info.message}"
+        if info.message
+        else f"- error: {info.error_type}",
+    ]
+    if info.partial_chars:
+        lines.append(
+            f"- partial_output: {info.partial_chars} characters above; the reply is incomplete"
+        )
+    else:
+        lines.append("- partial_output: none")
+    lines += [
+        f"- unfinished_tool_call: {call} (cut off, not run)" for call in info.unfinished_tool_calls
+    ]
+    lines += [f"- attempts: {info.attempts}", f"- at: {info.at}"]
+    if info.partial_chars:
+        lines.append(
+            "- next: when asked to continue, resume where the partial output stops; "
+            "do not repeat it"
+        )
+    else:
+        lines.append("- next: when asked to continue, answer the request again")
+    return "\n".join(lines)
+
+
+def llm_error_message(
+    error: BaseException,
+    *,
+    partial: BaseMessage | str | None = None,
+    attempts: int = 1,
+    id: str | None = None,
+    response_metadata: dict[str, Any] | None = None,
+) -> AIMessage:
+    """The assistant message that records a failed model call (see the module docstring).
+
+    Args:
+        error: the exception the call raised (or the timeout).
+        partial: what was streamed before the failure: the merged chunks, or text.
+        attempts: attempts made, retries included.
+        id: the message id; default the partial reply's id plus `~llm-error` (a new id,
+            so LangGraph's `stream_mode="messages"` emits the message after the chunks it
+            streamed under the partial reply's id, named in `streamed_id`), else a new one.
+        response_metadata: more metadata to keep on the message.
+
+    Example:
+        ```python
+        message = llm_error_message(TimeoutError("read timed out"), partial="Here is the")
+        message.content.splitlines()[:3]   # ['Here is the', '', 'LLM_ERROR']
+        ```
+    """
+    text = partial if isinstance(partial, str) else content_text(partial.content) if partial else ""
+    text = text.rstrip()
+    message_text = " ".join(str(error).split())
+    if len(message_text) > _MESSAGE_CLIP:
+        message_text = message_text[: _MESSAGE_CLIP - 1] + "…"
+    streamed_id = partial.id if isinstance(partial, BaseMessage) else None
+    info = LLMError(
+        kind=classify_error(error),
+        error_type=type(error).__name__,
+        message=message_text,
+        partial_chars=len(text),
+        unfinished_tool_calls=_unfinished_calls(
+            partial if isinstance(partial, BaseMessage) else None
+        ),
+        attempts=attempts,
+        streamed_id=streamed_id,
+    )
+    block = llm_error_block(info)
+    key, value = LLM_ERROR_MARKER
+    ident = id or (f"{streamed_id}~llm-error" if streamed_id else f"llm-error-{uuid.uuid4()}")
+    return AIMessage(
+        content=f"{text}\n\n{block}" if text else block,
+        id=ident,
+        additional_kwargs={key: value},
+        response_metadata={**(response_metadata or {}), "llm_error": info.model_dump(mode="json")},
+    )
+
+
+def is_llm_error(message: Any) -> bool:
+    """True for an assistant message made by `llm_error_message` (a failed model call)."""
+    if not isinstance(message, BaseMessage) or message.type != "ai":
+        return False
+    key, value = LLM_ERROR_MARKER
+    return (message.additional_kwargs or {}).get(key) == value
+
+
+def read_llm_error(message: BaseMessage) -> LLMError | None:
+    """The `LLMError` of an LLM_ERROR message, or None for any other message."""
+    if not is_llm_error(message):
+        return None
+    try:
+        return LLMError.model_validate(message.response_metadata.get("llm_error") or {})
+    except ValidationError:
+        return None

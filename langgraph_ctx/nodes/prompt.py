@@ -1,0 +1,137 @@
+"""`SystemPromptNode`: compose the system prompt of the current mode into the model's input.
+
+```python
+from langgraph.graph import START, StateGraph
+from langgraph_ctx.context.prompt import PromptParts
+from langgraph_ctx.nodes.prompt import SystemPromptNode
+from langgraph_ctx.nodes.state import ContextState
+
+def call_model(state):
+    return {"messages": [llm.invoke(state["llm_input_messages"])]}
+
+builder = StateGraph(ContextState)
+builder.add_node("prompt", SystemPromptNode(PromptParts(persona="You are Ada.")))
+builder.add_node("model", call_model)
+builder.add_edge(START, "prompt")
+builder.add_edge("prompt", "model")
+graph = builder.compile()
+graph.invoke({"messages": [("user", "hi")], "mode": "agent"})
+```
+
+The node reads `mode` and `run_context` from the state and writes:
+
+- `system_prompt`: the composed text (what `BudgetNode` counts as the system component),
+  written when it changes;
+- `llm_input_messages`: the composed prompt as a system message, then the conversation
+  (`model_input`: your own leading system messages and the running summary first, other
+  historical system messages left out).
+
+It never writes `messages`: the prompt is not part of the history, so switching `mode`
+changes only the system prefix of the next request. When `CompactionNode` runs before it,
+the conversation is compaction's view (`llm_input_messages`); otherwise `messages`.
+
+`context_pipeline` (langgraph_ctx.nodes.pipeline) runs this node together with budget
+and compaction, counting the prompt in the budget of the same step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.runnables import Runnable, RunnableConfig
+
+from langgraph_ctx.context.prompt import (
+    Mode,
+    PromptParts,
+    compose_system_prompt,
+    is_system_prompt_message,
+    model_input,
+    read_mode,
+    read_run_context,
+)
+
+__all__ = ["SystemPromptNode", "conversation_view"]
+
+
+def _get(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def conversation_view(state: Any) -> list[BaseMessage]:
+    """The conversation the model should see now, without any composed system prompt.
+
+    Compaction's view (`llm_input_messages`) while one is active, else `messages`.
+    A view is active exactly when `CompactionNode` counted it in `compaction_cursor`
+    (`view_tokens`); without that, `llm_input_messages` is the previous step's request
+    and would be stale.
+    """
+    cursor = _get(state, "compaction_cursor")
+    view = _get(state, "llm_input_messages")
+    if isinstance(cursor, Mapping) and cursor.get("view_tokens") is not None and view:
+        return [m for m in view if not is_system_prompt_message(m)]
+    return list(_get(state, "messages") or [])
+
+
+class SystemPromptNode(Runnable[Any, dict[str, Any]]):
+    """Writes the system prompt of the current mode into what the model is sent.
+
+    Args:
+        parts: the texts to compose from (`PromptParts`: base rules per mode, tool policy,
+            persona, run directive, post-run protocol; strings or Markdown files).
+        mode: the mode when the state has none (`"chat"`, `"agent"`, `"run"`).
+        output_key: where the model input goes (`llm_input_messages`, the convention of
+            `create_react_agent(pre_model_hook=...)`).
+
+    Example:
+        ```python
+        node = SystemPromptNode(PromptParts(persona="You are Ada."), mode="agent")
+        update = node.invoke({"messages": [("user", "hi")]})
+        update["llm_input_messages"][0].content.startswith("You are an agent")  # True
+        node.compose({"mode": "chat"})  # the chat prompt: no persona
+        ```
+    """
+
+    def __init__(
+        self,
+        parts: PromptParts | None = None,
+        *,
+        mode: Mode = "chat",
+        output_key: str = "llm_input_messages",
+    ) -> None:
+        self.parts = parts or PromptParts()
+        self.mode: Mode = read_mode(mode)
+        self.output_key = output_key
+
+    def compose(self, state: Any) -> str:
+        """The system prompt for `state` (its `mode` and `run_context`)."""
+        return compose_system_prompt(
+            read_mode(_get(state, "mode"), self.mode),
+            self.parts,
+            run=read_run_context(_get(state, "run_context")),
+        )
+
+    def __call__(self, state: Any) -> dict[str, Any]:
+        text = self.compose(state)
+        messages = convert_to_messages(conversation_view(state))
+        update: dict[str, Any] = {self.output_key: model_input(text, messages)}
+        if text != _get(state, "system_prompt"):
+            update["system_prompt"] = text  # only when it changed: a write is stored
+        return update
+
+    def invoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return self(input)
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return self(input)
+
+    def __repr__(self) -> str:
+        persona = "with persona" if self.parts.persona else "no persona"
+        return f"SystemPromptNode(mode={self.mode!r}, {persona})"

@@ -1,0 +1,169 @@
+"""`RedisLogSaver`: the JSONL thread log, kept in Redis for several app servers.
+
+Storage layout (see `langgraph_ctx.storage.redis`)::
+
+    ctx:<prefix>:thread:{<thread>}            LIST    the thread's log, one JSON line per item
+    ctx:<prefix>:thread:{<thread>}:gen        STRING  changes whenever the log is rewritten
+    ctx:<prefix>:thread:{<thread>}:backup:1   LIST    the log before the last revert (then :2 ...)
+    ctx:<prefix>:thread:{<thread>}:lock       STRING  writer lock (token, expires)
+
+The items are exactly the lines of a JSONL thread file (same codec, same
+saver logic), so ``redis-cli`` shows the conversation::
+
+    redis-cli --raw LRANGE 'ctx:langgraph:thread:{task-001}' 0 -1 | jq -c 'select(.msg) | .msg'
+
+See docs/redis.md for guarantees, persistence settings and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+import redis
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_ctx.saver.log import LogSaver, OnCorrupt
+from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisStorage, connect
+
+
+class RedisLogSaver(LogSaver):
+    """A LangGraph checkpointer that keeps each thread as a Redis list of log lines.
+
+    The same log as `JsonlSaver` (messages stored once, checkpoints referring
+    to them), on plain Redis 6+ without modules, so several processes or
+    machines can serve the same threads. Sync and async (``invoke`` and
+    ``ainvoke``), plus `fork`, `revert`, `prune`, `copy_thread` and
+    `delete_for_runs`.
+
+    Args:
+        client: A ``redis.Redis`` client, or a URL (``redis://host:6379/0``,
+            ``rediss://...`` for TLS) for which the saver makes and owns one.
+        prefix: Application namespace: keys start with ``ctx:<prefix>:``.
+            Savers with different prefixes never see each other's threads.
+        ttl: Seconds a thread lives after its last write (each write refreshes
+            it); ``None`` keeps threads until deleted.
+        lock_timeout: Seconds a writer's lock on a thread lasts if never
+            released (how long a crashed writer can block that thread).
+        lock_wait: Seconds to wait for another writer before raising
+            `LockTimeoutError`.
+        wait_for_replicas: Acknowledge a write only once this many replicas
+            have it (Redis ``WAIT``); for managed Redis without an append-only
+            file (ElastiCache). Raises `StorageUnavailableError` if they do not
+            within ``replica_timeout`` seconds.
+        replica_timeout: Seconds to wait for replicas.
+        cache_bytes: Log lines kept in memory across threads (LRU), so a line
+            is fetched from Redis once; ``0`` fetches on every read.
+        serde: Serializer for values that are neither plain JSON nor messages.
+        allowed_types: Classes your state holds that may be rebuilt from the log.
+        on_corrupt: ``"raise"`` (default) or ``"skip"`` corrupt lines with a warning.
+
+    Raises:
+        StorageUnavailableError: (from any call) Redis is down, restarting,
+            read-only after a failover, or out of memory. The next call retries.
+
+    Example:
+        ```python
+        from langgraph.graph import START, MessagesState, StateGraph
+        from langgraph_ctx import RedisLogSaver
+
+        def chatbot(state: MessagesState):
+            return {"messages": [("ai", f"you said: {state['messages'][-1].content}")]}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node(chatbot)
+        builder.add_edge(START, "chatbot")
+        with RedisLogSaver.from_url("redis://localhost:6379/0", prefix="travel") as saver:
+            graph = builder.compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "task-001"}}
+            graph.invoke({"messages": [("user", "hi")]}, config)
+            saver.fork("task-001", "task-001-retry")
+        ```
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl: float | None = None,
+        lock_timeout: float = 30.0,
+        lock_wait: float = 60.0,
+        wait_for_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        cache_bytes: int = 64 << 20,
+        serde: SerializerProtocol | None = None,
+        allowed_types: Iterable[type | tuple[str, ...]] = (),
+        on_corrupt: OnCorrupt = "raise",
+    ) -> None:
+        self._owns_client = isinstance(client, str)
+        if isinstance(client, str):
+            client = connect(client)
+        self.storage: RedisStorage
+        super().__init__(
+            RedisStorage(
+                client,
+                prefix=prefix,
+                ttl=ttl,
+                lock_timeout=lock_timeout,
+                lock_wait=lock_wait,
+                wait_for_replicas=wait_for_replicas,
+                replica_timeout=replica_timeout,
+                cache_bytes=cache_bytes,
+            ),
+            serde=serde,
+            allowed_types=allowed_types,
+            on_corrupt=on_corrupt,
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisLogSaver:
+        """A saver on its own Redis client for ``url``; `close` it (or use ``with``).
+
+        The client has short timeouts (5 s) and retries a failed command once,
+        so a restarted server is reconnected transparently and a dead one fails
+        the call quickly with `StorageUnavailableError`.
+
+        Example:
+            ```python
+            saver = RedisLogSaver.from_url("redis://localhost:6379/0", prefix="travel", ttl=86400)
+            ```
+        """
+        return cls(url, **kwargs)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The Redis client the saver uses."""
+        return self.storage.client
+
+    @property
+    def prefix(self) -> str:
+        """The application namespace: keys start with ``ctx:<prefix>:``."""
+        return self.storage.prefix
+
+    def key(self, thread_id: str) -> str:
+        """The Redis list that holds ``thread_id``'s log (it may not exist yet).
+
+        Example:
+            ```python
+            first = saver.client.lindex(saver.key("task-001"), 0)  # the header line
+            ```
+        """
+        return self.storage.keys(thread_id).log
+
+    def close(self) -> None:
+        """Close the Redis client if the saver made it (from a URL)."""
+        if self._owns_client:
+            self.storage.client.close()
+
+    def __enter__(self) -> RedisLogSaver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

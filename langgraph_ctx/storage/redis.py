@@ -1,0 +1,825 @@
+"""Redis: one LIST per thread holding the same JSON lines as a JSONL file.
+
+Key layout (``name`` is the thread id encoded by `encode_thread_id`, so any
+string is safe in a key; ``{...}`` is a Redis Cluster hash tag, so every key of
+one thread lives in one slot and each script touches one slot)::
+
+    ctx:<prefix>:thread:{<name>}            LIST    the log: line n is index n-1
+    ctx:<prefix>:thread:{<name>}:gen        STRING  generation token, new on every rewrite
+    ctx:<prefix>:thread:{<name>}:backup:1   LIST    the log before the last revert (then :2, ...)
+    ctx:<prefix>:thread:{<name>}:lock       STRING  writer lock: a token, with an expiry
+
+Every change is one Lua script, so it is atomic: an append pushes a whole batch
+(a checkpoint and its messages) or nothing, and a rewrite swaps the whole log.
+An append is conditional: it applies only if the log still has the length and
+generation this process last read; otherwise it raises `LogChangedError` and
+the saver re-reads and re-encodes. Line numbers therefore never mean two
+things, even if a writer's lock expired under it.
+
+Readers take no Redis lock. `sync` reads the generation and the new lines in
+one script call, so what it returns is one consistent snapshot. The lines it
+fetched are kept in memory (as ``bytes``, bounded by ``cache_bytes`` across
+threads), so reading them again costs no round trip and always matches what
+the saver indexed. A line no longer cached is fetched in a transaction that
+checks the generation, and `LogChangedError` is raised if a rewrite happened
+since the sync (the saver then re-syncs). Appends never change existing lines,
+so lines read under one generation stay valid.
+
+A writer takes its lock in the same script call that reads the new lines, and
+the write script releases the lock when it commits: a put is two round trips.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from langgraph_ctx.codec import loads_line
+from langgraph_ctx.errors import (
+    LockTimeoutError,
+    LogChangedError,
+    StorageUnavailableError,
+    ThreadNotFoundError,
+)
+from langgraph_ctx.storage.base import LogStorage, Synced
+from langgraph_ctx.storage.thread_ids import (
+    check_thread_id,
+    decode_thread_id,
+    encode_thread_id,
+    is_hashed,
+)
+
+DEFAULT_PREFIX = "langgraph"
+_PREFIX_OK = re.compile(r"[A-Za-z0-9_.:-]+")
+# Replies that mean "not now" rather than "you sent something wrong".
+_UNAVAILABLE_REPLIES = ("MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS")
+_REWRITTEN = b"(rewritten)"  # never a real generation (those are hex)
+
+# Shared by the write scripts. KEYS: log, gen, backup prefix, lock.
+# ARGV[1]: the writer's lock token ('' = none), ARGV[2]: ttl ms (0 = keep).
+# Each write releases the writer's lock when it commits (every locked section of
+# the saver makes one write, and writes are conditional, so exclusion is no
+# longer needed): one round trip less than a separate unlock.
+_WRITE_PRELUDE = """
+local function release()
+  if ARGV[1] == '' then return 2 end
+  if redis.call('GET', KEYS[4]) == ARGV[1] then
+    redis.call('DEL', KEYS[4])
+    return 1
+  end
+  return 0
+end
+local function refresh()
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    local i = 1
+    while redis.call('PEXPIRE', KEYS[3] .. i, ttl) == 1 do i = i + 1 end
+  end
+end
+"""
+
+# Append lines if the log is what the caller last read. Idempotent: if exactly
+# these lines already end the log where the caller expected them (a retried call
+# whose reply was lost), report success without pushing them twice.
+# ARGV[3..5]: expected length, expected gen ('' = none), gen for a new log; then lines.
+# Returns {1, first line, gen, released} or {0, length, gen}.
+_APPEND = (
+    _WRITE_PRELUDE
+    + """
+local n = redis.call('LLEN', KEYS[1])
+local gen = redis.call('GET', KEYS[2]) or ''
+local expected = tonumber(ARGV[3])
+local count = #ARGV - 5
+if n ~= expected or gen ~= ARGV[4] then
+  if n == expected + count and (gen == ARGV[4] or expected == 0) then
+    local tail = redis.call('LRANGE', KEYS[1], expected, -1)
+    local same = true
+    for i = 1, count do
+      if tail[i] ~= ARGV[5 + i] then same = false break end
+    end
+    if same then return {1, expected + 1, gen, release()} end
+  end
+  return {0, n, gen}
+end
+if n == 0 then
+  gen = ARGV[5]
+  redis.call('SET', KEYS[2], gen)
+end
+for i = 6, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+refresh()
+return {1, expected + 1, gen, release()}
+"""
+)
+
+# Replace the log, or keep its first lines, if it is what the caller last read.
+# ARGV[3..7]: expected length, expected gen, new gen, backup ('1'/'0'),
+# keep (-1: replace by the lines from ARGV[8] on; n >= 0: keep the first n lines).
+# Returns {1, new length, released} or {0, length, gen}.
+_REWRITE = (
+    _WRITE_PRELUDE
+    + """
+local n = redis.call('LLEN', KEYS[1])
+local gen = redis.call('GET', KEYS[2]) or ''
+if gen == ARGV[5] then return {1, n, release()} end
+if n ~= tonumber(ARGV[3]) or gen ~= ARGV[4] then return {0, n, gen} end
+local keep = tonumber(ARGV[7])
+local lines = nil
+local first = 8
+if keep >= 0 and ARGV[6] == '1' and n > 0 then
+  lines = {}
+  if keep > 0 then lines = redis.call('LRANGE', KEYS[1], 0, keep - 1) end
+  first = 1
+end
+if ARGV[6] == '1' and n > 0 then
+  local top = 0
+  while redis.call('EXISTS', KEYS[3] .. (top + 1)) == 1 do top = top + 1 end
+  for i = top, 1, -1 do redis.call('RENAME', KEYS[3] .. i, KEYS[3] .. (i + 1)) end
+  redis.call('RENAME', KEYS[1], KEYS[3] .. '1')
+elseif keep > 0 then
+  redis.call('LTRIM', KEYS[1], 0, keep - 1)
+else
+  redis.call('DEL', KEYS[1])
+end
+if lines == nil and keep < 0 then lines = ARGV end
+if lines ~= nil then
+  for i = first, #lines, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(lines, i, math.min(i + 999, #lines)))
+  end
+end
+redis.call('SET', KEYS[2], ARGV[5])
+refresh()
+return {1, redis.call('LLEN', KEYS[1]), release()}
+"""
+)
+
+# Lines from ARGV[1] on, with the generation and length, in one atomic step; with
+# a token (ARGV[2]), only after taking the writer lock (SET NX PX ARGV[3] ms).
+# KEYS: log, gen, lock. Returns {1, gen, length, lines} or {0, current holder}.
+_SNAPSHOT = """
+if ARGV[2] ~= '' and not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return {0, redis.call('GET', KEYS[3]) or ''}
+end
+local gen = redis.call('GET', KEYS[2]) or ''
+return {1, gen, redis.call('LLEN', KEYS[1]), redis.call('LRANGE', KEYS[1], ARGV[1], -1)}
+"""
+
+# Remove the log, its generation and its backups. Returns {backups, released}.
+_DELETE = (
+    _WRITE_PRELUDE
+    + """
+redis.call('DEL', KEYS[1], KEYS[2])
+local i = 1
+while redis.call('DEL', KEYS[3] .. i) == 1 do i = i + 1 end
+return {i - 1, release()}
+"""
+)
+
+# Release a lock only if we still hold it. KEYS: lock. ARGV: token.
+_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class LockLostWarning(UserWarning):
+    """A writer's Redis lock expired before it released it (``lock_timeout`` too short?)."""
+
+
+@dataclass
+class _State:
+    """What this process last read of one thread's log."""
+
+    gen: bytes = b""  # b"": no generation (no log)
+    lines: int = 0
+    size: int = 0  # bytes in those lines
+
+
+class _LineCache:
+    """Lines already fetched, per thread, least recently used dropped past ``limit`` bytes.
+
+    A thread's entry is always a prefix of its log as last synced (same
+    generation), so a hit is exactly what the saver indexed.
+    """
+
+    _OVERHEAD = 40  # a bytes object's header, roughly
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.entries: OrderedDict[str, list[bytes]] = OrderedDict()
+        self.sizes: dict[str, int] = {}
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def _size(self, lines: Iterable[bytes]) -> int:
+        return sum(len(x) + self._OVERHEAD for x in lines)
+
+    def put(self, thread_id: str, lines: list[bytes]) -> None:
+        """Cache a whole log (lines 1..n)."""
+        size = self._size(lines)
+        with self.lock:
+            self._drop(thread_id)
+            if size > self.limit:
+                return
+            self.entries[thread_id] = list(lines)
+            self.sizes[thread_id] = size
+            self.total += size
+            self._trim()
+
+    def extend(self, thread_id: str, lines: Sequence[bytes], at: int) -> None:
+        """Lines now at ``at + 1``, ``at + 2``, ... (dropped unless the entry ends at ``at``)."""
+        size = self._size(lines)
+        with self.lock:
+            entry = self.entries.get(thread_id)
+            if entry is None:
+                return
+            if len(entry) != at:
+                self._drop(thread_id)
+                return
+            entry.extend(lines)
+            self.sizes[thread_id] += size
+            self.total += size
+            self.entries.move_to_end(thread_id)
+            self._trim()
+
+    def get(self, thread_id: str, wanted: Sequence[int]) -> dict[int, bytes] | None:
+        with self.lock:
+            entry = self.entries.get(thread_id)
+            if entry is None or (wanted and wanted[-1] > len(entry)):
+                return None
+            self.entries.move_to_end(thread_id)
+            return {n: entry[n - 1] for n in wanted}
+
+    def drop(self, thread_id: str) -> None:
+        with self.lock:
+            self._drop(thread_id)
+
+    def _drop(self, thread_id: str) -> None:
+        if self.entries.pop(thread_id, None) is not None:
+            self.total -= self.sizes.pop(thread_id)
+
+    def _trim(self) -> None:
+        while self.total > self.limit and self.entries:
+            self._drop(next(iter(self.entries)))
+
+
+@dataclass(frozen=True)
+class _Keys:
+    log: str
+    gen: str
+    backup: str  # prefix: append 1, 2, ...
+    lock: str
+
+    @property
+    def for_write(self) -> list[str]:
+        return [self.log, self.gen, self.backup, self.lock]
+
+
+class _ThreadLock:
+    """Re-entrant in-process lock plus, when exclusive, a Redis lock (SET NX PX + token).
+
+    The Redis lock is released by the first write that commits under it (in
+    the same script), or on leaving the outermost ``hold``.
+    """
+
+    def __init__(self, storage: RedisStorage, thread_id: str, key: str) -> None:
+        self.storage = storage
+        self.thread_id = thread_id
+        self.key = key
+        self.rlock = threading.RLock()
+        self.depth = 0
+        self.exclusive = False
+        self.token: str | None = None  # while this process holds the Redis lock
+        self.owner: int | None = None  # the OS thread inside ``hold``
+
+    def write_token(self) -> str:
+        """The token a write by the calling OS thread should release ('' = none)."""
+        if self.token is None or self.owner != threading.get_ident():
+            return ""
+        return self.token
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool) -> Iterator[None]:
+        with self.rlock:
+            if self.depth == 0:
+                if exclusive:
+                    self.token = self.storage._acquire(self.thread_id, self.key)
+                self.exclusive = exclusive
+                self.owner = threading.get_ident()
+            elif exclusive and not self.exclusive:
+                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.owner = None
+                    if self.token is not None:
+                        token, self.token = self.token, None
+                        self.storage._release(self.thread_id, self.key, token)
+
+
+class RedisStorage(LogStorage):
+    """Thread logs as Redis lists under ``ctx:<prefix>:``, on plain Redis 6+ (no modules).
+
+    Args:
+        client: A ``redis.Redis`` client (``decode_responses`` must be off).
+            `RedisStorage.from_url` makes one with short timeouts and one quick
+            retry, so a dead server fails fast and a restarted one is reconnected.
+        prefix: Application namespace: keys start with ``ctx:<prefix>:``. Two
+            prefixes never see each other's threads. Letters, digits, ``_.:-``.
+        ttl: Seconds a thread lives after its last write (every append and
+            rewrite refreshes it, backups included); ``None`` keeps threads forever.
+        lock_timeout: Seconds a writer's lock lasts if it is never released
+            (a crashed writer blocks its thread at most this long).
+        lock_wait: Seconds to wait for another writer's lock before raising
+            `LockTimeoutError`.
+        wait_for_replicas: After each write, wait (Redis ``WAIT``) until this
+            many replicas have it, and raise `StorageUnavailableError` if they do
+            not within ``replica_timeout``: a write is then acknowledged only
+            once it would survive the loss of the primary (for managed Redis such
+            as ElastiCache, which has replicas but no append-only file).
+        replica_timeout: Seconds to wait for replicas (with ``wait_for_replicas``).
+        cache_bytes: Log lines kept in memory, across threads, so that reading
+            a line again costs no round trip (least recently used threads are
+            dropped first; ``0`` disables the cache).
+
+    Example:
+        ```python
+        import redis
+        from langgraph_ctx.storage.redis import RedisStorage
+
+        storage = RedisStorage(redis.Redis(), prefix="travel", ttl=7 * 24 * 3600)
+        ```
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl: float | None = None,
+        lock_timeout: float = 30.0,
+        lock_wait: float = 60.0,
+        wait_for_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        cache_bytes: int = 64 << 20,
+    ) -> None:
+        if not _PREFIX_OK.fullmatch(prefix or ""):
+            raise ValueError(
+                f"prefix must be non-empty letters, digits, '_', '.', ':' or '-'; got {prefix!r}"
+            )
+        if client.get_connection_kwargs().get("decode_responses"):
+            raise ValueError("the Redis client must not decode responses (decode_responses=False)")
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds, or None")
+        if lock_timeout <= 0 or lock_wait < 0:
+            raise ValueError("lock_timeout must be positive and lock_wait non-negative")
+        if wait_for_replicas < 0 or replica_timeout <= 0:
+            raise ValueError("wait_for_replicas must be >= 0 and replica_timeout positive")
+        self.client = client
+        self.prefix = prefix
+        self.ttl = ttl
+        self.lock_timeout = lock_timeout
+        self.lock_wait = lock_wait
+        self.wait_for_replicas = wait_for_replicas
+        self.replica_timeout = replica_timeout
+        self.namespace = f"ctx:{prefix}:thread:"
+        self.server = _describe_server(client)
+        self._ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
+        self._states: dict[str, _State] = {}
+        self._cache = _LineCache(cache_bytes)
+        self._prefetched: dict[str, tuple[_State, tuple[bytes, int, list[bytes]]]] = {}
+        self._keys: dict[str, _Keys] = {}
+        self._locks: dict[str, _ThreadLock] = {}
+        self._guard = threading.Lock()
+        self._snapshot_script = client.register_script(_SNAPSHOT)
+        self._append = client.register_script(_APPEND)
+        self._rewrite = client.register_script(_REWRITE)
+        self._delete = client.register_script(_DELETE)
+        self._unlock = client.register_script(_UNLOCK)
+        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisStorage:
+        """A storage on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
+
+        Example:
+            ```python
+            storage = RedisStorage.from_url("redis://localhost:6379/0", prefix="travel")
+            ```
+        """
+        return cls(connect(url), **kwargs)
+
+    # ------------------------------------------------------------------ keys
+
+    def keys(self, thread_id: str) -> _Keys:
+        """The Redis keys of one thread (they may not exist)."""
+        keys = self._keys.get(thread_id)
+        if keys is None:
+            base = f"{self.namespace}{{{encode_thread_id(check_thread_id(thread_id))}}}"
+            keys = _Keys(log=base, gen=base + ":gen", backup=base + ":backup:", lock=base + ":lock")
+            if len(self._keys) < 65536:
+                self._keys[thread_id] = keys
+        return keys
+
+    def describe(self, thread_id: str) -> str:
+        return f"{self.server} {self.keys(thread_id).log}"
+
+    def exists(self, thread_id: str) -> bool:
+        with self._unavailable("checking", thread_id):
+            return bool(self.client.exists(self.keys(thread_id).log))
+
+    def thread_ids(self) -> Iterator[str]:
+        """Thread ids with a log under this prefix (SCAN: O(keys in the database))."""
+        pattern = self.namespace + "{*}"
+        with self._unavailable("listing threads", None):
+            names = sorted(
+                {
+                    key.decode()[len(self.namespace) + 1 : -1]
+                    for key in self.client.scan_iter(match=pattern, count=1000, _type="list")
+                }
+            )
+            hashed = [n for n in names if is_hashed(n)]
+            headers: dict[str, Any] = {}
+            if hashed:
+                pipe = self.client.pipeline(transaction=False)
+                for name in hashed:
+                    pipe.lindex(f"{self.namespace}{{{name}}}", 0)
+                headers = dict(zip(hashed, pipe.execute(), strict=True))
+        for name in names:
+            if is_hashed(name):
+                header = _header(headers.get(name))
+                if header is not None and isinstance(header.get("thread_id"), str):
+                    yield header["thread_id"]
+                continue
+            try:
+                yield decode_thread_id(name)
+            except ValueError:
+                continue  # not a key this package wrote
+
+    def backups(self, thread_id: str) -> list[str]:
+        prefix = self.keys(thread_id).backup
+        found: list[str] = []
+        with self._unavailable("listing backups of", thread_id):
+            while self.client.exists(f"{prefix}{len(found) + 1}"):
+                found.append(f"{prefix}{len(found) + 1}")
+        return found
+
+    def read_backup(self, thread_id: str, number: int = 1) -> list[bytes]:
+        """The lines of a revert backup (1 = newest), like ``<thread>.jsonl.1``.
+
+        Example:
+            ```python
+            before_revert = storage.read_backup("task-001")
+            ```
+        """
+        with self._unavailable("reading a backup of", thread_id):
+            return list(self.client.lrange(f"{self.keys(thread_id).backup}{number}", 0, -1))
+
+    # ------------------------------------------------------------------ locks
+
+    def locked(self, thread_id: str, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        keys = self.keys(thread_id)
+        with self._guard:
+            lock = self._locks.get(keys.lock)
+            if lock is None:
+                lock = self._locks[keys.lock] = _ThreadLock(self, thread_id, keys.lock)
+        return lock.hold(exclusive)
+
+    def _acquire(self, thread_id: str, key: str) -> str:
+        """Take the writer lock; the same call reads the new lines for the next `sync`."""
+        token = f"{self._owner}:{threading.get_ident()}:{uuid.uuid4().hex[:12]}"
+        px = max(1, round(self.lock_timeout * 1000))
+        keys = self.keys(thread_id)
+        start = time.monotonic()
+        delay = 0.001
+        while True:
+            state = self._states.setdefault(thread_id, _State())
+            with self._unavailable("locking", thread_id):
+                reply = self._snapshot_script(
+                    keys=[keys.log, keys.gen, keys.lock], args=[state.lines, token, px]
+                )
+            if reply[0]:
+                self._prefetched[thread_id] = (state, (reply[1], reply[2], reply[3]))
+                return token
+            waited = time.monotonic() - start
+            if waited >= self.lock_wait:
+                holder = reply[1].decode("utf-8", "replace") or None
+                raise LockTimeoutError(thread_id, key, holder, waited)
+            time.sleep(min(delay, max(0.0, self.lock_wait - waited)))
+            delay = min(delay * 2, 0.05)
+
+    def _release(self, thread_id: str, key: str, token: str) -> None:
+        self._prefetched.pop(thread_id, None)
+        try:
+            released = self._unlock(keys=[key], args=[token])
+        except RedisError as exc:  # the lock expires by itself; never mask the caller's result
+            warnings.warn(
+                f"could not release the writer lock {key} ({exc}); it expires after "
+                f"{self.lock_timeout:g}s",
+                LockLostWarning,
+                stacklevel=4,
+            )
+            return
+        if not released:
+            self._warn_lock_lost(key)
+
+    def _warn_lock_lost(self, key: str) -> None:
+        warnings.warn(
+            f"the writer lock {key} expired before it was released (lock_timeout="
+            f"{self.lock_timeout:g}s); writes stayed consistent (they are conditional), "
+            "but another writer may have been let in early: raise lock_timeout",
+            LockLostWarning,
+            stacklevel=5,
+        )
+
+    def _token(self, thread_id: str) -> str:
+        lock = self._locks.get(self.keys(thread_id).lock)
+        return lock.write_token() if lock is not None else ""
+
+    def _committed(self, thread_id: str, released: int) -> None:
+        """A write committed; ``released``: 1 it released our lock, 0 it was gone, 2 no lock."""
+        if released == 2:
+            return
+        key = self.keys(thread_id).lock
+        lock = self._locks.get(key)
+        if lock is not None:
+            lock.token = None
+        self._prefetched.pop(thread_id, None)
+        if released == 0:
+            self._warn_lock_lost(key)
+
+    # ------------------------------------------------------------------ reads
+
+    def sync(self, thread_id: str) -> Synced:
+        known = self._states.setdefault(thread_id, _State())
+        prefetched = self._prefetched.pop(thread_id, None)
+        if prefetched is not None and prefetched[0] is known:
+            gen, length, lines = prefetched[1]  # read when the lock was taken
+        else:
+            gen, length, lines = self._snapshot(thread_id, known.lines)
+        changed = gen != known.gen or length < known.lines
+        if changed and known.lines:  # those lines belong to another log: read it whole
+            gen, length, lines = self._snapshot(thread_id, 0)
+        # Lines read from 0 replace what was indexed: a reset, unless nothing was.
+        reset = changed and known.lines > 0
+        size = sum(len(x) for x in lines)
+        if reset or not known.lines:
+            self._states[thread_id] = _State(gen=gen, lines=len(lines), size=size)
+            self._cache.put(thread_id, lines)
+            return Synced(reset, 1, lines)
+        self._states[thread_id] = _State(gen, known.lines + len(lines), known.size + size)
+        if lines:
+            self._cache.extend(thread_id, lines, known.lines)
+        return Synced(False, known.lines + 1, lines)
+
+    def _snapshot(self, thread_id: str, start: int) -> tuple[bytes, int, list[bytes]]:
+        keys = self.keys(thread_id)
+        with self._unavailable("reading", thread_id):
+            _, gen, length, lines = self._snapshot_script(
+                keys=[keys.log, keys.gen, keys.lock], args=[start, "", 0]
+            )
+        return gen, length, lines
+
+    def read(self, thread_id: str, line: int) -> bytes:
+        return self.read_many(thread_id, [line])[line]
+
+    def read_many(self, thread_id: str, lines: Iterable[int]) -> dict[int, bytes]:
+        """Lines already reported by `sync`: from memory, else in one checked round trip."""
+        state = self._states.get(thread_id)
+        wanted = sorted(set(lines))
+        if state is None:
+            raise ThreadNotFoundError(thread_id)
+        if any(not 1 <= n <= state.lines for n in wanted):
+            raise IndexError(f"line out of range 1..{state.lines}")
+        cached = self._cache.get(thread_id, wanted)
+        if cached is not None:
+            return cached
+        if state.size <= self._cache.limit // 4:
+            # One read of the whole log now beats a round trip per line later
+            # (the saver follows chains of references one line at a time).
+            whole = self._fetch(thread_id, state, [(1, state.lines)])
+            self._cache.put(thread_id, [whole[n] for n in range(1, state.lines + 1)])
+            return {n: whole[n] for n in wanted}
+        runs: list[tuple[int, int]] = []  # consecutive lines fetched with one LRANGE
+        for n in wanted:
+            if runs and runs[-1][1] == n - 1:
+                runs[-1] = (runs[-1][0], n)
+            else:
+                runs.append((n, n))
+        return self._fetch(thread_id, state, runs)
+
+    def _fetch(
+        self, thread_id: str, state: _State, runs: list[tuple[int, int]]
+    ) -> dict[int, bytes]:
+        """Line ranges in one transaction that also checks the generation."""
+        keys = self.keys(thread_id)
+        with self._unavailable("reading", thread_id):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.get(keys.gen)
+            for lo, hi in runs:
+                pipe.lrange(keys.log, lo - 1, hi - 1)
+            gen, *chunks = pipe.execute()
+        if (gen or b"") != state.gen:
+            raise LogChangedError(
+                self.describe(thread_id), "the log was rewritten since it was read"
+            )
+        out: dict[int, bytes] = {}
+        for (lo, hi), chunk in zip(runs, chunks, strict=True):
+            if len(chunk) != hi - lo + 1:
+                raise LogChangedError(self.describe(thread_id), "the log shrank since it was read")
+            for offset, raw in enumerate(chunk):
+                out[lo + offset] = raw
+        return out
+
+    def read_all(self, thread_id: str) -> list[bytes]:
+        """Every line of the log as it is now (for export; no sync state is touched)."""
+        with self._unavailable("reading", thread_id):
+            return list(self.client.lrange(self.keys(thread_id).log, 0, -1))
+
+    # ----------------------------------------------------------------- writes
+
+    def append(self, thread_id: str, lines: Sequence[bytes]) -> int:
+        keys = self.keys(thread_id)
+        state = self._states.setdefault(thread_id, _State())
+        new_gen = uuid.uuid4().hex.encode()
+        pushed = [_strip(x) for x in lines]
+        args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen, *pushed]
+        reply, replicas = self._write(self._append, "appending to", thread_id, keys.for_write, args)
+        ok, first, gen = reply[:3]
+        if ok:
+            self._committed(thread_id, reply[3])
+        else:
+            raise LogChangedError(
+                self.describe(thread_id),
+                f"another writer changed the log (now {first} lines, this process read "
+                f"{state.lines}); re-read before appending",
+            )
+        # Only now: if replicas fall short, the next sync reads these lines back.
+        self._check_replicas(replicas, "appending to", thread_id)
+        size = sum(len(x) for x in pushed)
+        self._states[thread_id] = _State(gen, state.lines + len(pushed), state.size + size)
+        self._cache.extend(thread_id, pushed, state.lines)
+        return int(first)
+
+    def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
+        self._rewrite_log(thread_id, -1, [_strip(x) for x in lines], backup=backup)
+
+    def truncate(self, thread_id: str, n_lines: int, *, backup: bool) -> None:
+        if n_lines < 0:
+            raise ValueError("n_lines must not be negative")
+        self._rewrite_log(thread_id, n_lines, [], backup=backup)
+
+    def copy(self, source_id: str, target_id: str, n_lines: int | None, header: bytes) -> None:
+        state = self._states.get(source_id)
+        if state is None or state.lines == 0:
+            raise ThreadNotFoundError(source_id)
+        end = state.lines if n_lines is None else n_lines
+        body = self.read_many(source_id, range(2, end + 1)) if end >= 2 else {}
+        self._rewrite_log(
+            target_id, -1, [_strip(header), *(body[n] for n in range(2, end + 1))], backup=False
+        )
+
+    def delete(self, thread_id: str) -> None:
+        keys = self.keys(thread_id)
+        self._states.pop(thread_id, None)
+        self._cache.drop(thread_id)
+        args = [self._token(thread_id), 0]
+        reply, replicas = self._write(self._delete, "deleting", thread_id, keys.for_write, args)
+        self._committed(thread_id, reply[1])
+        self._check_replicas(replicas, "deleting", thread_id)
+
+    def _rewrite_log(self, thread_id: str, keep: int, lines: list[bytes], *, backup: bool) -> None:
+        """Replace (``keep=-1``) or truncate the log, if it is what was last synced."""
+        keys = self.keys(thread_id)
+        state = self._states.get(thread_id) or _State()
+        new_gen = uuid.uuid4().hex.encode()
+        args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen]
+        args += [int(backup), keep, *lines]
+        result, replicas = self._write(self._rewrite, "rewriting", thread_id, keys.for_write, args)
+        if result[0]:
+            self._committed(thread_id, result[2])
+        else:
+            raise LogChangedError(
+                self.describe(thread_id),
+                f"another writer changed the log (now {result[1]} lines, this process read "
+                f"{state.lines}); nothing was rewritten",
+            )
+        # The next sync reads the new log whole, and reports a reset if this
+        # process had indexed the old one.
+        self._states[thread_id] = _State(gen=_REWRITTEN, lines=state.lines)
+        self._cache.drop(thread_id)
+        self._check_replicas(replicas, "rewriting", thread_id)
+
+    def _write(
+        self, script: Any, action: str, thread_id: str, keys: list[str], args: list[Any]
+    ) -> tuple[Any, int | None]:
+        """Run a write script; with ``wait_for_replicas``, WAIT on the same connection.
+
+        Returns the script's result and how many replicas acknowledged it
+        (``None`` when not waiting). Callers check the result first: a refused
+        write wrote nothing, so its replica count means nothing.
+        """
+        with self._unavailable(action, thread_id):
+            if not self.wait_for_replicas:
+                return script(keys=keys, args=args), None
+            pipe = self.client.pipeline(transaction=False)
+            pipe.eval(script.script, len(keys), *keys, *args)
+            pipe.wait(self.wait_for_replicas, max(1, round(self.replica_timeout * 1000)))
+            result, replicas = pipe.execute()
+            return result, int(replicas)
+
+    def _check_replicas(self, replicas: int | None, action: str, thread_id: str) -> None:
+        if replicas is not None and replicas < self.wait_for_replicas:
+            raise StorageUnavailableError(
+                self.server,
+                f"{action} {self.keys(thread_id).log}",
+                f"only {replicas} of {self.wait_for_replicas} replicas acknowledged the write "
+                f"within {self.replica_timeout:g}s; check INFO replication",
+            )
+
+    # ----------------------------------------------------------------- errors
+
+    @contextlib.contextmanager
+    def _unavailable(self, action: str, thread_id: str | None) -> Iterator[None]:
+        """Turn "Redis is not there right now" into `StorageUnavailableError`."""
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError) as exc:
+            raise self._unavailable_error(action, thread_id, exc) from exc
+        except ResponseError as exc:
+            if str(exc).startswith(_UNAVAILABLE_REPLIES):
+                raise self._unavailable_error(action, thread_id, exc) from exc
+            raise
+
+    def _unavailable_error(
+        self, action: str, thread_id: str | None, exc: Exception
+    ) -> StorageUnavailableError:
+        if thread_id is not None:
+            action = f"{action} {self.keys(thread_id).log}"
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return StorageUnavailableError(self.server, action, reason)
+
+
+def connect(url: str, **kwargs: Any) -> redis.Redis:
+    """A ``redis.Redis`` for ``url`` with settings that suit a checkpointer.
+
+    Timeouts are short (5 s) and a failed command is retried once, quickly:
+    that is enough to replace a connection a server restart has broken, and
+    little enough that a server that is down fails the call within moments.
+    Keyword arguments override these defaults (any ``redis.Redis`` option).
+    """
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    options: dict[str, Any] = {
+        "socket_timeout": 5.0,
+        "socket_connect_timeout": 5.0,
+        "retry": Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+        "health_check_interval": 30,
+    }
+    options.update(kwargs)
+    options["decode_responses"] = False
+    return redis.Redis.from_url(url, **options)
+
+
+def _describe_server(client: redis.Redis) -> str:
+    """``redis://host:port/db`` for messages (never the password)."""
+    kw = client.get_connection_kwargs()
+    if kw.get("path"):
+        return f"unix://{kw['path']}?db={kw.get('db', 0)}"
+    scheme = "rediss" if kw.get("ssl") else "redis"
+    return f"{scheme}://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+
+def _strip(line: bytes) -> bytes:
+    return line[:-1] if line.endswith(b"\n") else line
+
+
+def _header(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        return loads_line(raw)
+    except ValueError:
+        return None

@@ -1,0 +1,189 @@
+"""A real ``redis-server`` on a free loopback port, for tests and benchmarks.
+
+    with RedisServer(tmp_dir) as server:          # started, and stopped after
+        saver = RedisLogSaver.from_url(server.url)
+        server.stop(kill=True)                     # a crash (SIGKILL), or a clean stop
+        server.start()                             # same port, same data directory
+
+When the binary is missing, tests are skipped with a message saying how to
+install it, unless ``LANGGRAPH_CTX_REQUIRE_REDIS=1`` (set by ``make test`` and
+CI), which turns the skip into a failure: CI must run these tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis
+
+INSTALL_HINT = (
+    "redis-server is not installed; `make test` installs it "
+    "(Debian/Ubuntu: apt-get install -y redis-server; macOS: brew install redis)"
+)
+
+
+def redis_server_binary() -> str | None:
+    """Path of ``redis-server`` (``$REDIS_SERVER`` overrides the search)."""
+    return os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
+
+
+def require_redis_server() -> str:
+    """The binary, or skip the test (fail it when ``LANGGRAPH_CTX_REQUIRE_REDIS=1``).
+
+    The ``redis`` Python package (the ``redis`` extra) is required the same way.
+    """
+    import pytest
+
+    binary = redis_server_binary()
+    missing = None if binary else INSTALL_HINT
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        missing = "the redis package is not installed: pip install -e '.[dev]' (or '.[redis]')"
+    if missing is not None:
+        if os.environ.get("LANGGRAPH_CTX_REQUIRE_REDIS") == "1":
+            pytest.fail(missing + " (LANGGRAPH_CTX_REQUIRE_REDIS=1: not skipping)")
+        pytest.skip(missing)
+    assert binary is not None
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One ``redis-server`` process bound to 127.0.0.1, its data in ``directory``.
+
+    Args:
+        directory: Data directory (AOF / RDB files, log).
+        appendonly: Persist every write to an append-only file, fsynced before
+            Redis replies (``appendfsync always``): what docs/redis.md asks for.
+        replica_of: Run as a replica of this server.
+        binary: The ``redis-server`` to run (default: found on PATH).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        appendonly: bool = False,
+        replica_of: RedisServer | None = None,
+        binary: str | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.appendonly = appendonly
+        self.replica_of = replica_of
+        self.binary = binary or redis_server_binary() or "redis-server"
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            "--logfile", str(self.directory / "redis.log"),
+            "--daemonize", "no",
+            "--save", "",
+            "--maxmemory-policy", "noeviction",
+            "--repl-diskless-sync-delay", "0",  # replicas sync at once, not after 5 s
+        ]  # fmt: skip
+        if self.appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--appendonly", "no"]
+        if self.replica_of is not None:
+            args += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
+        return args
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        """Start the server (again) on the same port and wait until it answers PING."""
+        if self.process is not None and self.process.poll() is None:
+            return self
+        import redis
+
+        self.process = subprocess.Popen(  # it logs to --logfile
+            self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    log = (self.directory / "redis.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"redis-server exited ({self.process.returncode}):\n{log}")
+                try:
+                    if client.ping() and self._synced(client):
+                        return self
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # not listening yet, or still loading its data
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not answer within {timeout}s")
+                time.sleep(0.01)
+        finally:
+            client.close()
+
+    def _synced(self, client: redis.Redis) -> bool:
+        """A replica is ready once a write on the primary reaches it (what WAIT counts).
+
+        Its own link status, and even the primary's ``state=online``, come up to
+        a second before the primary streams writes to it.
+        """
+        if self.replica_of is None:
+            return True
+        if client.info("replication").get("master_link_status") != "up":
+            return False
+        import redis
+
+        primary = redis.Redis(port=self.replica_of.port, socket_timeout=1)
+        try:
+            pipe = primary.pipeline(transaction=False)
+            pipe.set("redis-server-helper:replica-ready", self.port)
+            pipe.wait(1, 100)
+            return bool(pipe.execute()[1] >= 1)
+        finally:
+            primary.close()
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Stop the server: SIGTERM (a clean shutdown), or SIGKILL (a crash)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,122 @@
+"""``langgraph-ctx copy``: threads from a JSONL directory to Redis and back, and
+between directories, line for line."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.cli.app import app
+
+from .cli_scenarios import build_directory, chat_graph, config
+from .conftest import history_view, snapshot_view
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("copy") / "chats"
+    build_directory(root, turns=3)
+    return root
+
+
+def test_copy_to_redis_and_back(built: Path, tmp_path: Path, redis_server) -> None:
+    from langgraph_ctx.saver.redis import RedisLogSaver
+
+    prefix = f"cli{uuid.uuid4().hex[:8]}"
+    to = runner.invoke(
+        app,
+        [
+            "--dir",
+            str(built),
+            "copy",
+            "chat",
+            "trip",
+            "--to",
+            redis_server.url,
+            "--prefix",
+            prefix,
+        ],
+    )
+    assert to.exit_code == 0, to.output
+    assert to.stdout.splitlines()[0].startswith("copied chat -> ")
+    with RedisLogSaver.from_url(redis_server.url, prefix=prefix) as redis_saver:
+        assert sorted(redis_saver.list_threads()) == ["chat", "trip"]
+        graph = chat_graph(redis_saver)
+        source = chat_graph(JsonlSaver(built))
+        assert snapshot_view(graph.get_state(config("chat"))) == snapshot_view(
+            source.get_state(config("chat"))
+        )
+        assert history_view(graph, config("chat")) == history_view(source, config("chat"))
+
+    back = tmp_path / "back"
+    result = runner.invoke(
+        app,
+        [
+            "--dir",
+            str(back),
+            "copy",
+            "chat",
+            "--from",
+            redis_server.url,
+            "--prefix",
+            prefix,
+            "--as",
+            "chat-again",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    copied = json.loads(result.stdout)
+    assert copied[0]["thread_id"] == "chat" and copied[0]["target_id"] == "chat-again"
+    original = Path(JsonlSaver(built).path("chat")).read_bytes().splitlines()
+    again = Path(JsonlSaver(back).path("chat-again")).read_bytes().splitlines()
+    assert again[1:] == original[1:]  # every line but the header, verbatim
+    assert json.loads(again[0])["copied_from"] == {"thread_id": "chat"}
+    assert runner.invoke(app, ["--dir", str(back), "verify"]).exit_code == 0
+
+    exists = runner.invoke(
+        app, ["--dir", str(built), "copy", "chat", "--to", redis_server.url, "--prefix", prefix]
+    )
+    assert exists.exit_code == 1
+    assert exists.stderr.startswith("error: thread 'chat' already exists")
+    missing = runner.invoke(
+        app, ["--dir", str(back), "copy", "ghost", "--from", redis_server.url, "--prefix", prefix]
+    )
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == f"error: thread 'ghost' does not exist in {redis_server.url}"
+
+
+def test_copy_between_directories(built: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    result = runner.invoke(app, ["--dir", str(built), "copy", "--all", "--to", str(other)])
+    assert result.exit_code == 0, result.output
+    assert sorted(JsonlSaver(other).list_threads()) == sorted(JsonlSaver(built).list_threads())
+    for thread_id in JsonlSaver(built).list_threads():
+        assert (
+            Path(JsonlSaver(other).path(thread_id)).read_bytes()
+            == Path(JsonlSaver(built).path(thread_id)).read_bytes()
+        )
+
+
+def test_copy_arguments(built: Path, tmp_path: Path) -> None:
+    def fails(*args: str) -> str:
+        result = runner.invoke(app, ["--dir", str(built), "copy", *args])
+        assert result.exit_code == 2, result.output
+        return result.stderr
+
+    assert "give exactly one of --to and --from" in fails("chat")
+    assert "give exactly one of --to and --from" in fails("chat", "--to", "x", "--from", "y")
+    assert "--as needs exactly one thread" in fails("chat", "trip", "--to", "x", "--as", "z")
+    assert "name threads to copy, or pass --all" in fails("--to", str(tmp_path))
+    assert "--prefix applies to Redis only" in fails("chat", "--to", str(tmp_path), "--prefix", "p")
+    nowhere = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", str(tmp_path / "x")])
+    assert nowhere.exit_code == 1
+    assert nowhere.stderr.strip() == f"error: no such directory: {tmp_path / 'x'}"

@@ -1,0 +1,246 @@
+"""`langgraph-ctx import`: a real SqliteSaver database, made by running real graphs,
+becomes JSONL threads that answer get_state and get_state_history as the database did."""
+
+from __future__ import annotations
+
+import json
+import operator
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import _messages_delta_reducer
+from langgraph.types import Command, Send
+from typer.testing import CliRunner
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.cli import inspect as ins
+from langgraph_ctx.cli.app import app
+from langgraph_ctx.cli.migrate import (
+    SqliteSourceError,
+    compare_with_sqlite,
+    import_sqlite,
+    sqlite_path,
+)
+
+from .cli_scenarios import chat_graph, subgraph_with_interrupt, travel_agent
+from .conftest import history_view, snapshot_view
+
+runner = CliRunner()
+
+
+def cfg(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def fan_out() -> StateGraph:
+    class State(TypedDict):
+        topics: list[str]
+        results: Annotated[list[str], operator.add]
+
+    def route(state):
+        return [Send("worker", {"topic": t}) for t in state["topics"]]
+
+    def worker(payload):
+        return {"results": [payload["topic"].upper()]}
+
+    builder = StateGraph(State)
+    builder.add_node("worker", worker)
+    builder.add_conditional_edges(START, route, ["worker"])
+    return builder
+
+
+def delta_graph() -> StateGraph:
+    class State(TypedDict):
+        messages: Annotated[list, DeltaChannel(_messages_delta_reducer, snapshot_frequency=3)]
+
+    def bot(state):
+        n = len(state["messages"])
+        return {"messages": [AIMessage(content=f"echo {n}", id=f"ai-{n}")]}
+
+    builder = StateGraph(State)
+    builder.add_node(bot)
+    builder.add_edge(START, "bot")
+    return builder
+
+
+def _graphs(saver: Any) -> dict[str, Any]:
+    return {
+        "chat": chat_graph(saver),
+        "trip": travel_agent(saver),
+        "nested": subgraph_with_interrupt().compile(checkpointer=saver),
+        "send": fan_out().compile(checkpointer=saver),
+        "delta": delta_graph().compile(checkpointer=saver),
+    }
+
+
+def build_database(path: Path) -> dict[str, Any]:
+    """Run real graphs on a SqliteSaver; returns the graphs (compiled on that saver)."""
+    conn = sqlite3.connect(path, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    graphs = _graphs(saver)
+    chat = graphs["chat"]
+    for text in ["hi", "plan a trip", "make it cheaper"]:
+        chat.invoke({"messages": [("user", text)]}, cfg("chat"))
+    # time travel: edit an old state, then replay from an older checkpoint (two branches)
+    history = list(chat.get_state_history(cfg("chat")))
+    chat.update_state(history[4].config, {"messages": [AIMessage("edited")]}, as_node="chatbot")
+    chat.invoke(None, history[6].config)
+    for city in ["Lisbon", "Porto", "Madrid", "Seville", "Valencia", "Bilbao"]:
+        graphs["trip"].invoke({"messages": [("user", f"weather in {city}?")]}, cfg("trip"))
+    graphs["nested"].invoke({"x": 1, "log": []}, cfg("nested"))  # waits inside the subgraph
+    graphs["nested"].invoke({"x": 10, "log": []}, cfg("nested-done"))
+    graphs["nested"].invoke(Command(resume="5"), cfg("nested-done"))
+    graphs["send"].invoke({"topics": ["a", "b", "c"], "results": []}, cfg("send"))
+    for i in range(5):
+        graphs["delta"].invoke(
+            {"messages": [HumanMessage(content=f"u{i}", id=f"h-{i}")]},
+            {**cfg("delta"), "metadata": {"run_id": str(uuid.uuid4())}},
+        )
+    graphs["_conn"] = conn
+    graphs["_saver"] = saver
+    return graphs
+
+
+THREADS = ["chat", "delta", "nested", "nested-done", "send", "trip"]
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite") / "checkpoints.db"
+    graphs = build_database(path)
+    graphs["_conn"].close()
+    return path
+
+
+def _views(graph: Any, thread_id: str) -> tuple[Any, Any, Any]:
+    config = cfg(thread_id)
+    state = graph.get_state(config, subgraphs=True)
+    sub = [
+        snapshot_view(t.state) if t.state is not None and not isinstance(t.state, dict) else None
+        for t in state.tasks
+    ]
+    return snapshot_view(state), history_view(graph, config), sub
+
+
+def test_import_gives_the_same_state_and_history(database: Path, tmp_path: Path) -> None:
+    root = tmp_path / "chats"
+    result = runner.invoke(app, ["--dir", str(root), "import", f"sqlite:///{database}"])
+    assert result.exit_code == 0, result.output
+    assert "imported 6 thread(s)" in result.stdout
+    assert sorted(JsonlSaver(root).list_threads()) == THREADS
+
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, check_same_thread=False) as conn:
+        source_graphs = _graphs(SqliteSaver(conn))
+        target_graphs = _graphs(JsonlSaver(root))
+        for thread_id in THREADS:
+            graph_name = "nested" if thread_id.startswith("nested") else thread_id
+            expected = _views(source_graphs[graph_name], thread_id)
+            assert _views(target_graphs[graph_name], thread_id) == expected, thread_id
+            assert compare_with_sqlite(database, root, thread_id) == []
+
+    saver = JsonlSaver(root)
+    namespaces = {i.checkpoint_ns for i in saver.checkpoint_infos("nested")}
+    assert "" in namespaces and any(ns.startswith("sub:") for ns in namespaces)
+    # the interrupted run resumes from the JSONL directory
+    graph = subgraph_with_interrupt().compile(checkpointer=saver)
+    assert graph.invoke(Command(resume="41"), cfg("nested"))["x"] == 42
+    # the command line rebuilds the DeltaChannel's messages at every checkpoint, as the graph
+    delta = delta_graph().compile(checkpointer=saver)
+    for info in saver.checkpoint_infos("delta"):
+        expected = delta.get_state(info.config).values.get("messages", [])
+        got = ins.state_values(saver, info).get("messages", [])
+        assert [(m.type, m.content) for m in got] == [(m.type, m.content) for m in expected]
+    shown = json.loads(runner.invoke(app, ["-d", str(root), "show", "delta", "--json"]).stdout)
+    assert [m["content"] for m in shown["messages"]][-2:] == ["u4", "echo 9"]
+    # the DeltaChannel thread goes on, its history rebuilt from the migrated writes
+    delta = delta_graph().compile(checkpointer=saver)
+    delta.invoke({"messages": [HumanMessage(content="more", id="h-more")]}, cfg("delta"))
+    contents = [m.content for m in delta.get_state(cfg("delta")).values["messages"]]
+    assert contents[-2:] == ["more", "echo 11"]
+    # the migrated directory is sound, line by line and decoded
+    verified = runner.invoke(app, ["--dir", str(root), "verify"])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_import_keeps_task_paths_and_writes(database: Path, tmp_path: Path) -> None:
+    root = tmp_path / "chats"
+    report = import_sqlite(database, root, threads=["send"])
+    assert [t.thread_id for t in report.threads] == ["send"]
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    expected = sorted(
+        conn.execute("SELECT task_id, task_path FROM writes WHERE thread_id='send'").fetchall()
+    )
+    conn.close()
+    lines = [json.loads(x) for x in Path(JsonlSaver(root).path("send")).read_text().splitlines()]
+    stored = sorted(
+        (line["task"], line.get("path", ""))
+        for line in lines
+        if line["t"] == "writes"
+        for _ in line["w"]
+    )
+    assert stored == expected
+    assert any(path.startswith("~__pregel_push") for _, path in stored)  # the Send tasks
+
+
+def test_import_refuses_existing_threads_unless_forced(database: Path, tmp_path: Path) -> None:
+    root = tmp_path / "chats"
+    assert (
+        runner.invoke(app, ["-d", str(root), "import", str(database), "-t", "chat"]).exit_code == 0
+    )
+    before = Path(JsonlSaver(root).path("chat")).read_bytes()
+
+    again = runner.invoke(app, ["-d", str(root), "import", f"sqlite:///{database}"])
+    assert again.exit_code == 1
+    assert "1 thread(s) already exist" in again.stderr and "--force" in again.stderr
+    assert sorted(JsonlSaver(root).list_threads()) == ["chat"]  # nothing else was written
+
+    forced = runner.invoke(
+        app, ["-d", str(root), "import", f"sqlite:///{database}", "--force", "--check", "--json"]
+    )
+    assert forced.exit_code == 0, forced.output
+    out = json.loads(forced.stdout)
+    assert out["check"] == {"ok": True, "problems": []}
+    assert {t["thread_id"]: t["replaced"] for t in out["threads"]}["chat"] is True
+    saver = JsonlSaver(root)
+    assert Path(saver.storage.backups("chat")[0]).read_bytes() == before
+    assert not list(root.glob(".import-*"))  # the staging directory is gone
+
+
+def test_import_errors(database: Path, tmp_path: Path) -> None:
+    root = tmp_path / "chats"
+    missing = runner.invoke(app, ["-d", str(root), "import", "sqlite:///nope.db"])
+    assert missing.exit_code == 1 and "no such database file: nope.db" in missing.stderr
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 10)
+    bad = runner.invoke(app, ["-d", str(root), "import", str(junk)])
+    assert bad.exit_code == 1 and "not a SQLite database" in bad.stderr
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    other = runner.invoke(app, ["-d", str(root), "import", f"sqlite:///{empty}"])
+    assert other.exit_code == 1 and "not a SqliteSaver database" in other.stderr
+    unknown = runner.invoke(app, ["-d", str(root), "import", str(database), "-t", "ghost"])
+    assert unknown.exit_code == 1 and "thread 'ghost' does not exist" in unknown.stderr
+    scheme = runner.invoke(app, ["-d", str(root), "import", "postgres://x/y"])
+    assert scheme.exit_code == 1 and "not a SQLite URL" in scheme.stderr
+    with pytest.raises(SqliteSourceError):
+        sqlite_path("sqlite:///:memory:")
+    assert sqlite_path("sqlite:////abs/x.db") == Path("/abs/x.db")
+    assert sqlite_path("sqlite:///rel/x.db") == Path("rel/x.db")
+
+
+def test_import_reads_the_database_without_changing_it(database: Path, tmp_path: Path) -> None:
+    before = database.read_bytes()
+    database.chmod(0o444)
+    try:
+        report = import_sqlite(f"sqlite:///{database}", tmp_path / "chats", threads=["trip"])
+    finally:
+        database.chmod(0o644)
+    assert report.checkpoints > 0
+    assert database.read_bytes() == before

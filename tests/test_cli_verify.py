@@ -1,0 +1,197 @@
+"""``langgraph-ctx verify`` on sound files and on torn, corrupt and dangling lines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.cli.app import app
+from langgraph_ctx.cli.verify import verify_directory, verify_file
+
+from .cli_scenarios import build_directory
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("verify") / "chats"
+    build_directory(root, turns=6)
+    return root
+
+
+@pytest.fixture
+def root(built: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "chats"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def verify(root: Path, *args: str) -> Any:
+    return runner.invoke(app, ["--dir", str(root), "verify", *args])
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def rewrite(path: Path, n: int, obj: dict[str, Any] | bytes) -> None:
+    """Replace line ``n`` (1-based) with ``obj``."""
+    raw = path.read_bytes().splitlines(keepends=True)
+    raw[n - 1] = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
+    path.write_bytes(b"".join(raw))
+
+
+def find(path: Path, pred: Any, after: int = 0) -> tuple[int, dict[str, Any]]:
+    for n, obj in enumerate(lines_of(path), 1):
+        if n > after and pred(obj):
+            return n, obj
+    raise AssertionError("no such line")
+
+
+def test_clean_directory(built: Path) -> None:
+    result = verify(built)
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    assert [line.split()[0] for line in out[:-1]] == ["ok"] * 5
+    assert out[-1] == "5 files checked: 0 errors, 0 warnings"
+    data = json.loads(verify(built, "--json").stdout)
+    assert data["ok"] is True and data["exit_code"] == 0 and data["problems"] == []
+    trip = next(f for f in data["files"] if f["thread_id"] == "trip")
+    assert trip["decoded"] == trip["checkpoints"] == len(JsonlSaver(built).checkpoint_infos("trip"))
+    assert trip["lines"] == len(Path(trip["path"]).read_bytes().splitlines())
+
+
+def test_torn_last_line(root: Path) -> None:
+    path = root / "chat.jsonl"
+    n_lines = len(path.read_bytes().splitlines())
+    with open(path, "ab") as f:
+        f.write(b'{"v":1,"t":"ckpt","id":"1f0-half-writ')
+    result = verify(root)
+    assert result.exit_code == 3, result.output
+    assert (
+        f"  {path}:{n_lines + 1}: torn: torn last line (37 bytes, no newline): a write cut "
+        "short by a crash; the saver ignores it and removes it before the next append"
+    ) in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1] == "5 files checked: 0 errors, 1 warning"
+    data = json.loads(verify(root, "--json").stdout)
+    assert data["exit_code"] == 3
+    assert [(p["line"], p["kind"], p["severity"]) for p in data["problems"]] == [
+        (n_lines + 1, "torn", "warning")
+    ]
+    chat = next(f for f in data["files"] if f["thread_id"] == "chat")
+    assert chat["decoded"] == chat["checkpoints"] == 6  # what precedes a torn line is read
+
+
+def test_corrupt_line(root: Path) -> None:
+    path = root / "trip.jsonl"
+    n, _ = find(path, lambda o: o["t"] == "writes", after=20)
+    rewrite(path, n, b'{"v":1,"t":' + b"garbage\n")
+    result = verify(root)
+    assert result.exit_code == 1
+    assert f"  {path}:{n}: corrupt: not valid JSON" in result.stdout
+    assert "FAIL  " + str(path) in result.stdout
+    report = verify_directory(root, threads=["trip"])
+    assert [(p.line, p.kind) for p in report.problems] == [(n, "corrupt")]
+    assert report.files[0].decoded is None  # the saver would refuse it: not decoded
+    assert report.exit_code == 1
+
+
+def test_dangling_message_reference(root: Path) -> None:
+    path = root / "trip.jsonl"
+    n, obj = find(path, lambda o: o["t"] == "ckpt" and "append" in str(o["values"]), after=30)
+    channel = next(ch for ch, e in obj["values"].items() if len(e) == 2 and "append" in str(e[1]))
+    obj["values"][channel][1] = {"append": [999]}
+    rewrite(path, n, obj)
+    result = verify(root, "trip")
+    assert result.exit_code == 1
+    assert f"{path}:{n}: dangling: channel 'messages' refers to message #999, not in the file" in (
+        result.stdout
+    )
+    assert result.stdout.splitlines()[-1] == "1 file checked: 1 error, 0 warnings"
+
+
+def test_dangling_parent_and_writes_lines(root: Path) -> None:
+    path = root / "chat.jsonl"
+    n, obj = find(path, lambda o: o["t"] == "ckpt" and isinstance(o.get("parent"), int), after=5)
+    obj["parent"] = 1  # the header, not a checkpoint
+    rewrite(path, n, obj)
+    w, wobj = find(path, lambda o: o["t"] == "writes" and isinstance(o["ckpt"], int))
+    wobj["ckpt"] = 10_000
+    rewrite(path, w, wobj)
+    report = verify_directory(root, threads=["chat"])
+    # the checkpoint's own lines still count: no cascade through later references
+    assert sorted((p.line, p.kind, p.message) for p in report.problems) == sorted(
+        [
+            (n, "dangling", "'parent' is line 1, not an earlier checkpoint"),
+            (w, "dangling", "writes refer to line 10000, not an earlier checkpoint"),
+        ]
+    )
+
+
+def test_dangling_base_and_like(root: Path) -> None:
+    path = root / "trip.jsonl"
+    n, obj = find(path, lambda o: o["t"] == "ckpt" and "append" in str(o["values"]), after=30)
+    obj["values"]["messages"][1] = {"msgs": [0], "keep": 2, "base": 2}
+    rewrite(path, n, obj)
+    m, mobj = find(path, lambda o: o["t"] == "msg" and "msg" in o, after=n)
+    rewrite(path, m, {"v": 1, "t": "msg", "n": mobj["n"], "like": mobj["n"] + 5, "id": "x"})
+    report = verify_file(path)
+    assert sorted((p.line, p.kind) for p in report.problems) == sorted(
+        [(m, "dangling"), (n, "dangling")]
+    )
+    by_line = {p.line: p.message for p in report.problems}
+    assert by_line[n] == "channel 'messages': 'base' line 2 does not store 'messages' as messages"
+    assert by_line[m].startswith("'like' must name an earlier message")
+
+
+def test_a_checkpoint_that_does_not_decode(root: Path) -> None:
+    """Lines that parse and whose references resolve, but whose value the saver refuses."""
+    path = root / "hitl.jsonl"
+    n, obj = find(path, lambda o: o["t"] == "ckpt" and "request" in o["values"])
+    obj["values"]["request"][1] = {"serde": ["msgpack", "not base64!"]}
+    rewrite(path, n, obj)
+    result = verify(root, "hitl")
+    assert result.exit_code == 1
+    assert (
+        f"{path}:{n}: undecodable: channel 'request': serialized payload is not valid base64"
+        in result.stdout
+    )
+    skipped = json.loads(verify(root, "hitl", "--no-decode", "--json").stdout)
+    assert skipped["ok"] is True and skipped["files"][0]["decoded"] is None
+
+
+def test_bad_message_body_and_header(root: Path) -> None:
+    path = root / "chat.jsonl"
+    n, obj = find(path, lambda o: o["t"] == "msg" and "msg" in o)
+    obj["msg"]["type"] = "alien"
+    rewrite(path, n, obj)
+    rewrite(path, 1, {"v": 1, "t": "msg", "n": 99, "msg": {"type": "human", "content": "x"}})
+    report = verify_file(path)
+    assert [(p.line, p.kind, p.message) for p in report.problems] == [
+        (1, "corrupt", "the first line must be the thread header"),
+        (n, "corrupt", f"message #{obj['n']}: unknown message type 'alien'"),
+    ]
+
+
+def test_backups_empty_files_and_unknown_threads(root: Path) -> None:
+    data = json.loads(verify(root, "--backups", "--json").stdout)
+    assert [Path(f["path"]).name for f in data["files"]].count("chat.jsonl.1") == 1
+    (root / "chat.jsonl.1").write_bytes(b'{"v":1,"t":"thread","thread_id":"chat"}\n{"v":2')
+    result = verify(root, "chat", "--backups")
+    assert result.exit_code == 3 and "chat.jsonl.1:2: torn" in result.stdout
+    (root / "empty.jsonl").write_bytes(b"")
+    empty = verify(root, "empty")
+    assert empty.exit_code == 3
+    assert f"{root / 'empty.jsonl'}: empty: empty file (no header)" in empty.stdout
+    unknown = verify(root, "ghost")
+    assert unknown.exit_code == 1
+    assert unknown.stderr.startswith("error: thread 'ghost' does not exist in")
+    missing = runner.invoke(app, ["--dir", str(root / "nope"), "verify"])
+    assert missing.exit_code == 1 and "no such directory" in missing.stderr
