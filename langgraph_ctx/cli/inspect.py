@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 from langgraph_ctx.codec import CodecError, loads_line, message_to_json
 from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
 from langgraph_ctx.context.compaction.record import CompactionRecord, RunningSummary
+from langgraph_ctx.context.prompt import is_system_prompt_message
 from langgraph_ctx.context.tokens import MessageTokenCounter, message_role
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
@@ -849,23 +850,32 @@ def usage_at(
     messages_key: str = MESSAGES_KEY,
     counter: MessageTokenCounter | None = None,
     system_prompt: str | None = None,
+    calibrate: bool = True,
 ) -> ContextUsage:
     """Token usage of a state's messages against a budget, as `BudgetNode` computes it.
 
     ``budget`` is a `ContextBudget`, a preset name, or ``None`` for the model's whole
     context window. A ``system_prompt`` string and a ``tools`` list in the state are
-    counted too, as the node does (the state's ``system_prompt`` wins over the argument).
+    counted too, as the node does (the state's ``system_prompt`` wins over the argument),
+    unless the measured messages already start with the composed prompt (a pipeline's
+    ``llm_input_messages``). ``calibrate`` anchors the count on the provider's
+    ``usage_metadata`` (right for the request the provider saw, wrong for a history
+    longer than a compacted request).
     """
+    messages = find_messages(values, messages_key)
     stored_prompt = values.get("system_prompt")
     if isinstance(stored_prompt, str):
         system_prompt = stored_prompt
+    if messages and is_system_prompt_message(messages[0]):
+        system_prompt = None  # already in the messages
     tools = values.get("tools")
     return compute_usage(
-        find_messages(values, messages_key),
+        messages,
         _budget(model, budget),
         counter=counter or MessageTokenCounter(model),
         system_prompt=system_prompt or None,
         tools=tools if isinstance(tools, list) else None,
+        calibrate=calibrate,
         model=model,
     )
 
@@ -957,6 +967,8 @@ def usage_series(
         last = span[-1]
         values = state_values(saver, last)
         request = _request_view(find_messages(values, messages_key))
+        # The whole history, counted: the provider's usage measured the (possibly
+        # compacted) request, so it must not calibrate a count of the history.
         usage = usage_at(
             {**values, messages_key: request},
             model=model,
@@ -964,6 +976,7 @@ def usage_series(
             messages_key=messages_key,
             counter=counter,
             system_prompt=system_prompt,
+            calibrate=False,
         )
         view_used = None
         if messages_key == MESSAGES_KEY and find_messages(values, VIEW_KEY):
@@ -974,6 +987,7 @@ def usage_series(
                 messages_key=VIEW_KEY,
                 counter=counter,
                 system_prompt=system_prompt,
+                calibrate=False,
             )
             view_used = view.used
         log = values.get("compaction_log")
