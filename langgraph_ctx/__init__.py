@@ -74,6 +74,12 @@ _EXPORTS: dict[str, str] = {
     "LLMError": "langgraph_ctx.context.llm_error",
     "is_llm_error": "langgraph_ctx.context.llm_error",
     "ErrorRecord": "langgraph_ctx.context.notebook",
+    # context-switching tools
+    "context_tools": "langgraph_ctx.tools.context",
+    "ContextTools": "langgraph_ctx.tools.context",
+    "ContextArchive": "langgraph_ctx.tools.archive",
+    "ContextArchiveError": "langgraph_ctx.tools.archive",
+    "ActiveContext": "langgraph_ctx.context.active_context",
     "PromptPartError": "langgraph_ctx.errors",
     "ModelTimeoutError": "langgraph_ctx.errors",
 }
@@ -81,6 +87,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from langgraph_ctx.context.active_context import ActiveContext
     from langgraph_ctx.context.budget import ContextBudget, ContextUsage
     from langgraph_ctx.context.compaction import (
         CompactionError,
@@ -133,6 +140,8 @@ if TYPE_CHECKING:
     from langgraph_ctx.saver.log import CheckpointInfo
     from langgraph_ctx.saver.redis import RedisLogSaver
     from langgraph_ctx.storage.transfer import copy_thread_between
+    from langgraph_ctx.tools.archive import ContextArchive, ContextArchiveError
+    from langgraph_ctx.tools.context import ContextTools, context_tools
 
 
 def __getattr__(name: str) -> Any:

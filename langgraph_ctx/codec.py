@@ -103,6 +103,26 @@ SAFE_SERDE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray"})
 
 TRUSTED_MODEL_PREFIX = "langgraph_ctx."
 
+PACKAGE_MODELS: tuple[tuple[str, str], ...] = (
+    ("langgraph_ctx.context.archive", "ArchivedContext"),
+    ("langgraph_ctx.context.budget", "ContextBudget"),
+    ("langgraph_ctx.context.budget", "ContextUsage"),
+    ("langgraph_ctx.context.budget", "DegradationLevel"),
+    ("langgraph_ctx.context.compaction.record", "CompactionRecord"),
+    ("langgraph_ctx.context.compaction.record", "DroppedMessage"),
+    ("langgraph_ctx.context.compaction.record", "OffloadedResult"),
+    ("langgraph_ctx.context.compaction.record", "RunningSummary"),
+    ("langgraph_ctx.context.compaction.record", "ScoredMessage"),
+    ("langgraph_ctx.context.compaction.record", "ShortenedMessage"),
+    ("langgraph_ctx.context.llm_error", "LLMError"),
+    ("langgraph_ctx.context.prompt", "PromptParts"),
+    ("langgraph_ctx.context.prompt", "RunContext"),
+    ("langgraph_ctx.context.prompt", "WorkflowStep"),
+)
+"""This package's pydantic models that graph state may hold. Stored readably at the
+top of a value (``{"model": ...}``); when nested inside a value that goes through
+LangGraph's serializer, the savers' strict allowlist includes them too."""
+
 
 class CodecError(ValueError):
     """A line or value does not decode; the saver adds the file and line."""

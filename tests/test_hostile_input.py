@@ -224,3 +224,44 @@ def test_graph_run_on_hostile_thread_id(tmp_path):
     )
     assert sorted(saver.list_threads()) == ["../../../tmp/evil", "../sibling"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+
+
+def test_the_package_models_are_on_the_default_allowlist():
+    """Every pydantic model of langgraph_ctx (the CLI aside) can be read back by default,
+    even nested inside a value that goes through LangGraph's serializer."""
+    import importlib
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    import langgraph_ctx
+    from langgraph_ctx.codec import PACKAGE_MODELS
+
+    found = set()
+    for info in pkgutil.walk_packages(langgraph_ctx.__path__, "langgraph_ctx."):
+        if info.name.startswith("langgraph_ctx.cli") or info.name.endswith(
+            ("middleware", "testing")
+        ):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseModel)
+                and value.__module__ == info.name
+            ):
+                found.add((value.__module__, value.__qualname__))
+    assert found == set(PACKAGE_MODELS)
+
+
+def test_a_package_model_nested_in_a_serialized_value_comes_back(tmp_path):
+    from langgraph_ctx import ContextBudget
+
+    budget = ContextBudget.preset("fast")
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"odd": 1}
+    cp["channel_values"] = {"odd": {1: budget}}  # int keys: not JSON, so the serializer
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    JsonlSaver(tmp_path).put(config, cp, {}, {"odd": 1})
+    got = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]["odd"]
+    assert got == {1: budget}

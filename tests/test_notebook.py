@@ -46,7 +46,7 @@ def test_notebook_runs_and_shows_usage_compaction_fork_revert_and_the_plot(execu
         return outputs(match)
 
     # the context usage renders as an HTML bar in the notebook, and as a text bar
-    _, usage = cell('state = graph.invoke({"messages": [("user", "Hi!')
+    _, usage = cell("hello = ")
     assert "text/html" in usage and "%" in usage["text/html"]
     text, _ = cell('print(state["context_usage"])')
     assert "/1,200" in text

@@ -260,7 +260,8 @@ def test_mode_switch_changes_only_the_system_prefix_and_keeps_history(saver: Jso
     # The thread file holds every message of the history, and a fresh saver reads them back.
     lines = [json.loads(line) for line in Path(saver.path("modes")).read_text().splitlines()]
     stored = [line["msg"] for line in lines if line["t"] == "msg" and "msg" in line]
-    assert [m["content"] for m in stored if m["type"] != "system"] == expected
+    # (background puts may land in either order; the file holds each message once)
+    assert sorted(m["content"] for m in stored if m["type"] != "system") == sorted(expected)
     again = prompt_graph(JsonlSaver(saver.storage.root), model).get_state(config)
     assert [m.content for m in again.values["messages"]] == expected
     assert again.values["mode"] == "chat"

@@ -55,6 +55,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
+from langgraph_ctx.context.active_context import ActiveContext, replace_active_context
 from langgraph_ctx.context.budget import ContextUsage
 from langgraph_ctx.context.compaction.core import run_async, run_sync
 from langgraph_ctx.context.llm_error import llm_error_message
@@ -87,6 +88,7 @@ class ContextMiddlewareState(AgentState):
     compaction_log: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
     compaction_cursor: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
     error_notebook: NotRequired[Annotated[list[ErrorRecord], add_errors]]
+    active_context: NotRequired[Annotated[ActiveContext | None, replace_active_context]]
 
 
 def _current_config() -> RunnableConfig | None:

@@ -32,6 +32,10 @@ Each model call, in one step:
 
 `messages` is never changed (unless you ask compaction for `rewrite_messages=True`): the
 checkpointer keeps every message, and switching `mode` changes only the system prefix.
+When the state has an `active_context` (written by the context tools,
+`langgraph_ctx.tools.context_tools`), steps 2-4 work on the active context instead of the
+whole history: the conversation starts where the context started, behind a loaded
+archive if there is one (`langgraph_ctx.context.active_context.active_messages`).
 Writing the prompt and counting it happen in the same step, so the budget always counts
 the prompt that is sent, also right after a mode switch.
 """
@@ -47,6 +51,7 @@ from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, conve
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
+from langgraph_ctx.context.active_context import active_messages
 from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
 from langgraph_ctx.context.compaction.core import StrategyLike, run_async, run_sync
 from langgraph_ctx.context.compaction.summarizer import ModelCall, ModelReply
@@ -141,6 +146,22 @@ def _newest_ai_has_usage(messages: Sequence[BaseMessage]) -> bool:
     return False
 
 
+def _measured_prefix(state: Any, conversation: Sequence[BaseMessage]) -> bool:
+    """Whether the previous request (`llm_input_messages`) is where `conversation` starts.
+
+    The provider's usage on the newest AI message measured that request; it calibrates
+    this one only if this one continues it. Switching the active context breaks that.
+    """
+    sent = _get(state, "llm_input_messages") or []
+    previous = [m for m in sent if not is_system_prompt_message(m)]
+    if not previous:
+        return False
+    now = model_input(None, conversation)
+    return len(now) > len(previous) and all(
+        a.id is not None and a.id == b.id for a, b in zip(now, previous, strict=False)
+    )
+
+
 def _thread_id(config: RunnableConfig | None) -> str | None:
     thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
     return str(thread_id) if thread_id is not None else None
@@ -225,6 +246,10 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         the budget does (the middleware passes the request's tools).
         """
         messages = convert_to_messages(_get(state, "messages") or [])
+        # What the model works with: the whole history, or the active context of the
+        # context tools (its start, behind a loaded archive). `messages` stays whole.
+        tracked = "active_context" in state if isinstance(state, Mapping) else False
+        conversation = active_messages(messages, _get(state, "active_context"))
         composed = self.prompt.compose(state) if self.prompt is not None else None
         host_prompt = _get(state, "system_prompt") if composed is None else None
         counted_prompt = composed or (
@@ -241,21 +266,23 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         same_prefix = composed is None or composed == _get(state, "system_prompt")
         cursor = _get(state, "compaction_cursor")
         view_active = isinstance(cursor, Mapping) and cursor.get("view_tokens") is not None
-        calibrate = self.budget.calibrate and same_prefix and _newest_ai_has_usage(messages)
-        before = self._usage(messages, counted_prompt, tools, calibrate and not view_active)
+        calibrate = self.budget.calibrate and same_prefix and _newest_ai_has_usage(conversation)
+        if calibrate and (tracked or conversation is not messages):
+            calibrate = _measured_prefix(state, conversation)
+        before = self._usage(conversation, counted_prompt, tools, calibrate and not view_active)
 
         update: dict[str, Any] = {}
         if composed is not None and composed != _get(state, "system_prompt"):
             update["system_prompt"] = composed  # only when it changed: a write is stored
         if self.prompt is not None and not _get(state, "mode"):
             update["mode"] = self.prompt.mode  # the state says which mode is active
-        view: list[BaseMessage] = messages
+        view: list[BaseMessage] = conversation
         compacted = False
         if self.compaction is not None:
             previous = _get(state, "llm_input_messages") or []
             overlay = {
                 **_as_dict(state),
-                "messages": messages,
+                "messages": conversation,
                 "context_usage": before,
                 # The compacted view without the prompt this pipeline put in front of it.
                 "llm_input_messages": [m for m in previous if not is_system_prompt_message(m)],
@@ -267,10 +294,12 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
                 view = [m for m in written["messages"] if not isinstance(m, RemoveMessage)]
             elif written.get("llm_input_messages") is not None:
                 view = list(written["llm_input_messages"])
-                view = self._keep_llm_error(messages, view, update)
+                view = self._keep_llm_error(conversation, view, update)
 
         final = model_input(composed, view)
-        unchanged = view is messages and len(final) == len(messages) + (composed is not None)
+        unchanged = view is conversation and len(final) == len(conversation) + (
+            composed is not None
+        )
         if unchanged and not view_active:
             usage = before
         else:

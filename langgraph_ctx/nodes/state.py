@@ -26,6 +26,7 @@ this package, as docs/CONTRACTS.md requires):
 | `compaction_log` | compaction | one record per compaction (appended) |
 | `compaction_cursor` | compaction | where compaction stopped reading |
 | `error_notebook` | model node, pipeline, tools | the last 50 failures (appended, sliding window) |
+| `active_context` | context tools, you | where the model's conversation starts; a loaded archive |
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from langgraph.graph import MessagesState
 from langgraph.prebuilt.chat_agent_executor import AgentState
 from typing_extensions import NotRequired
 
+from langgraph_ctx.context.active_context import ActiveContext, replace_active_context
 from langgraph_ctx.context.budget import ContextUsage
 from langgraph_ctx.context.notebook import ErrorRecord, add_errors
 from langgraph_ctx.context.prompt import Mode, RunContext
@@ -57,6 +59,7 @@ class ContextState(MessagesState):
     compaction_log: Annotated[list[dict[str, Any]], operator.add]
     compaction_cursor: NotRequired[dict[str, Any]]
     error_notebook: Annotated[list[ErrorRecord], add_errors]
+    active_context: Annotated[ActiveContext | None, replace_active_context]
 
 
 class ContextAgentState(AgentState):
@@ -71,3 +74,4 @@ class ContextAgentState(AgentState):
     compaction_log: Annotated[list[dict[str, Any]], operator.add]
     compaction_cursor: NotRequired[dict[str, Any]]
     error_notebook: Annotated[list[ErrorRecord], add_errors]
+    active_context: Annotated[ActiveContext | None, replace_active_context]

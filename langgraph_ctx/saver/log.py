@@ -54,6 +54,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_ctx.codec import (
     DEFAULT_CHECKPOINT_VERSION,
     FORMAT_VERSION,
+    PACKAGE_MODELS,
     CodecError,
     decode_value,
     dumps_line,
@@ -692,8 +693,8 @@ class LogSaver(BaseCheckpointSaver[int]):
         on_corrupt: OnCorrupt = "raise",
     ) -> None:
         if serde is None:
-            allowed = list(allowed_types)
-            serde = JsonPlusSerializer(allowed_msgpack_modules=allowed or None)
+            allowed = [*PACKAGE_MODELS, *allowed_types]
+            serde = JsonPlusSerializer(allowed_msgpack_modules=allowed)
         super().__init__(serde=serde)
         if on_corrupt not in ("raise", "skip"):
             raise ValueError("on_corrupt must be 'raise' or 'skip'")

@@ -1,0 +1,169 @@
+"""Ranked text search over a handful of documents: Okapi BM25, pure Python, no index.
+
+Used by `chat_context_load(query=...)` to find an archived context by its title, summary
+and messages. A thread has tens of archives, not millions, so the documents are scored
+directly each time; nothing is stored.
+
+```python
+from langgraph_ctx.context.search import rank
+
+docs = [["Paris trip", "Day 1: Louvre; day 2: Orsay museum"], ["CSV parser", "use csv.reader"]]
+[(r.index, round(r.score, 2), r.terms) for r in rank("museums in Paris", docs)]
+# [(0, 1.24, ('museums', 'paris'))]
+rank("zebra", docs)                                   # []: no match
+rank("跨轮", [["修复跨轮 context 保持"]])[0].index       # 0
+```
+
+Why BM25, and why our own ~60 lines rather than `rank-bm25`:
+
+- BM25 ranks by the words that are rare across the archives (idf) and saturates repeated
+  words (k1), so a long archive that mentions "Paris" thirty times does not drown a short
+  one titled "Paris trip". It needs no model and no network, and its scores can be
+  explained (`Ranked.terms`).
+- `rank-bm25`'s `BM25Okapi` (0.2.2, the current release) uses the idf
+  `log((N - n + 0.5) / (n + 0.5))`, which is zero or negative for a word found in half
+  the documents or more. With one archive a matching query scores below a non-matching
+  one (-0.27 vs 0); with two, a word found in one of them scores 0, like no match.
+  One to three archives is the common case here. We use Lucene's idf,
+  `ln(1 + (N - n + 0.5) / (n + 0.5))`, which is always positive.
+- It needs numpy, and has no tokenizer: the tokenizer (words, CJK bigrams, a light
+  plural stemmer, stop words) is most of the work anyway.
+
+Documents are lists of fields; a field can be weighted (the title counts twice in
+`chat_context_load`), which is BM25F's idea in its simplest form: a weighted field's
+words are counted that many times.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Final, NamedTuple
+
+__all__ = ["STOP_WORDS", "Ranked", "rank", "tokenize"]
+
+K1: Final[float] = 1.2
+B: Final[float] = 0.75
+
+#: Words too common to tell archives apart (English function words, chat filler).
+_STOP_TEXT = """
+a about after again all also am an and any are as at back be been before but by can could
+did do does doing for from had has have he her here hers him his how i if in into is it its
+just let me more most my no not now of on or our ours out over please she should so some
+than that the their them then there these they this those to too under up us very was we
+were what when where which while who why will with would you your yours go going get got
+tell show talk earlier previous last context conversation
+"""
+STOP_WORDS: Final[frozenset[str]] = frozenset(_STOP_TEXT.split())
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+"
+)
+
+
+def _stem(word: str) -> str:
+    """Harman's S-stemmer: plurals to singular (`museums` -> `museum`, `cities` -> `city`)."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Search terms of `text`: lower-cased words, plurals folded, CJK as character bigrams.
+
+    Chinese, Japanese and Korean have no spaces; overlapping character pairs are the
+    usual way to index them without a dictionary (a one-character run stays one term).
+
+    Example:
+        ```python
+        tokenize("The Museums of Paris")   # ['museum', 'pari']: stop words out, plurals folded
+        tokenize("修复跨轮 bug")             # ['修复', '复跨', '跨轮', 'bug']
+        ```
+    """
+    return [term for term, _ in _terms(text)]
+
+
+def _terms(text: str) -> Iterator[tuple[str, str]]:
+    """(term, the word it came from) for each search term of `text`."""
+    for run in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+        at = 0
+        for cjk in _CJK.finditer(run):
+            yield from _words(run[at : cjk.start()])
+            chars = cjk.group()
+            for pair in [a + b for a, b in itertools.pairwise(chars)] or [chars]:
+                yield pair, pair
+            at = cjk.end()
+        yield from _words(run[at:])
+
+
+def _words(text: str) -> list[tuple[str, str]]:
+    return [(_stem(text), text)] if text and text not in STOP_WORDS else []
+
+
+class Ranked(NamedTuple):
+    """One matching document: its position in the input, its score, the query words it has."""
+
+    index: int
+    score: float
+    terms: tuple[str, ...]
+
+
+def rank(
+    query: str,
+    documents: Sequence[Sequence[str]],
+    *,
+    weights: Sequence[int] | None = None,
+) -> list[Ranked]:
+    """Documents matching `query`, best first (BM25); ties keep the input order.
+
+    Args:
+        query: free text.
+        documents: each a sequence of fields (title, summary, body, ...).
+        weights: how many times each field's words count (default 1 each).
+
+    Returns:
+        Only documents with a positive score: `[]` when nothing matches (or the query has
+        no searchable words).
+    """
+    words: dict[str, str] = {}
+    for term, word in _terms(query):
+        words.setdefault(term, word)
+    terms = list(words)
+    if not terms or not documents:
+        return []
+    bags: list[Counter[str]] = []
+    for fields in documents:
+        bag: Counter[str] = Counter()
+        for i, field in enumerate(fields):
+            weight = weights[i] if weights is not None and i < len(weights) else 1
+            for term in tokenize(field):
+                bag[term] += weight
+        bags.append(bag)
+    n_docs = len(bags)
+    lengths = [sum(bag.values()) for bag in bags]
+    average = (sum(lengths) / n_docs) or 1.0
+    idf = {
+        t: math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+        for t in terms
+        if (df := sum(1 for bag in bags if t in bag))
+    }
+    ranked = []
+    for i, bag in enumerate(bags):
+        norm = K1 * (1 - B + B * lengths[i] / average)
+        found = [t for t in terms if t in bag and t in idf]
+        score = sum(idf[t] * bag[t] * (K1 + 1) / (bag[t] + norm) for t in found)
+        if score > 0:
+            ranked.append(Ranked(i, score, tuple(words[t] for t in found)))
+    ranked.sort(key=lambda r: -r.score)  # stable: equal scores keep the input order
+    return ranked
