@@ -548,9 +548,9 @@ class _Index:
                 )
                 raise self.corrupt(body_line, f"{exc}{note}") from None
             self.templates.put(ordinal, template)
-        msg = _fresh_copy(template)
-        self.remember(msg, ordinal)
-        return msg
+        # Not remembered by identity: a decoded list is matched as a whole next time
+        # (`list_objs`); a weakref per message would cost every read O(history).
+        return _fresh_copy(template)
 
     def remember(
         self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...] | None = None
