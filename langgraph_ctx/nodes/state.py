@@ -37,41 +37,37 @@ from typing import Annotated, Any
 from langchain_core.messages import AnyMessage
 from langgraph.graph import MessagesState
 from langgraph.prebuilt.chat_agent_executor import AgentState
-from typing_extensions import NotRequired
+from typing_extensions import NotRequired, TypedDict
 
 from langgraph_ctx.context.active_context import ActiveContext, replace_active_context
 from langgraph_ctx.context.budget import ContextUsage
 from langgraph_ctx.context.notebook import ErrorRecord, add_errors
 from langgraph_ctx.context.prompt import Mode, RunContext
 
-__all__ = ["ContextAgentState", "ContextState"]
+__all__ = ["ContextAgentState", "ContextKeys", "ContextState"]
 
 
-class ContextState(MessagesState):
+class ContextKeys(TypedDict):
+    """The keys of the context pipeline, the model node, the notebook and the context tools.
+
+    A mixin: add it to your own state (`class MyState(MessagesState, ContextKeys)`).
+    """
+
+    mode: NotRequired[Mode]
+    run_context: NotRequired[RunContext | dict[str, Any] | None]
+    system_prompt: NotRequired[str | None]
+    llm_input_messages: NotRequired[list[AnyMessage]]
+    context_usage: NotRequired[ContextUsage]
+    running_summary: NotRequired[dict[str, Any] | None]
+    compaction_log: Annotated[list[dict[str, Any]], operator.add]
+    compaction_cursor: NotRequired[dict[str, Any]]
+    error_notebook: Annotated[list[ErrorRecord], add_errors]
+    active_context: Annotated[ActiveContext | None, replace_active_context]
+
+
+class ContextState(MessagesState, ContextKeys):
     """`MessagesState` plus the keys of the context pipeline, the model node and the notebook."""
 
-    mode: NotRequired[Mode]
-    run_context: NotRequired[RunContext | dict[str, Any] | None]
-    system_prompt: NotRequired[str | None]
-    llm_input_messages: NotRequired[list[AnyMessage]]
-    context_usage: NotRequired[ContextUsage]
-    running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], operator.add]
-    compaction_cursor: NotRequired[dict[str, Any]]
-    error_notebook: Annotated[list[ErrorRecord], add_errors]
-    active_context: Annotated[ActiveContext | None, replace_active_context]
 
-
-class ContextAgentState(AgentState):
+class ContextAgentState(AgentState, ContextKeys):
     """`create_react_agent`'s `AgentState` plus the same keys as `ContextState`."""
-
-    mode: NotRequired[Mode]
-    run_context: NotRequired[RunContext | dict[str, Any] | None]
-    system_prompt: NotRequired[str | None]
-    llm_input_messages: NotRequired[list[AnyMessage]]
-    context_usage: NotRequired[ContextUsage]
-    running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], operator.add]
-    compaction_cursor: NotRequired[dict[str, Any]]
-    error_notebook: Annotated[list[ErrorRecord], add_errors]
-    active_context: Annotated[ActiveContext | None, replace_active_context]

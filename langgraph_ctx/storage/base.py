@@ -8,6 +8,8 @@ their index.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -23,6 +25,44 @@ class Synced(NamedTuple):
     """Line number of ``lines[0]``."""
     lines: list[bytes]
     """Complete lines, without their trailing newline."""
+
+
+class ThreadLock(ABC):
+    """One thread log's lock: re-entrant within a process, plus a lock other processes
+    see, taken by `_acquire` on entering the outermost `hold` and dropped by `_release`
+    on leaving it. A shared hold cannot be upgraded to an exclusive one."""
+
+    def __init__(self) -> None:
+        self.rlock = threading.RLock()
+        self.depth = 0
+        self.exclusive = False
+        self.owner: int | None = None  # the OS thread inside the outermost ``hold``
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool) -> Iterator[None]:
+        with self.rlock:
+            if self.depth == 0:
+                self._acquire(exclusive)
+                self.exclusive = exclusive
+                self.owner = threading.get_ident()
+            elif exclusive and not self.exclusive:
+                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.owner = None
+                    self._release()
+
+    @abstractmethod
+    def _acquire(self, exclusive: bool) -> None:
+        """Take the cross-process lock (shared or exclusive)."""
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Drop the cross-process lock taken by `_acquire`."""
 
 
 class LogStorage(ABC):

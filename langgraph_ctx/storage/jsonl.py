@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import ThreadNotFoundError
-from langgraph_ctx.storage.base import LogStorage, Synced
+from langgraph_ctx.storage.base import LogStorage, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -67,33 +67,15 @@ class _FileState:
         return len(self.offsets) - 1
 
 
-class _ThreadLock:
+class _ThreadLock(ThreadLock):
     """Re-entrant in-process lock plus an flock on the thread's lock file."""
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
-        self.rlock = threading.RLock()
-        self.depth = 0
-        self.exclusive = False
         self.fd: int | None = None
 
-    @contextlib.contextmanager
-    def hold(self, exclusive: bool) -> Iterator[None]:
-        with self.rlock:
-            if self.depth == 0:
-                self._acquire(exclusive)
-            elif exclusive and not self.exclusive:
-                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
-            self.depth += 1
-            try:
-                yield
-            finally:
-                self.depth -= 1
-                if self.depth == 0:
-                    self._release()
-
     def _acquire(self, exclusive: bool) -> None:
-        self.exclusive = exclusive
         if fcntl is None:  # pragma: no cover - Windows: in-process lock only
             return
         try:

@@ -56,7 +56,7 @@ from langgraph_ctx.errors import (
     StorageUnavailableError,
     ThreadNotFoundError,
 )
-from langgraph_ctx.storage.base import LogStorage, Synced
+from langgraph_ctx.storage.base import LogStorage, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -293,7 +293,7 @@ class _Keys:
         return [self.log, self.gen, self.backup, self.lock]
 
 
-class _ThreadLock:
+class _ThreadLock(ThreadLock):
     """Re-entrant in-process lock plus, when exclusive, a Redis lock (SET NX PX + token).
 
     The Redis lock is released by the first write that commits under it (in
@@ -301,14 +301,11 @@ class _ThreadLock:
     """
 
     def __init__(self, storage: RedisStorage, thread_id: str, key: str) -> None:
+        super().__init__()
         self.storage = storage
         self.thread_id = thread_id
         self.key = key
-        self.rlock = threading.RLock()
-        self.depth = 0
-        self.exclusive = False
         self.token: str | None = None  # while this process holds the Redis lock
-        self.owner: int | None = None  # the OS thread inside ``hold``
 
     def write_token(self) -> str:
         """The token a write by the calling OS thread should release ('' = none)."""
@@ -316,26 +313,14 @@ class _ThreadLock:
             return ""
         return self.token
 
-    @contextlib.contextmanager
-    def hold(self, exclusive: bool) -> Iterator[None]:
-        with self.rlock:
-            if self.depth == 0:
-                if exclusive:
-                    self.token = self.storage._acquire(self.thread_id, self.key)
-                self.exclusive = exclusive
-                self.owner = threading.get_ident()
-            elif exclusive and not self.exclusive:
-                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
-            self.depth += 1
-            try:
-                yield
-            finally:
-                self.depth -= 1
-                if self.depth == 0:
-                    self.owner = None
-                    if self.token is not None:
-                        token, self.token = self.token, None
-                        self.storage._release(self.thread_id, self.key, token)
+    def _acquire(self, exclusive: bool) -> None:
+        if exclusive:
+            self.token = self.storage._acquire(self.thread_id, self.key)
+
+    def _release(self) -> None:
+        if self.token is not None:
+            token, self.token = self.token, None
+            self.storage._release(self.thread_id, self.key, token)
 
 
 class RedisStorage(LogStorage):
