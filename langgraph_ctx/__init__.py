@@ -66,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "ContextPipeline": "langgraph_ctx.nodes.pipeline",
     "ContextState": "langgraph_ctx.nodes.state",
     "ContextAgentState": "langgraph_ctx.nodes.state",
+    "ContextKeys": "langgraph_ctx.nodes.state",
     "ModelNode": "langgraph_ctx.nodes.errors",
     "ModelCallPolicy": "langgraph_ctx.nodes.errors",
     "record_tool_errors": "langgraph_ctx.nodes.errors",
@@ -135,7 +136,7 @@ if TYPE_CHECKING:
     from langgraph_ctx.nodes.middleware import ContextMiddleware
     from langgraph_ctx.nodes.pipeline import ContextPipeline, context_pipeline
     from langgraph_ctx.nodes.prompt import SystemPromptNode
-    from langgraph_ctx.nodes.state import ContextAgentState, ContextState
+    from langgraph_ctx.nodes.state import ContextAgentState, ContextKeys, ContextState
     from langgraph_ctx.saver.jsonl import JsonlSaver
     from langgraph_ctx.saver.log import CheckpointInfo
     from langgraph_ctx.saver.redis import RedisLogSaver
