@@ -14,6 +14,25 @@ from typing import TYPE_CHECKING, Any
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.storage.thread_ids import encode_thread_id
 
+
+def append_checkpoints(saver: Any, ns: str, n: int) -> None:
+    """Put ``n`` growing message-list checkpoints (and a write each) into thread
+    ``shared``, namespace ``ns``: what each of two concurrent writer processes does."""
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ns}}
+    messages: list[AIMessage] = []
+    for i in range(n):
+        messages = [*messages, AIMessage(content=f"{ns} says {i} " + "x" * 2000, id=f"{ns}-{i}")]
+        cp = empty_checkpoint()
+        cp["channel_versions"] = {"messages": i + 1}
+        cp["channel_values"] = {"messages": messages}
+        config = saver.put(config, cp, {"source": "loop", "step": i}, {"messages": i + 1})
+        write = [AIMessage(content="w", id=f"{ns}-w{i}")]
+        saver.put_writes(config, [("messages", write)], f"task-{i}")
+
+
 if TYPE_CHECKING:  # the redis extra: imported only when a Redis backend is made
     from langgraph_ctx.saver.redis import RedisLogSaver
 

@@ -4,7 +4,6 @@ becomes JSONL threads that answer get_state and get_state_history as the databas
 from __future__ import annotations
 
 import json
-import operator
 import sqlite3
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
-from langgraph.types import Command, Send
+from langgraph.types import Command
 from typer.testing import CliRunner
 
 from langgraph_ctx import JsonlSaver
@@ -31,29 +30,13 @@ from langgraph_ctx.cli.migrate import (
 
 from .cli_scenarios import chat_graph, subgraph_with_interrupt, travel_agent
 from .conftest import history_view, snapshot_view
+from .test_saver_graphs import send_graph
 
 runner = CliRunner()
 
 
 def cfg(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}}
-
-
-def fan_out() -> StateGraph:
-    class State(TypedDict):
-        topics: list[str]
-        results: Annotated[list[str], operator.add]
-
-    def route(state):
-        return [Send("worker", {"topic": t}) for t in state["topics"]]
-
-    def worker(payload):
-        return {"results": [payload["topic"].upper()]}
-
-    builder = StateGraph(State)
-    builder.add_node("worker", worker)
-    builder.add_conditional_edges(START, route, ["worker"])
-    return builder
 
 
 def delta_graph() -> StateGraph:
@@ -75,7 +58,7 @@ def _graphs(saver: Any) -> dict[str, Any]:
         "chat": chat_graph(saver),
         "trip": travel_agent(saver),
         "nested": subgraph_with_interrupt().compile(checkpointer=saver),
-        "send": fan_out().compile(checkpointer=saver),
+        "send": send_graph().compile(checkpointer=saver),
         "delta": delta_graph().compile(checkpointer=saver),
     }
 

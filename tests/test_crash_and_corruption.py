@@ -173,22 +173,10 @@ def test_corrupt_message_body_is_reported_when_read(root):
 WRITER = textwrap.dedent(
     """
     import sys
-    from langchain_core.messages import AIMessage
-    from langgraph.checkpoint.base import empty_checkpoint
     from langgraph_ctx import JsonlSaver
+    from tests.backends import append_checkpoints
 
-    root, ns, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    saver = JsonlSaver(root)
-    config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ns}}
-    messages = []
-    for i in range(n):
-        messages = messages + [AIMessage(content=f"{ns} says {i} " + "x" * 2000, id=f"{ns}-{i}")]
-        cp = empty_checkpoint()
-        cp["channel_versions"] = {"messages": i + 1}
-        cp["channel_values"] = {"messages": messages}
-        config = saver.put(config, cp, {"source": "loop", "step": i}, {"messages": i + 1})
-        write = [AIMessage(content="w", id=f"{ns}-w{i}")]
-        saver.put_writes(config, [("messages", write)], f"task-{i}")
+    append_checkpoints(JsonlSaver(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
     """
 )
 
@@ -196,7 +184,10 @@ WRITER = textwrap.dedent(
 def test_two_processes_appending_to_one_thread_never_interleave(root):
     root.mkdir(parents=True)
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(root), ns, "40"]) for ns in ("p1", "p2")
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), ns, "40"], cwd=Path(__file__).parent.parent
+        )
+        for ns in ("p1", "p2")
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     saver = JsonlSaver(root)

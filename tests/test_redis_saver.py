@@ -241,22 +241,12 @@ def test_a_thread_expires_after_its_ttl(rb):
 WRITER = textwrap.dedent(
     """
     import sys
-    from langchain_core.messages import AIMessage
-    from langgraph.checkpoint.base import empty_checkpoint
     from langgraph_ctx.saver.redis import RedisLogSaver
+    from tests.backends import append_checkpoints
 
     url, prefix, ns, n, lock_timeout = sys.argv[1:4] + [int(sys.argv[4]), float(sys.argv[5])]
     saver = RedisLogSaver.from_url(url, prefix=prefix, lock_timeout=lock_timeout)
-    config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ns}}
-    messages = []
-    for i in range(n):
-        messages = messages + [AIMessage(content=f"{ns} says {i} " + "x" * 2000, id=f"{ns}-{i}")]
-        cp = empty_checkpoint()
-        cp["channel_versions"] = {"messages": i + 1}
-        cp["channel_values"] = {"messages": messages}
-        config = saver.put(config, cp, {"source": "loop", "step": i}, {"messages": i + 1})
-        write = [AIMessage(content="w", id=f"{ns}-w{i}")]
-        saver.put_writes(config, [("messages", write)], f"task-{i}")
+    append_checkpoints(saver, ns, n)
     """
 )
 
@@ -266,7 +256,10 @@ def test_two_processes_writing_one_thread_keep_one_order(rb, lock_timeout):
     """With a 1 ms lock timeout locks expire mid-write: the conditional append alone orders."""
     args = [rb.url, rb.prefix, "30", str(lock_timeout)]
     procs = [
-        subprocess.Popen([sys.executable, "-W", "ignore", "-c", WRITER, *args[:2], ns, *args[2:]])
+        subprocess.Popen(
+            [sys.executable, "-W", "ignore", "-c", WRITER, *args[:2], ns, *args[2:]],
+            cwd=Path(__file__).parent.parent,
+        )
         for ns in ("p1", "p2")
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]

@@ -240,7 +240,9 @@ def test_subgraph_state_with_interrupt(backend):
 # ---------------------------------------------------------------- Send
 
 
-def test_send_fan_out(backend):
+def send_graph() -> StateGraph:
+    """START fans out one `Send` per topic to a worker; results add up."""
+
     class State(TypedDict):
         topics: list[str]
         results: Annotated[list[str], operator.add]
@@ -254,6 +256,11 @@ def test_send_fan_out(backend):
     builder = StateGraph(State)
     builder.add_node("worker", worker)
     builder.add_conditional_edges(START, fan_out, ["worker"])
+    return builder
+
+
+def test_send_fan_out(backend):
+    builder = send_graph()
     config = {"configurable": {"thread_id": "send"}}
 
     def run(graph):
