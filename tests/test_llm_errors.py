@@ -23,6 +23,7 @@ from langgraph_ctx.context.llm_error import (
     llm_error_message,
     read_llm_error,
 )
+from langgraph_ctx.context.model_call import Invoke, ModelCallPolicy, Wait, drive_sync
 from langgraph_ctx.context.notebook import (
     NOTEBOOK_SIZE,
     add_errors,
@@ -390,3 +391,43 @@ def test_errors_in_reads_only_what_follows_the_last_model_call() -> None:
     assert record["id"] == "tool:new" and record["error_type"] == "ValueError"
     assert record["step"] == 4
     assert tool_error_record(old)["error_type"] == "KeyError"
+
+
+# -- the one model-call driver ----------------------------------------------------------
+
+
+def test_one_retry_policy_backs_off_and_retries_rejected_replies() -> None:
+    """The summarizer's rule (an unusable reply is retried) is the model node's policy."""
+    replies = iter(["", "", "a summary"])
+    policy = ModelCallPolicy(max_retries=2, retry_delay=0.5, partial_output=False)
+    steps = policy.attempts(
+        lambda: next(replies), check=lambda reply: None if reply else "empty reply"
+    )
+    requests = []
+    request = next(steps)
+    try:
+        while True:
+            requests.append(request)
+            answer = request.policy.call_sync(request.call) if isinstance(request, Invoke) else None
+            request = steps.send(answer)
+    except StopIteration as stop:
+        outcome, attempts = stop.value
+    assert [type(r).__name__ for r in requests] == ["Invoke", "Wait", "Invoke", "Wait", "Invoke"]
+    assert [r.seconds for r in requests if isinstance(r, Wait)] == [0.5, 1.0]
+    assert outcome.result == "a summary" and not outcome.failed and attempts == 3
+
+
+def test_the_last_rejected_reply_is_returned_with_its_reason() -> None:
+    policy = ModelCallPolicy(max_retries=1, retry_delay=0.0)
+    outcome, attempts = drive_sync(policy.attempts(lambda: "", check=lambda r: "empty reply"))
+    assert attempts == 2 and outcome.rejected == "empty reply" and outcome.error is None
+
+
+def test_summaries_and_the_model_node_share_the_driver() -> None:
+    """`compact_messages` answers the summarizer's calls with the same `drive_sync`."""
+    from langgraph_ctx.context.compaction import core, summarizer
+    from langgraph_ctx.nodes import errors, middleware, pipeline
+
+    for module in (core, errors, middleware, pipeline):
+        assert module.drive_sync is drive_sync
+    assert summarizer.ModelCallPolicy is errors.ModelCallPolicy is ModelCallPolicy

@@ -315,3 +315,28 @@ def test_a_missing_langchain_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
         importlib.import_module("langgraph_ctx.nodes.middleware")
     with pytest.raises(ImportError, match=r"langgraph-ctx\[agents\]"):
         context_pipeline("fast").middleware()
+
+
+def test_one_home_for_the_state_keys() -> None:
+    """Every state schema of the package declares the keys of `ContextKeys`."""
+    pytest.importorskip("langchain.agents.middleware")
+    from langgraph_ctx.nodes.middleware import ContextMiddlewareState
+    from langgraph_ctx.nodes.pipeline import PIPELINE_KEYS
+    from langgraph_ctx.nodes.state import PIPELINE_KEYS as STATE_PIPELINE_KEYS
+    from langgraph_ctx.nodes.state import ContextKeys
+
+    assert PIPELINE_KEYS is STATE_PIPELINE_KEYS
+    assert set(PIPELINE_KEYS) < set(ContextKeys.__annotations__)
+    for schema in (ContextState, ContextAgentState, ContextMiddlewareState):
+        assert set(ContextKeys.__annotations__) <= set(schema.__annotations__), schema
+
+
+def test_the_pipeline_counts_like_the_budget_node() -> None:
+    """The pipeline's `context_usage` is `BudgetNode.measure` of what it sends."""
+    pipeline = context_pipeline("fast", model="gpt-4o", prompt=PARTS, compaction=False)
+    state = {"messages": [("user", "hi"), ("ai", "hello"), ("user", "and now?")], "mode": "agent"}
+    update = pipeline.invoke(state)
+    prompt = update["llm_input_messages"][0].content
+    assert update["system_prompt"] == prompt
+    alone = pipeline.budget.usage({**state, "system_prompt": prompt})
+    assert update["context_usage"].used == alone.used

@@ -25,14 +25,11 @@ drops the key and the agent runs unchanged.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Any
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
-from langgraph.graph.message import add_messages
-from langgraph.prebuilt.chat_agent_executor import AgentState
-from typing_extensions import NotRequired, TypedDict
 
 from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
 from langgraph_ctx.context.tokens import (
@@ -40,22 +37,24 @@ from langgraph_ctx.context.tokens import (
     TokenCounter,
     encoding_loaded,
     load_encoding,
+    model_family,
 )
+from langgraph_ctx.nodes.state import BudgetAgentState, BudgetState, state_value
 
-__all__ = ["BudgetAgentState", "BudgetNode", "BudgetState"]
-
-
-class BudgetState(TypedDict):
-    """Smallest state for a graph with a `BudgetNode`; extend it with your own keys."""
-
-    messages: Annotated[list[AnyMessage], add_messages]
-    context_usage: NotRequired[ContextUsage]
+__all__ = ["BudgetAgentState", "BudgetNode", "BudgetState", "load_tokenizer_off_loop"]
 
 
-class BudgetAgentState(AgentState):
-    """`create_react_agent`'s `AgentState` plus `context_usage`."""
+async def load_tokenizer_off_loop(model: str, token_counter: Any = None) -> None:
+    """Load `model`'s BPE data in a thread the first time (about 0.5 s), off the event loop.
 
-    context_usage: NotRequired[ContextUsage]
+    Every async door that counts tokens awaits this first (`BudgetNode`, `CompactionNode`,
+    the pipeline and the middleware). Nothing to load with a custom `token_counter`.
+    """
+    if token_counter is not None:
+        return
+    encoding = model_family(model).encoding
+    if encoding and not encoding_loaded(encoding):
+        await asyncio.to_thread(load_encoding, encoding)
 
 
 class BudgetNode(Runnable[Any, dict[str, Any]]):
@@ -126,24 +125,53 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
     # -- the one implementation ---------------------------------------------
     def usage(self, state: Any) -> ContextUsage:
         """The `ContextUsage` for `state` (a dict or an object with attributes)."""
-        messages = _state_value(state, self.messages_key) or []
+        messages = state_value(state, self.messages_key) or []
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             messages = [messages]
-        system_prompt = _state_value(state, "system_prompt")
-        if not isinstance(system_prompt, str):
-            system_prompt = self.system_prompt
-        tools = _state_value(state, "tools")
-        if not isinstance(tools, Sequence) or isinstance(tools, (str, bytes)):
-            tools = self.tools
+        return self.measure(
+            messages,
+            system_prompt=self.system_prompt_of(state),
+            tools=self.tools_of(state),
+        )
+
+    def measure(
+        self,
+        messages: Sequence[Any],
+        *,
+        system_prompt: str | None,
+        tools: Sequence[Any] | None,
+        calibrate: bool | None = None,
+    ) -> ContextUsage:
+        """The `ContextUsage` of a request: these messages, system prompt and tools.
+
+        `calibrate`: anchor on provider usage (default: the node's `calibrate`); the
+        pipeline turns it off when the measured request is not a prefix of this one.
+        """
         return compute_usage(
             messages,
             self.budget,
             counter=self.counter,
             system_prompt=system_prompt,
             tools=tools,
-            calibrate=self.calibrate,
+            calibrate=self.calibrate if calibrate is None else calibrate,
             model=self.model,
         )
+
+    def count(self, message: BaseMessage) -> int:
+        """Tokens of one message (cached), as `measure` counts it."""
+        return self.counter.count(message)
+
+    def system_prompt_of(self, state: Any) -> str | None:
+        """The system prompt a request of `state` sends: the state's, else the node's."""
+        system_prompt = state_value(state, "system_prompt")
+        return system_prompt if isinstance(system_prompt, str) else self.system_prompt
+
+    def tools_of(self, state: Any) -> Sequence[Any] | None:
+        """The tools a request of `state` sends: the state's `tools`, else the node's."""
+        tools = state_value(state, "tools")
+        if not isinstance(tools, Sequence) or isinstance(tools, (str, bytes)):
+            return self.tools
+        return tools
 
     def __call__(self, state: Any) -> dict[str, Any]:
         return {self.output_key: self.usage(state)}
@@ -157,20 +185,15 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        encoding = self.counter.family.encoding
-        if self.counter.token_counter is None and not encoding_loaded(encoding):
-            # The first load reads ~0.5 s of BPE data: keep it off the event loop.
-            await asyncio.to_thread(load_encoding, encoding)
+        await self.load_tokenizer()
         return self(input)
+
+    async def load_tokenizer(self) -> None:
+        """Load this node's tokenizer off the event loop (see `load_tokenizer_off_loop`)."""
+        await load_tokenizer_off_loop(self.model, self.counter.token_counter)
 
     def __repr__(self) -> str:
         return f"BudgetNode(budget={self.budget.name or self.budget.total!r}, model={self.model!r})"
-
-
-def _state_value(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
 
 
 def _model_name_and_tools(model: str | Runnable[Any, Any]) -> tuple[str, list[Any] | None]:

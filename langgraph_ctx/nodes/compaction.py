@@ -35,24 +35,14 @@ again; below the trigger nothing is rescored or recounted.
 
 from __future__ import annotations
 
-import asyncio
-import operator
 import warnings
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from langchain_core.messages import (
-    AnyMessage,
-    BaseMessage,
-    RemoveMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
-from langgraph.prebuilt.chat_agent_executor import AgentState
-from typing_extensions import NotRequired, TypedDict
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_ctx.context.compaction.conversation import (
     READ_TOOL_RESULT,
@@ -64,18 +54,25 @@ from langgraph_ctx.context.compaction.conversation import (
     resolve_token_counter,
 )
 from langgraph_ctx.context.compaction.core import (
+    Compaction,
     StrategyLike,
     check_arguments,
     compaction_steps,
     resolve_strategy,
-    run_async,
-    run_sync,
 )
 from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import is_preview
 from langgraph_ctx.context.compaction.record import RunningSummary
-from langgraph_ctx.context.compaction.summarizer import ModelCall, ModelReply
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
+from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
+from langgraph_ctx.nodes.budget import load_tokenizer_off_loop
+from langgraph_ctx.nodes.state import (
+    CompactionAgentState,
+    CompactionState,
+    cursor_has_view,
+    state_value,
+    thread_id_of,
+)
 
 __all__ = ["CompactionAgentState", "CompactionNode", "CompactionState", "Trigger"]
 
@@ -83,27 +80,6 @@ TriggerKind = Literal["fraction", "tokens", "messages", "reserved"]
 Trigger = float | int | tuple[TriggerKind, float]
 """`0.8` (a fraction of the window), `12_000` (tokens), or `("fraction" | "tokens" |
 "messages" | "reserved", value)`; `("reserved", R)` fires when `used + R >= window`."""
-
-
-class CompactionState(TypedDict):
-    """Smallest state for a graph with a `CompactionNode`; extend it with your own keys."""
-
-    messages: Annotated[list[AnyMessage], add_messages]
-    llm_input_messages: NotRequired[list[AnyMessage]]
-    running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], operator.add]
-    compaction_cursor: NotRequired[dict[str, Any]]
-    context_usage: NotRequired[Any]
-
-
-class CompactionAgentState(AgentState):
-    """`create_react_agent`'s `AgentState` plus the keys `CompactionNode` writes."""
-
-    llm_input_messages: NotRequired[list[AnyMessage]]
-    running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], operator.add]
-    compaction_cursor: NotRequired[dict[str, Any]]
-    context_usage: NotRequired[Any]
 
 
 @dataclass(frozen=True)
@@ -215,15 +191,9 @@ class _Step:
         ).dump()
 
 
-def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
-
-
 def _usage(usage: Any, field: str) -> Any:
     """A field of `context_usage`, whether it is a ContextUsage or its JSON."""
-    return _get(usage, field) if usage is not None else None
+    return state_value(usage, field) if usage is not None else None
 
 
 class CompactionNode(Runnable[Any, dict[str, Any]]):
@@ -311,27 +281,82 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
     # -- the one implementation -------------------------------------------------
     def steps(
         self, state: Any, thread_id: str | None = None
-    ) -> Generator[ModelCall, ModelReply, dict[str, Any]]:
-        """The node's work as a generator of model calls (answered by invoke / ainvoke)."""
-        self._check_keys(state, thread_id)
+    ) -> Generator[Step, Any, dict[str, Any]]:
+        """The node's work on `state` as a generator of model calls (see `compact`)."""
+        return self.compact(
+            list(state_value(state, "messages") or []),
+            usage=state_value(state, "context_usage"),
+            cursor=state_value(state, "compaction_cursor"),
+            view=state_value(state, "llm_input_messages"),
+            summary=state_value(state, "running_summary"),
+            thread_id=thread_id,
+        )
+
+    def compact(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        usage: Any,
+        cursor: Any,
+        view: Sequence[BaseMessage] | None,
+        summary: Any,
+        thread_id: str | None = None,
+    ) -> Generator[Step, Any, dict[str, Any]]:
+        """Count, decide, compact (a summary may call a model) and return the state writes.
+
+        The inputs are the state's keys: `messages`, `context_usage` (a BudgetNode's count
+        of the request), `compaction_cursor`, `llm_input_messages` (the compacted view,
+        without a composed prompt) and `running_summary`. `ContextPipeline` calls it with
+        the active context and its own count; `steps` with the node's state.
+        """
+        self._check_keys(cursor, view, thread_id)
         self._remember(thread_id)  # every step writes compaction_cursor
-        usage = _get(state, "context_usage")
-        tokenizer = self.model or _usage(usage, "model") or "gpt-4o"
-        counter = resolve_token_counter(self.token_counter, tokenizer)
-        now = self._measure(state, usage, counter)
+        counter = resolve_token_counter(self.token_counter, self._tokenizer(usage))
+        now = self._measure(messages, cursor, view, usage, counter)
+        window, reserved = self._window(usage)
+        fires, why = self._fires(now.used, now.size, window, reserved)
+        if not fires:
+            return self._carry_on(now)
+        conv, max_tokens = self._read(now, usage, counter, summary, window, reserved)
+        compaction = yield from compaction_steps(
+            conv,
+            self.strategy,
+            max_tokens=max_tokens,
+            tokenizer=counter_name(self.token_counter, self._tokenizer(usage)),
+            reason=why,
+        )
+        return self._writes(compaction, now, counter)
+
+    # -- its steps -------------------------------------------------------------------
+    def _tokenizer(self, usage: Any) -> str:
+        return self.model or _usage(usage, "model") or "gpt-4o"
+
+    def _window(self, usage: Any) -> tuple[int | None, int]:
+        """The context window and the tokens reserved for the reply."""
         window = self.max_context_tokens or _usage(usage, "total")
         reserved = self.reserved_output
         if reserved is None:
             reserved = int(_usage(usage, "reserved_output") or 0)
-        fires, why = self._fires(now.used, now.size, window, reserved)
-        if not fires:
-            update: dict[str, Any] = {"compaction_cursor": now.cursor()}
-            if now.view is not None:
-                update["llm_input_messages"] = now.view
-            return update
+        return window, reserved
 
+    def _carry_on(self, now: _Step) -> dict[str, Any]:
+        """Below the trigger: move the cursor, keep the view (plus this step's messages)."""
+        update: dict[str, Any] = {"compaction_cursor": now.cursor()}
+        if now.view is not None:
+            update["llm_input_messages"] = now.view
+        return update
+
+    def _read(
+        self,
+        now: _Step,
+        usage: Any,
+        counter: TokenCounter,
+        summary: Any,
+        window: int | None,
+        reserved: int,
+    ) -> tuple[Conversation, int]:
+        """What to compact (the view, else the messages) and the tokens it may keep."""
         source = now.view if now.view is not None else now.messages
-        summary = _get(state, "running_summary")
         conv = Conversation.build(
             source,
             counter=counter,
@@ -350,18 +375,16 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
                 f"target {self.target.value:g} leaves no room for messages: the system prompt "
                 f"and tools alone take {now.overhead} tokens; raise target or max_context_tokens"
             )
-        compaction = yield from compaction_steps(
-            conv,
-            self.strategy,
-            max_tokens=max_tokens,
-            tokenizer=counter_name(self.token_counter, tokenizer),
-            reason=why,
-        )
+        return conv, max_tokens
+
+    def _writes(self, compaction: Compaction, now: _Step, counter: TokenCounter) -> dict[str, Any]:
+        """The state writes of a compaction: record, summary, and the view (or messages)."""
         record = compaction.record
-        update = {"compaction_log": [record.model_dump(mode="json")]}
+        update: dict[str, Any] = {"compaction_log": [record.model_dump(mode="json")]}
         if record.summary is not None:
             update["running_summary"] = record.summary.model_dump(mode="json")
         if self.rewrite_messages:
+            source = now.view if now.view is not None else now.messages
             kept = self._for_rewrite(compaction.messages, source, record)
             update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept]
             update["compaction_cursor"] = _Cursor.at(kept, messages_tokens=counter(kept)).dump()
@@ -371,15 +394,22 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             update["compaction_cursor"] = now.cursor()
         return update
 
-    def _measure(self, state: Any, usage: Any, counter: TokenCounter) -> _Step:
+    def _measure(
+        self,
+        messages: Sequence[BaseMessage],
+        cursor_value: Any,
+        view: Sequence[BaseMessage] | None,
+        usage: Any,
+        counter: TokenCounter,
+    ) -> _Step:
         """What the next request would send, counting only the messages new since last step."""
-        messages: list[BaseMessage] = list(_get(state, "messages") or [])
+        messages = list(messages)
         base = counter([])
 
         def count(items: Sequence[BaseMessage]) -> int:
             return sum(max(0, counter([m]) - base) for m in items)
 
-        cursor = _Cursor.read(_get(state, "compaction_cursor"))
+        cursor = _Cursor.read(cursor_value)
         start = cursor.start(messages)
         if start is None:  # the history was edited, reverted or replaced: start over
             cursor, start = _Cursor(), 0
@@ -390,7 +420,6 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         elif usage is None:
             now.messages_tokens = counter(messages)
 
-        view = _get(state, "llm_input_messages")
         if not self.rewrite_messages and cursor.view_tokens is not None and view:
             appended = [self._offloaded(m, counter, base) for m in new]
             now.view = [*view, *appended]
@@ -407,15 +436,14 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Run the node (sync): summaries use `model.invoke`."""
-        return run_sync(self.steps(input, _thread_id(config)))
+        return drive_sync(self.steps(input, thread_id_of(config)))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Run the node (async): summaries use `await model.ainvoke`."""
-        if self.token_counter is None:
-            await _load_tokenizer_off_loop(self.model or "gpt-4o")
-        return await run_async(self.steps(input, _thread_id(config)))
+        await load_tokenizer_off_loop(self.model or "gpt-4o", self.token_counter)
+        return await drive_async(self.steps(input, thread_id_of(config)))
 
     def __call__(self, state: Any) -> dict[str, Any]:
         return self.invoke(state)
@@ -504,7 +532,9 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             result.insert(at, _marker(len(record.dropped), dropped_tokens))
         return result
 
-    def _check_keys(self, state: Any, thread_id: str | None) -> None:
+    def _check_keys(
+        self, cursor: Any, view: Sequence[BaseMessage] | None, thread_id: str | None
+    ) -> None:
         """Warn once when the graph state drops the keys this node writes.
 
         LangGraph silently ignores writes to keys the state schema lacks; without
@@ -513,16 +543,10 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         """
         if thread_id is None or self._warned:
             return
-        cursor = _get(state, "compaction_cursor")
         missing = []
         if thread_id in self._threads and cursor is None:
             missing.append("compaction_cursor")
-        if (
-            isinstance(cursor, Mapping)
-            and cursor.get("view_tokens") is not None
-            and not self.rewrite_messages
-            and not _get(state, "llm_input_messages")
-        ):
+        if cursor_has_view(cursor) and not self.rewrite_messages and not view:
             missing.append("llm_input_messages")
         if missing:
             self._warned = True
@@ -541,11 +565,6 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             self._threads.add(thread_id)
 
 
-def _thread_id(config: RunnableConfig | None) -> str | None:
-    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-    return str(thread_id) if thread_id is not None else None
-
-
 def _marker(count: int, tokens: int) -> BaseMessage:
     """The summary message of `rewrite_messages` mode when no model summary exists."""
     return SystemMessage(
@@ -553,14 +572,3 @@ def _marker(count: int, tokens: int) -> BaseMessage:
         "without a model summary; they remain in the conversation log.",
         id="langgraph-ctx-compaction-marker",
     )
-
-
-async def _load_tokenizer_off_loop(model: str) -> None:
-    """Load the BPE data in a thread the first time, so the event loop is not blocked."""
-    try:
-        from langgraph_ctx.context.tokens import encoding_loaded, load_encoding, model_family
-    except ImportError:
-        return
-    encoding = model_family(model).encoding
-    if encoding and not encoding_loaded(encoding):
-        await asyncio.to_thread(load_encoding, encoding)

@@ -33,342 +33,39 @@ What LangGraph users can rely on:
   `raise_on` the exception types that should propagate to it. Interrupts
   (`GraphBubbleUp`) and cancellation always propagate.
 - **Sync and async** run the same steps (`ModelNode.steps`, a generator of calls).
+
+The limits, the retries and the capture of partial output are the model-call driver's
+(`langgraph_ctx.context.model_call`), shared with compaction's summarizer; this module
+turns its outcome into a reply or an LLM_ERROR message.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import threading
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
-from uuid import UUID, uuid4
+from typing import Any
+from uuid import uuid4
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    ToolMessage,
-    convert_to_messages,
-)
-from langchain_core.messages.ai import add_ai_message_chunks
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from langgraph_ctx.context.llm_error import llm_error_message
+from langgraph_ctx.context.model_call import ModelCallPolicy, Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import ErrorRecord, llm_error_record, tool_error_record
 from langgraph_ctx.context.prompt import read_run_context
-from langgraph_ctx.errors import ModelTimeoutError, PromptPartError
-from langgraph_ctx.nodes.pipeline import graph_step, run_labels, stands_for
+from langgraph_ctx.errors import PromptPartError
+from langgraph_ctx.nodes.state import graph_step, run_labels, stands_for, state_value
 
 __all__ = [
-    "Attempt",
-    "ModelCallPolicy",
+    "ModelCallPolicy",  # defined in langgraph_ctx.context.model_call, exported here too
     "ModelNode",
     "arecord_tool_errors",
-    "drive_async",
-    "drive_sync",
     "record_tool_errors",
     "reply_tags",
     "tag_reply",
 ]
-
-T = TypeVar("T")
-
-# ---------------------------------------------------------------------------
-# Capturing what a model streamed before it failed
-# ---------------------------------------------------------------------------
-
-
-class ModelCallAbandoned(Exception):
-    """Raised inside an abandoned (timed-out) sync call at its next token, to stop it
-    (LangChain logs it as an error of the `PartialOutputCapture` callback)."""
-
-
-class PartialOutputCapture(BaseCallbackHandler):
-    """Collects the chunks each chat-model run streams, to keep them if the run fails.
-
-    Having `tap_output_iter` / `tap_output_aiter` makes it a streaming handler to
-    LangChain (the protocol LangGraph's `stream_mode="messages"` handler uses), so
-    `invoke` streams from the provider and the tokens arrive here.
-    """
-
-    raise_error = True  # so that raising ModelCallAbandoned reaches (and stops) the model
-
-    def __init__(self) -> None:
-        self.chunks: dict[UUID, list[AIMessageChunk]] = {}
-        self.order: list[UUID] = []
-        self.failed: UUID | None = None
-        self.last_output = time.monotonic()
-        self.abandoned = False
-
-    def tap_output_aiter(self, run_id: UUID, output: Any) -> Any:
-        return output
-
-    def tap_output_iter(self, run_id: UUID, output: Any) -> Any:
-        return output
-
-    def on_chat_model_start(
-        self, serialized: Any, messages: Any, *, run_id: UUID, **kwargs: Any
-    ) -> None:
-        self.chunks.setdefault(run_id, [])
-        self.order.append(run_id)
-
-    def on_llm_new_token(
-        self, token: str, *, chunk: Any = None, run_id: UUID, **kwargs: Any
-    ) -> None:
-        if self.abandoned:
-            raise ModelCallAbandoned("the call ran past its time limit; stopped here")
-        self.last_output = time.monotonic()
-        if isinstance(chunk, ChatGenerationChunk) and isinstance(chunk.message, AIMessageChunk):
-            self.chunks.setdefault(run_id, []).append(chunk.message)
-
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self.failed = run_id
-
-    def partial(self) -> AIMessageChunk | None:
-        """The merged chunks of the failed run (else of the newest run), or None."""
-        run = self.failed if self.failed in self.chunks else (self.order or [None])[-1]
-        chunks = self.chunks.get(run) if run is not None else None
-        if not chunks:
-            return None
-        return add_ai_message_chunks(chunks[0], *chunks[1:]) if len(chunks) > 1 else chunks[0]
-
-
-_CAPTURE: contextvars.ContextVar[PartialOutputCapture | None] = contextvars.ContextVar(
-    "langgraph_ctx_partial_capture", default=None
-)
-# Every callback manager configured while _CAPTURE is set includes its handler, so the
-# model call made deep inside a handler (create_agent's) is captured too.
-register_configure_hook(_CAPTURE, inheritable=True)
-
-
-# ---------------------------------------------------------------------------
-# One attempt, and the policy around attempts
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class Attempt:
-    """The outcome of one model call: its result, or its error and the partial output."""
-
-    result: Any = None
-    error: BaseException | None = None
-    partial: AIMessageChunk | None = None
-
-
-@dataclass(frozen=True)
-class _Invoke:
-    """Step request: call the model (sync or async door) under the policy's limits."""
-
-    call: Callable[[], Any] | None
-    acall: Callable[[], Awaitable[Any]] | None
-
-
-@dataclass(frozen=True)
-class _Wait:
-    """Step request: wait before retrying."""
-
-    seconds: float
-
-
-_Step = _Invoke | _Wait
-
-
-@dataclass(frozen=True)
-class ModelCallPolicy:
-    """Time limits and retries of a model call (shared by `ModelNode` and the middleware).
-
-    Args:
-        timeout: seconds one attempt may take, from the request to the last token.
-        chunk_timeout: seconds to wait for the first token, and between tokens.
-        max_retries: retries of a failure that happened before any output was streamed.
-        retry_delay: seconds before the first retry; doubles for each further one.
-        raise_on: exception types that propagate instead of becoming an LLM_ERROR message.
-    """
-
-    timeout: float | None = None
-    chunk_timeout: float | None = None
-    max_retries: int = 0
-    retry_delay: float = 1.0
-    raise_on: tuple[type[BaseException], ...] = field(default=())
-
-    def __post_init__(self) -> None:
-        for name in ("timeout", "chunk_timeout"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if self.max_retries < 0 or self.retry_delay < 0:
-            raise ValueError("max_retries and retry_delay must not be negative")
-
-    def attempts(
-        self,
-        call: Callable[[], Any] | None = None,
-        acall: Callable[[], Awaitable[Any]] | None = None,
-    ) -> Generator[_Step, Any, tuple[Attempt, int]]:
-        """Attempt the call, retrying as the policy says; returns the last outcome and count.
-
-        `call` is used by `drive_sync`, `acall` by `drive_async`.
-        """
-        count = 0
-        while True:
-            count += 1
-            outcome: Attempt = yield _Invoke(call, acall)
-            error = outcome.error
-            if error is None:
-                return outcome, count
-            if isinstance(error, GraphBubbleUp) or (
-                self.raise_on and isinstance(error, self.raise_on)
-            ):
-                raise error
-            streamed = outcome.partial is not None and (
-                outcome.partial.content or outcome.partial.tool_call_chunks
-            )
-            if count > self.max_retries or streamed:
-                return outcome, count
-            yield _Wait(self.retry_delay * 2 ** (count - 1))
-
-    # -- limits -------------------------------------------------------------------
-    def _expired(self, started: float, capture: PartialOutputCapture) -> ModelTimeoutError | None:
-        now = time.monotonic()
-        if self.timeout is not None and now - started >= self.timeout:
-            return ModelTimeoutError(self.timeout, "complete reply")
-        if self.chunk_timeout is not None and now - capture.last_output >= self.chunk_timeout:
-            return ModelTimeoutError(self.chunk_timeout, "output")
-        return None
-
-    def _until_limit(self, started: float, capture: PartialOutputCapture) -> float | None:
-        now = time.monotonic()
-        waits = []
-        if self.timeout is not None:
-            waits.append(started + self.timeout - now)
-        if self.chunk_timeout is not None:
-            waits.append(capture.last_output + self.chunk_timeout - now)
-        return max(0.001, min(waits)) if waits else None
-
-    # -- the two doors: the same limits, sync (a thread) or async (a task) ---------------
-    def call_sync(self, call: Callable[[], Any]) -> Attempt:
-        """Run `call` once under the limits, capturing what it streams."""
-        capture = PartialOutputCapture()
-        token = _CAPTURE.set(capture)
-        try:
-            if self.timeout is None and self.chunk_timeout is None:
-                try:
-                    return Attempt(result=call())
-                except Exception as err:  # the model failed: keep what it streamed
-                    return Attempt(error=err, partial=capture.partial())
-            box: dict[str, Any] = {}
-            done = threading.Event()
-
-            def work() -> None:
-                try:
-                    box["result"] = call()
-                except BaseException as err:  # handed to the caller below
-                    box["error"] = err
-                finally:
-                    done.set()
-
-            context = contextvars.copy_context()  # LangGraph's config and the capture
-            capture.last_output = started = time.monotonic()
-            threading.Thread(
-                target=context.run, args=(work,), daemon=True, name="langgraph-ctx-model-call"
-            ).start()
-            while not done.wait(self._until_limit(started, capture)):
-                expired = self._expired(started, capture)
-                if expired is not None:
-                    capture.abandoned = True
-                    return Attempt(error=expired, partial=capture.partial())
-            if "error" in box:
-                error = box["error"]
-                if not isinstance(error, Exception):
-                    raise error
-                return Attempt(error=error, partial=capture.partial())
-            return Attempt(result=box["result"])
-        finally:
-            _CAPTURE.reset(token)
-
-    async def call_async(self, acall: Callable[[], Awaitable[Any]]) -> Attempt:
-        """Run `acall` once under the limits, capturing what it streams."""
-        capture = PartialOutputCapture()
-        token = _CAPTURE.set(capture)
-        try:
-            capture.last_output = started = time.monotonic()
-            task = asyncio.ensure_future(acall())  # the task copies the context: capture set
-            try:
-                while True:
-                    done, _ = await asyncio.wait(
-                        {task}, timeout=self._until_limit(started, capture)
-                    )
-                    if done:
-                        break
-                    expired = self._expired(started, capture)
-                    if expired is not None:
-                        task.cancel()
-                        await asyncio.gather(task, return_exceptions=True)
-                        return Attempt(error=expired, partial=capture.partial())
-            except BaseException:
-                task.cancel()  # we are cancelled ourselves: do not leave the call running
-                raise
-            error = task.exception()
-            if error is None:
-                return Attempt(result=task.result())
-            if not isinstance(error, Exception):
-                raise error
-            return Attempt(error=error, partial=capture.partial())
-        finally:
-            _CAPTURE.reset(token)
-
-
-def drive_sync(steps: Generator[_Step, Any, T], policy: ModelCallPolicy) -> T:
-    """Answer the step requests of `steps` synchronously (sleep, call in a thread)."""
-    try:
-        request = next(steps)
-        while True:
-            if isinstance(request, _Wait):
-                time.sleep(request.seconds)
-                reply: Any = None
-            else:
-                if request.call is None:
-                    raise RuntimeError("this call has no sync door; run it with drive_async")
-                reply = policy.call_sync(request.call)
-            request = steps.send(reply)
-    except StopIteration as stop:
-        return stop.value
-
-
-async def drive_async(steps: Generator[_Step, Any, T], policy: ModelCallPolicy) -> T:
-    """Answer the step requests of `steps` asynchronously (asyncio sleep, a task)."""
-    try:
-        request = next(steps)
-        while True:
-            if isinstance(request, _Wait):
-                await asyncio.sleep(request.seconds)
-                reply: Any = None
-            else:
-                if request.acall is None:
-                    raise RuntimeError("this call has no async door; run it with drive_sync")
-                reply = await policy.call_async(request.acall)
-            request = steps.send(reply)
-    except StopIteration as stop:
-        return stop.value
-
-
-# ---------------------------------------------------------------------------
-# The model node
-# ---------------------------------------------------------------------------
-
-
-def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
 
 
 def reply_tags(state: Any, default_mode: str | None = None) -> dict[str, Any]:
@@ -379,7 +76,7 @@ def reply_tags(state: Any, default_mode: str | None = None) -> dict[str, Any]:
     """
     tags = run_labels(state, default_mode)
     try:
-        run = read_run_context(_get(state, "run_context"))
+        run = read_run_context(state_value(state, "run_context"))
     except PromptPartError:
         run = None
     if run is not None and run.step is not None and run.status == "active":
@@ -442,8 +139,8 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
 
     def input_messages(self, state: Any) -> list[BaseMessage]:
         """What the model is sent: `llm_input_messages` if it is current, else `messages`."""
-        messages = convert_to_messages(_get(state, "messages") or [])
-        prepared = _get(state, "llm_input_messages")
+        messages = convert_to_messages(state_value(state, "messages") or [])
+        prepared = state_value(state, "llm_input_messages")
         if not prepared:
             return messages
         prepared = convert_to_messages(prepared)
@@ -463,7 +160,7 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
     # -- the one implementation -----------------------------------------------------
     def steps(
         self, state: Any, config: RunnableConfig | None = None
-    ) -> Generator[_Step, Any, dict[str, Any]]:
+    ) -> Generator[Step, Any, dict[str, Any]]:
         """The node's work as a generator of step requests (see `drive_sync`)."""
         messages = self.input_messages(state)
         outcome, attempts = yield from self.policy.attempts(
@@ -491,12 +188,12 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        return drive_sync(self.steps(input, config), self.policy)
+        return drive_sync(self.steps(input, config))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        return await drive_async(self.steps(input, config), self.policy)
+        return await drive_async(self.steps(input, config))
 
     def __repr__(self) -> str:
         return f"ModelNode({self.model!r}, {self.policy})"

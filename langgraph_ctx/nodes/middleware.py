@@ -57,21 +57,18 @@ from typing_extensions import NotRequired
 
 from langgraph_ctx.context.active_context import ActiveContext, replace_active_context
 from langgraph_ctx.context.budget import ContextUsage
-from langgraph_ctx.context.compaction.core import run_async, run_sync
 from langgraph_ctx.context.llm_error import llm_error_message
+from langgraph_ctx.context.model_call import Attempt, ModelCallPolicy, drive_async, drive_sync
 from langgraph_ctx.context.notebook import ErrorRecord, add_errors, llm_error_record
 from langgraph_ctx.context.prompt import Mode, RunContext
 from langgraph_ctx.nodes.errors import (
-    Attempt,
-    ModelCallPolicy,
     arecord_tool_errors,
-    drive_async,
-    drive_sync,
     record_tool_errors,
     reply_tags,
     tag_reply,
 )
-from langgraph_ctx.nodes.pipeline import ContextPipeline, PreparedRequest, graph_step
+from langgraph_ctx.nodes.pipeline import ContextPipeline, PreparedRequest
+from langgraph_ctx.nodes.state import cursor_has_view, graph_step
 
 __all__ = ["ContextMiddleware", "ContextMiddlewareState"]
 
@@ -108,7 +105,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
     Args:
         pipeline: the `ContextPipeline` to run before each model call.
         timeout / chunk_timeout / max_retries / retry_delay / raise_on: the model call's
-            `ModelCallPolicy` (see `langgraph_ctx.nodes.errors`).
+            `ModelCallPolicy` (see `langgraph_ctx.context.model_call`).
         tool_errors: turn tools that raise into error results, recorded in the notebook.
 
     Example:
@@ -166,8 +163,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         # view, while one is active, for the next step. (Messages in a node's update also
         # reach `stream_mode="messages"`: keep that to what is needed.)
         update.pop("llm_input_messages", None)
-        cursor = update.get("compaction_cursor")
-        if isinstance(cursor, dict) and cursor.get("view_tokens") is not None:
+        if cursor_has_view(update.get("compaction_cursor")):
             update["llm_input_messages"] = prepared.conversation
         tags = reply_tags(state, self._default_mode)
         if outcome.error is None:
@@ -207,11 +203,9 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ExtendedModelResponse:
         state = self._state(request)
-        prepared = run_sync(self.pipeline.steps(state, _current_config(), tools=request.tools))
+        prepared = drive_sync(self.pipeline.steps(state, _current_config(), tools=request.tools))
         ready = self._request(request, prepared)
-        outcome, attempts = drive_sync(
-            self.policy.attempts(call=lambda: handler(ready)), self.policy
-        )
+        outcome, attempts = drive_sync(self.policy.attempts(call=lambda: handler(ready)))
         return self._response(state, prepared, outcome, attempts)
 
     async def awrap_model_call(
@@ -221,13 +215,11 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
     ) -> ExtendedModelResponse:
         state = self._state(request)
         await self.pipeline.load_tokenizer()
-        prepared = await run_async(
+        prepared = await drive_async(
             self.pipeline.steps(state, _current_config(), tools=request.tools)
         )
         ready = self._request(request, prepared)
-        outcome, attempts = await drive_async(
-            self.policy.attempts(acall=lambda: handler(ready)), self.policy
-        )
+        outcome, attempts = await drive_async(self.policy.attempts(acall=lambda: handler(ready)))
         return self._response(state, prepared, outcome, attempts)
 
     # -- tool calls -------------------------------------------------------------------------

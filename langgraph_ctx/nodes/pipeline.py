@@ -19,14 +19,16 @@ agent = create_react_agent(llm, tools, pre_model_hook=pipeline, state_schema=Con
 agent = create_agent(llm, tools, middleware=[pipeline.middleware()])
 ```
 
-Each model call, in one step:
+Each model call, in one step, calling each node's own functions:
 
-1. **prompt**: compose the system prompt of the state's `mode` (`SystemPromptNode`);
-2. **budget**: count the request (that prompt, the tool schemas, the messages) against the
-   budget (`BudgetNode`'s counter and budget);
-3. **compaction**: past the trigger, compact what the model sees (`CompactionNode`);
-4. **request**: the prompt, then the running summary, then the conversation, written to
-   `llm_input_messages`, and its `context_usage` (what is actually sent);
+1. **read**: the conversation (the active context), the system prompt of the state's
+   `mode` (`SystemPromptNode.compose`) and the tool schemas the request sends;
+2. **budget**: count that request against the budget (`BudgetNode.measure`);
+3. **compaction**: past the trigger, compact what the model sees
+   (`CompactionNode.compact`, given that count);
+4. **prompt**: the prompt, then the running summary, then the conversation
+   (`SystemPromptNode.request`), written to `llm_input_messages`, and its
+   `context_usage` (what is actually sent; recounted only if it changed);
 5. **notebook**: failures new since the last model call (LLM_ERROR messages, tool results
    with `status="error"`) go to `error_notebook`.
 
@@ -42,33 +44,34 @@ the prompt that is sent, also right after a mode switch.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, convert_to_messages
 from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import BaseModel
 
 from langgraph_ctx.context.active_context import active_messages
-from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
-from langgraph_ctx.context.compaction.core import StrategyLike, run_async, run_sync
-from langgraph_ctx.context.compaction.summarizer import ModelCall, ModelReply
+from langgraph_ctx.context.budget import ContextBudget, ContextUsage
+from langgraph_ctx.context.compaction.core import StrategyLike
 from langgraph_ctx.context.llm_error import is_llm_error
+from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import errors_in
-from langgraph_ctx.context.prompt import (
-    Mode,
-    PromptParts,
-    is_system_prompt_message,
-    model_input,
-    read_run_context,
-)
-from langgraph_ctx.context.tokens import TokenCounter, encoding_loaded, load_encoding
-from langgraph_ctx.errors import PromptPartError
+from langgraph_ctx.context.prompt import Mode, PromptParts, is_system_prompt_message, model_input
+from langgraph_ctx.context.tokens import TokenCounter
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, Trigger
 from langgraph_ctx.nodes.prompt import SystemPromptNode
+from langgraph_ctx.nodes.state import (
+    PIPELINE_KEYS,
+    cursor_has_view,
+    graph_step,
+    run_labels,
+    stands_for,
+    state_value,
+    thread_id_of,
+    view_active,
+)
 
 if TYPE_CHECKING:
     from langgraph.graph import StateGraph
@@ -76,25 +79,11 @@ if TYPE_CHECKING:
     from langgraph_ctx.nodes.middleware import ContextMiddleware
 
 __all__ = [
-    "PIPELINE_KEYS",
+    "PIPELINE_KEYS",  # defined in langgraph_ctx.nodes.state, exported here too
     "ContextPipeline",
     "PreparedRequest",
     "context_pipeline",
-    "graph_step",
-    "run_labels",
-    "stands_for",
 ]
-
-#: State keys the pipeline writes; a graph state must declare them (see `ContextState`).
-PIPELINE_KEYS: tuple[str, ...] = (
-    "llm_input_messages",
-    "context_usage",
-    "system_prompt",
-    "running_summary",
-    "compaction_log",
-    "compaction_cursor",
-    "error_notebook",
-)
 
 
 @dataclass
@@ -118,30 +107,29 @@ class PreparedRequest:
         return [m for m in self.messages if not is_system_prompt_message(m)]
 
 
-def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
+@dataclass
+class _Request:
+    """One step's reading of the state: what this model call would send, before compaction."""
 
-
-def _as_dict(state: Any) -> dict[str, Any]:
-    if isinstance(state, Mapping):
-        return dict(state)
-    if isinstance(state, BaseModel):
-        return dict(state)
-    return dict(vars(state))
-
-
-def stands_for(view_message: BaseMessage, message: BaseMessage) -> bool:
-    """Whether a view message is `message` or compaction's stand-in for it (`<id>~...`)."""
-    a, b = view_message.id, message.id
-    return a is not None and b is not None and (a == b or a.startswith(f"{b}~"))
+    messages: list[BaseMessage]
+    """The whole history (`messages`)."""
+    conversation: list[BaseMessage]
+    """What the model works with: the history, or the active context of the context tools."""
+    composed: str | None
+    """The system prompt the pipeline composed (None: the host adds its own)."""
+    counted_prompt: str | None
+    """The system prompt counted in the budget (the composed one, else the host's)."""
+    tools: list[Any]
+    calibrate: bool
+    """Whether provider usage may anchor the count (the measured request is a prefix)."""
+    view_active: bool
+    """Whether compaction's view was active when the step began."""
 
 
 def _newest_ai_has_usage(messages: Sequence[BaseMessage]) -> bool:
     for message in reversed(messages):
         if isinstance(message, AIMessage):
-            usage = message.usage_metadata or {}
+            usage: Mapping[str, Any] = message.usage_metadata or {}
             return isinstance(usage.get("input_tokens"), int) and usage["input_tokens"] > 0
     return False
 
@@ -152,7 +140,7 @@ def _measured_prefix(state: Any, conversation: Sequence[BaseMessage]) -> bool:
     The provider's usage on the newest AI message measured that request; it calibrates
     this one only if this one continues it. Switching the active context breaks that.
     """
-    sent = _get(state, "llm_input_messages") or []
+    sent = state_value(state, "llm_input_messages") or []
     previous = [m for m in sent if not is_system_prompt_message(m)]
     if not previous:
         return False
@@ -160,34 +148,6 @@ def _measured_prefix(state: Any, conversation: Sequence[BaseMessage]) -> bool:
     return len(now) > len(previous) and all(
         a.id is not None and a.id == b.id for a, b in zip(now, previous, strict=False)
     )
-
-
-def _thread_id(config: RunnableConfig | None) -> str | None:
-    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-    return str(thread_id) if thread_id is not None else None
-
-
-def graph_step(config: RunnableConfig | None) -> int | None:
-    """The LangGraph step of the running node (from `config`, else the current context)."""
-    if config is None:
-        try:
-            from langgraph.config import get_config
-
-            config = get_config()
-        except RuntimeError:  # not inside a graph
-            return None
-    step = ((config or {}).get("metadata") or {}).get("langgraph_step")
-    return step if isinstance(step, int) else None
-
-
-def run_labels(state: Any, default_mode: str | None = None) -> dict[str, Any]:
-    """`mode` and `run_id` of the state, for records and reply tags (never raises)."""
-    mode = _get(state, "mode") or default_mode
-    try:
-        run = read_run_context(_get(state, "run_context"))
-    except PromptPartError:
-        run = None
-    return {"mode": mode, "run_id": run.run_id if run is not None else None}
 
 
 class ContextPipeline(Runnable[Any, dict[str, Any]]):
@@ -239,89 +199,142 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         config: RunnableConfig | None = None,
         *,
         tools: Sequence[Any] | None = None,
-    ) -> Generator[ModelCall, ModelReply, PreparedRequest]:
+    ) -> Generator[Step, Any, PreparedRequest]:
         """The pipeline as a generator of model calls (only summaries call a model).
 
+        budget → compaction → prompt, each by its node's own function.
         `tools`: the tool schemas the request sends, when the host knows them better than
         the budget does (the middleware passes the request's tools).
         """
-        messages = convert_to_messages(_get(state, "messages") or [])
-        # What the model works with: the whole history, or the active context of the
-        # context tools (its start, behind a loaded archive). `messages` stays whole.
-        tracked = "active_context" in state if isinstance(state, Mapping) else False
-        conversation = active_messages(messages, _get(state, "active_context"))
-        composed = self.prompt.compose(state) if self.prompt is not None else None
-        host_prompt = _get(state, "system_prompt") if composed is None else None
-        counted_prompt = composed or (
-            host_prompt if isinstance(host_prompt, str) else self.budget.system_prompt
+        request = self._read(state, tools)
+        before = self.budget.measure(
+            request.conversation,
+            system_prompt=request.counted_prompt,
+            tools=request.tools,
+            calibrate=request.calibrate and not request.view_active,
         )
-        if tools is None:
-            state_tools = _get(state, "tools")
-            tools = state_tools if isinstance(state_tools, Sequence) else self.budget.tools
-        tools = list(tools or [])
-        # Provider usage anchors counts only when the request it measured is a prefix of
-        # this one: it must be on the newest AI message (the reply to the previous step,
-        # whose prompt is the state's `system_prompt`), the prompt unchanged since, and
-        # no compaction in between.
-        same_prefix = composed is None or composed == _get(state, "system_prompt")
-        cursor = _get(state, "compaction_cursor")
-        view_active = isinstance(cursor, Mapping) and cursor.get("view_tokens") is not None
-        calibrate = self.budget.calibrate and same_prefix and _newest_ai_has_usage(conversation)
-        if calibrate and (tracked or conversation is not messages):
-            calibrate = _measured_prefix(state, conversation)
-        before = self._usage(conversation, counted_prompt, tools, calibrate and not view_active)
-
-        update: dict[str, Any] = {}
-        if composed is not None and composed != _get(state, "system_prompt"):
-            update["system_prompt"] = composed  # only when it changed: a write is stored
-        if self.prompt is not None and not _get(state, "mode"):
-            update["mode"] = self.prompt.mode  # the state says which mode is active
-        view: list[BaseMessage] = conversation
-        compacted = False
-        if self.compaction is not None:
-            previous = _get(state, "llm_input_messages") or []
-            overlay = {
-                **_as_dict(state),
-                "messages": conversation,
-                "context_usage": before,
-                # The compacted view without the prompt this pipeline put in front of it.
-                "llm_input_messages": [m for m in previous if not is_system_prompt_message(m)],
-            }
-            written = yield from self.compaction.steps(overlay, _thread_id(config))
-            compacted = bool(written.get("compaction_log"))
-            update.update(written)
-            if "messages" in written:  # rewrite_messages=True
-                view = [m for m in written["messages"] if not isinstance(m, RemoveMessage)]
-            elif written.get("llm_input_messages") is not None:
-                view = list(written["llm_input_messages"])
-                view = self._keep_llm_error(conversation, view, update)
-
-        final = model_input(composed, view)
-        unchanged = view is conversation and len(final) == len(conversation) + (
-            composed is not None
-        )
-        if unchanged and not view_active:
-            usage = before
-        else:
-            in_request = None if composed is not None else counted_prompt
-            usage = self._usage(final, in_request, tools, calibrate and not compacted)
+        update = self._prompt_writes(state, request)
+        view, compacted = yield from self._compact(state, config, request, before, update)
+        final = self._compose(request, view)
+        usage = self._recount(request, view, final, before, compacted)
         update["llm_input_messages"] = final
         update["context_usage"] = usage
-
         if self.record_errors:
-            default_mode = self.prompt.mode if self.prompt is not None else None
-            records = errors_in(
-                messages, step=graph_step(config), **run_labels(state, default_mode)
-            )
-            if records:
-                update["error_notebook"] = records
+            update.update(self._notebook(state, config, request.messages))
         return PreparedRequest(
             update=update,
             messages=final,
             usage=usage,
-            system_prompt=composed,
+            system_prompt=request.composed,
             compacted=compacted,
         )
+
+    # -- its steps ------------------------------------------------------------------
+    def _read(self, state: Any, tools: Sequence[Any] | None) -> _Request:
+        """What this model call would send: conversation, system prompt, tools."""
+        messages = convert_to_messages(state_value(state, "messages") or [])
+        # What the model works with: the whole history, or the active context of the
+        # context tools (its start, behind a loaded archive). `messages` stays whole.
+        tracked = "active_context" in state if isinstance(state, Mapping) else False
+        conversation = active_messages(messages, state_value(state, "active_context"))
+        composed = self.prompt.compose(state) if self.prompt is not None else None
+        counted = composed if composed is not None else self.budget.system_prompt_of(state)
+        if tools is None:
+            tools = self.budget.tools_of(state)
+        # Provider usage anchors counts only when the request it measured is a prefix of
+        # this one: it must be on the newest AI message (the reply to the previous step,
+        # whose prompt is the state's `system_prompt`), the prompt unchanged since, and
+        # no compaction in between.
+        same_prefix = composed is None or composed == state_value(state, "system_prompt")
+        calibrate = self.budget.calibrate and same_prefix and _newest_ai_has_usage(conversation)
+        if calibrate and (tracked or conversation is not messages):
+            calibrate = _measured_prefix(state, conversation)
+        return _Request(
+            messages=messages,
+            conversation=conversation,
+            composed=composed,
+            counted_prompt=counted,
+            tools=list(tools or []),
+            calibrate=calibrate,
+            view_active=view_active(state),
+        )
+
+    def _prompt_writes(self, state: Any, request: _Request) -> dict[str, Any]:
+        """The prompt's state writes: `system_prompt` when it changed, `mode` when unset."""
+        if self.prompt is None or request.composed is None:
+            return {}
+        update = self.prompt.writes(state, request.composed)
+        if not state_value(state, "mode"):
+            update["mode"] = self.prompt.mode  # the state says which mode is active
+        return update
+
+    def _compact(
+        self,
+        state: Any,
+        config: RunnableConfig | None,
+        request: _Request,
+        before: ContextUsage,
+        update: dict[str, Any],
+    ) -> Generator[Step, Any, tuple[list[BaseMessage], bool]]:
+        """Compaction of the conversation (given the budget's count); writes into `update`.
+
+        Returns what the model should see of the conversation, and whether it compacted.
+        """
+        if self.compaction is None:
+            return request.conversation, False
+        previous = state_value(state, "llm_input_messages") or []
+        written = yield from self.compaction.compact(
+            request.conversation,
+            usage=before,
+            cursor=state_value(state, "compaction_cursor"),
+            # The compacted view without the prompt this pipeline put in front of it.
+            view=[m for m in previous if not is_system_prompt_message(m)],
+            summary=state_value(state, "running_summary"),
+            thread_id=thread_id_of(config),
+        )
+        update.update(written)
+        view = request.conversation
+        if "messages" in written:  # rewrite_messages=True
+            view = [m for m in written["messages"] if not isinstance(m, RemoveMessage)]
+        elif written.get("llm_input_messages") is not None:
+            view = list(written["llm_input_messages"])
+            view = self._keep_llm_error(request.conversation, view, update)
+        return view, bool(written.get("compaction_log"))
+
+    def _compose(self, request: _Request, view: list[BaseMessage]) -> list[BaseMessage]:
+        """What the model is sent: the composed prompt (if any), then the conversation."""
+        if self.prompt is None:
+            return model_input(None, view)
+        return self.prompt.request(request.composed, view)
+
+    def _recount(
+        self,
+        request: _Request,
+        view: list[BaseMessage],
+        final: list[BaseMessage],
+        before: ContextUsage,
+        compacted: bool,
+    ) -> ContextUsage:
+        """`context_usage` of what is sent: the first count, unless compaction changed it."""
+        unchanged = view is request.conversation and len(final) == len(request.conversation) + (
+            request.composed is not None
+        )
+        if unchanged and not request.view_active:
+            return before
+        return self.budget.measure(
+            final,
+            system_prompt=None if request.composed is not None else request.counted_prompt,
+            tools=request.tools,
+            calibrate=request.calibrate and not compacted,
+        )
+
+    def _notebook(
+        self, state: Any, config: RunnableConfig | None, messages: Sequence[BaseMessage]
+    ) -> dict[str, Any]:
+        """Failures new since the last model call, for `error_notebook`."""
+        default_mode = self.prompt.mode if self.prompt is not None else None
+        records = errors_in(messages, step=graph_step(config), **run_labels(state, default_mode))
+        return {"error_notebook": records} if records else {}
 
     def _keep_llm_error(
         self,
@@ -346,37 +359,20 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             (i for i, m in enumerate(view) if any(stands_for(m, x) for x in later)), len(view)
         )
         cursor = update.get("compaction_cursor")
-        if isinstance(cursor, Mapping) and cursor.get("view_tokens") is not None:
-            tokens = self.budget.counter.count(failed)
+        if cursor_has_view(cursor):
+            tokens = self.budget.count(failed)
             update["compaction_cursor"] = {**cursor, "view_tokens": cursor["view_tokens"] + tokens}
         return [*view[:where], failed, *view[where:]]
-
-    def _usage(
-        self,
-        messages: Sequence[BaseMessage],
-        system_prompt: str | None,
-        tools: Sequence[Any],
-        calibrate: bool,
-    ) -> ContextUsage:
-        return compute_usage(
-            messages,
-            self.budget.budget,
-            counter=self.budget.counter,
-            system_prompt=system_prompt,
-            tools=tools,
-            calibrate=calibrate,
-            model=self.budget.model,
-        )
 
     # -- Runnable doors: sync and async share `steps` -------------------------------
     def prepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedRequest:
         """Run the pipeline (sync) and return everything it decided."""
-        return run_sync(self.steps(state, config))
+        return drive_sync(self.steps(state, config))
 
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedRequest:
         """Run the pipeline (async) and return everything it decided."""
         await self.load_tokenizer()
-        return await run_async(self.steps(state, config))
+        return await drive_async(self.steps(state, config))
 
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -392,9 +388,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
 
     async def load_tokenizer(self) -> None:
         """Load the BPE data off the event loop the first time (about 0.5 s)."""
-        encoding = self.budget.counter.family.encoding
-        if self.budget.counter.token_counter is None and not encoding_loaded(encoding):
-            await asyncio.to_thread(load_encoding, encoding)
+        await self.budget.load_tokenizer()
 
     # -- hosts ------------------------------------------------------------------------
     def add_to(self, builder: StateGraph, *, before: str, name: str | None = None) -> str:
@@ -427,7 +421,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
                 "(LangGraph would drop them); build the graph on ContextState "
                 "(langgraph_ctx.nodes.state) or a subclass of it"
             )
-        node = name or self.name
+        node = name or self.name or "context"
         builder.add_node(node, self)
         builder.add_edge(node, before)
         return node

@@ -36,7 +36,7 @@ and compaction, counting the prompt in the budget of the same step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
@@ -51,14 +51,9 @@ from langgraph_ctx.context.prompt import (
     read_mode,
     read_run_context,
 )
+from langgraph_ctx.nodes.state import state_value, view_active
 
 __all__ = ["SystemPromptNode", "conversation_view"]
-
-
-def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
 
 
 def conversation_view(state: Any) -> list[BaseMessage]:
@@ -69,11 +64,10 @@ def conversation_view(state: Any) -> list[BaseMessage]:
     (`view_tokens`); without that, `llm_input_messages` is the previous step's request
     and would be stale.
     """
-    cursor = _get(state, "compaction_cursor")
-    view = _get(state, "llm_input_messages")
-    if isinstance(cursor, Mapping) and cursor.get("view_tokens") is not None and view:
+    view = state_value(state, "llm_input_messages")
+    if view_active(state) and view:
         return [m for m in view if not is_system_prompt_message(m)]
-    return list(_get(state, "messages") or [])
+    return list(state_value(state, "messages") or [])
 
 
 class SystemPromptNode(Runnable[Any, dict[str, Any]]):
@@ -109,18 +103,24 @@ class SystemPromptNode(Runnable[Any, dict[str, Any]]):
     def compose(self, state: Any) -> str:
         """The system prompt for `state` (its `mode` and `run_context`)."""
         return compose_system_prompt(
-            read_mode(_get(state, "mode"), self.mode),
+            read_mode(state_value(state, "mode"), self.mode),
             self.parts,
-            run=read_run_context(_get(state, "run_context")),
+            run=read_run_context(state_value(state, "run_context")),
         )
+
+    def request(self, text: str | None, conversation: Sequence[Any]) -> list[BaseMessage]:
+        """What the model is sent: the prompt `text`, then the conversation (`model_input`)."""
+        return model_input(text, convert_to_messages(conversation))
+
+    def writes(self, state: Any, text: str) -> dict[str, Any]:
+        """The state writes of composing `text`: `system_prompt`, only when it changed
+        (every write is stored by the checkpointer)."""
+        return {"system_prompt": text} if text != state_value(state, "system_prompt") else {}
 
     def __call__(self, state: Any) -> dict[str, Any]:
         text = self.compose(state)
-        messages = convert_to_messages(conversation_view(state))
-        update: dict[str, Any] = {self.output_key: model_input(text, messages)}
-        if text != _get(state, "system_prompt"):
-            update["system_prompt"] = text  # only when it changed: a write is stored
-        return update
+        request = self.request(text, conversation_view(state))
+        return {self.output_key: request, **self.writes(state, text)}
 
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any

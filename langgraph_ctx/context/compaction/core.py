@@ -15,20 +15,19 @@ Three steps, the first and last pure:
    and falling back to key-message extraction if the model keeps failing);
 3. the plan and the summary become the message list and a `CompactionRecord`.
 
-The model step is a generator of `ModelCall`s; `compact_messages` answers them with
-`invoke`, `acompact_messages` with `await ainvoke`. That is the only difference between
-the two, so sync and async cannot drift apart.
+The model step is a generator of model-call steps (`langgraph_ctx.context.model_call`);
+`compact_messages` answers them with `drive_sync` (`invoke`), `acompact_messages` with
+`drive_async` (`await ainvoke`). That is the only difference between the two, so sync
+and async cannot drift apart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Generator, Sequence
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
-from langgraph.constants import TAG_NOSTREAM
 
 from langgraph_ctx.context.compaction.conversation import (
     Conversation,
@@ -46,16 +45,11 @@ from langgraph_ctx.context.compaction.record import (
 from langgraph_ctx.context.compaction.strategies.base import CompactionPlan, CompactionStrategy
 from langgraph_ctx.context.compaction.strategies.extraction import KeyMessageExtraction
 from langgraph_ctx.context.compaction.strategies.window import SlidingWindow
-from langgraph_ctx.context.compaction.summarizer import (
-    ModelCall,
-    ModelReply,
-    summary_message_within,
-)
+from langgraph_ctx.context.compaction.summarizer import summary_message_within
+from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 
-T = TypeVar("T")
 StrategyLike = CompactionStrategy | Literal["extract", "window"]
 CounterLike = TokenCounter | Literal["approximate"] | None
-_MODEL_CONFIG: dict[str, Any] = {"tags": [TAG_NOSTREAM], "run_name": "compaction_summary"}
 
 
 class Compaction(NamedTuple):
@@ -162,7 +156,7 @@ def compaction_steps(
     max_tokens: int,
     tokenizer: str,
     reason: str | None = None,
-) -> Generator[ModelCall, ModelReply, Compaction]:
+) -> Generator[Step, Any, Compaction]:
     """The whole compaction as a generator of model calls (see the module docstring)."""
     started = time.perf_counter()
     plan = strategy.plan(conv, max_tokens)
@@ -274,39 +268,6 @@ def _roles(unit: Unit) -> list[str]:
     return [unit.role] * len(unit.messages)
 
 
-def run_sync(steps: Generator[ModelCall, ModelReply, T]) -> T:
-    """Drive a generator of model calls with `invoke` (and `time.sleep` for back-off)."""
-    try:
-        call = next(steps)
-        while True:
-            if call.delay:
-                time.sleep(call.delay)
-            try:
-                reply = ModelReply(message=call.model.invoke(call.messages, _MODEL_CONFIG))
-            except Exception as err:  # any model failure is retried, then recorded
-                reply = ModelReply(error=err)
-            call = steps.send(reply)
-    except StopIteration as stop:
-        return stop.value
-
-
-async def run_async(steps: Generator[ModelCall, ModelReply, T]) -> T:
-    """Drive a generator of model calls with `ainvoke` (and `asyncio.sleep` for back-off)."""
-    try:
-        call = next(steps)
-        while True:
-            if call.delay:
-                await asyncio.sleep(call.delay)
-            try:
-                message = await call.model.ainvoke(call.messages, _MODEL_CONFIG)
-                reply = ModelReply(message=message)
-            except Exception as err:  # any model failure is retried, then recorded
-                reply = ModelReply(error=err)
-            call = steps.send(reply)
-    except StopIteration as stop:
-        return stop.value
-
-
 def _steps(
     messages: Sequence[Any],
     *,
@@ -317,7 +278,7 @@ def _steps(
     summary: RunningSummary | None,
     offload_threshold: int | None,
     preview_tokens: int,
-) -> Generator[ModelCall, ModelReply, Compaction]:
+) -> Generator[Step, Any, Compaction]:
     resolved = resolve_strategy(strategy)
     conv = read_conversation(
         messages,
@@ -383,7 +344,7 @@ def compact_messages(
         assert record.tokens_after <= 500 and messages[-2] is history[-2]
         ```
     """
-    return run_sync(
+    return drive_sync(
         _steps(
             messages,
             max_tokens=max_tokens,
@@ -416,7 +377,7 @@ async def acompact_messages(
                                                    strategy=LLMSummary(model))
         ```
     """
-    return await run_async(
+    return await drive_async(
         _steps(
             messages,
             max_tokens=max_tokens,

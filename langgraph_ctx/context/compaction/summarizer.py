@@ -1,8 +1,9 @@
 """The model step: fold dropped messages into the running summary with any chat model.
 
-The summarizer is written as a generator of `ModelCall`s, so one implementation serves
-both `compact_messages` (which answers each call with `model.invoke`) and
-`acompact_messages` (`await model.ainvoke`). Retries and their back-off live here too.
+The summarizer is written as a generator of model-call steps
+(`langgraph_ctx.context.model_call`), so one implementation serves both `compact_messages`
+(`drive_sync`: `model.invoke`) and `acompact_messages` (`drive_async`: `await
+model.ainvoke`). Retries and their back-off are the shared `ModelCallPolicy`'s.
 
 The model is asked for one JSON object (user intent, key entities, decisions made,
 pending questions, free text). A reply that is not JSON is kept as free text; an empty
@@ -16,14 +17,17 @@ import json
 import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 
 from langgraph_ctx.context.compaction.conversation import Unit, summary_message
 from langgraph_ctx.context.compaction.record import RunningSummary, utc_now
 from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.model_call import ModelCallPolicy, Step
 
 SUMMARY_INSTRUCTIONS = """\
 You maintain the running summary of a conversation between a user and an AI assistant \
@@ -42,23 +46,8 @@ decisions and their outcomes, errors.
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _MESSAGE_CLIP = 12_000  # characters of one message shown to the summarizer
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """A request for one model call: `messages` to `model`, after `delay` seconds."""
-
-    model: Runnable[Any, Any]
-    messages: list[BaseMessage]
-    delay: float = 0.0
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    """The answer to a `ModelCall`: the model's message, or the exception it raised."""
-
-    message: BaseMessage | None = None
-    error: BaseException | None = None
+# Summaries are not part of the conversation: keep them out of `stream_mode="messages"`.
+_MODEL_CONFIG: RunnableConfig = {"tags": [TAG_NOSTREAM], "run_name": "compaction_summary"}
 
 
 @dataclass(frozen=True)
@@ -89,28 +78,36 @@ class Summarizer:
 
     def run(
         self, previous: RunningSummary | None, units: Sequence[Unit], *, budget: int
-    ) -> Generator[ModelCall, ModelReply, SummaryOutcome]:
-        """Fold `units` into `previous`; yields model calls, returns the outcome."""
+    ) -> Generator[Step, Any, SummaryOutcome]:
+        """Fold `units` into `previous`; yields model-call steps, returns the outcome."""
         summary = previous or RunningSummary()
+        policy = ModelCallPolicy(
+            max_retries=self.max_retries, retry_delay=self.retry_delay, partial_output=False
+        )
         attempts = 0
         words = max(30, int(budget * 0.6))
         for chunk in self._chunks(units):
             prompt = self.prompt(summary, chunk, words=words)
-            error: str | None = None
-            parsed: RunningSummary | None = None
-            for attempt in range(self.max_retries + 1):
-                attempts += 1
-                delay = self.retry_delay * 2 ** (attempt - 1) if attempt else 0.0
-                reply = yield ModelCall(self.model, prompt, delay)
-                if reply.error is not None:
-                    error = f"{type(reply.error).__name__}: {reply.error}"
-                    continue
-                parsed = parse_summary(reply.message, summary)
-                if parsed is not None:
-                    break
-                error = "the model returned an empty summary"
+            base = summary
+
+            def check(reply: Any, base: RunningSummary = base) -> str | None:
+                if parse_summary(reply, base) is None:
+                    return "the model returned an empty summary"
+                return None
+
+            outcome, count = yield from policy.attempts(
+                partial(self.model.invoke, prompt, _MODEL_CONFIG),
+                partial(self.model.ainvoke, prompt, _MODEL_CONFIG),
+                check=check,
+            )
+            attempts += count
+            if outcome.error is not None:
+                return SummaryOutcome(
+                    None, attempts, f"{type(outcome.error).__name__}: {outcome.error}"
+                )
+            parsed = parse_summary(outcome.result, summary)
             if parsed is None:
-                return SummaryOutcome(None, attempts, error)
+                return SummaryOutcome(None, attempts, outcome.rejected)
             folded = sum(len(unit.messages) for unit in chunk)
             summary = parsed.model_copy(
                 update={
