@@ -41,7 +41,7 @@ from langgraph_ctx.nodes.compaction import CompactionAgentState, CompactionNode,
 CFG = {"configurable": {"thread_id": "t1"}}
 
 
-class ModelNode:
+class RecordingModel:
     """A model node that records the messages it is given (the view) and replies."""
 
     def __init__(self, reply_words: int = 40) -> None:
@@ -56,7 +56,7 @@ class ModelNode:
 
 
 def graph(
-    node: Any, model: ModelNode, *, state: Any = CompactionState, before: Any = None,
+    node: Any, model: RecordingModel, *, state: Any = CompactionState, before: Any = None,
     checkpointer: Any = None,
 ):  # type: ignore[no-untyped-def]
     builder = StateGraph(state)
@@ -92,7 +92,7 @@ class SpyCounter:
 # -- the node in a graph ---------------------------------------------------------------------
 def test_the_model_sees_a_compacted_view_and_the_checkpoint_keeps_every_message() -> None:
     saver = InMemorySaver()
-    model = ModelNode()
+    model = RecordingModel()
     app = graph(CompactionNode(max_context_tokens=3_000), model, checkpointer=saver)
     for i in range(40):
         out = app.invoke({"messages": [user(i)]}, CFG)
@@ -114,7 +114,7 @@ def test_the_model_sees_a_compacted_view_and_the_checkpoint_keeps_every_message(
 def test_the_jsonl_thread_file_keeps_every_message_after_compaction(tmp_path: Path) -> None:
     from langgraph_ctx.saver.jsonl import JsonlSaver
 
-    model = ModelNode()
+    model = RecordingModel()
     node = CompactionNode(LLMSummary(ExtractiveSummaryModel(), retry_delay=0),
                           max_context_tokens=3_000)
     app = graph(node, model, checkpointer=JsonlSaver(tmp_path))
@@ -126,7 +126,7 @@ def test_the_jsonl_thread_file_keeps_every_message_after_compaction(tmp_path: Pa
     text = (tmp_path / "t1.jsonl").read_text()
     assert all(f'"{m.id}"' in text for m in out["messages"]), "every message is in the file"
     assert "turn 0: we must keep /srv/app/part-0.yaml" in text
-    reopened = graph(node, ModelNode(), checkpointer=JsonlSaver(tmp_path))
+    reopened = graph(node, RecordingModel(), checkpointer=JsonlSaver(tmp_path))
     values = reopened.get_state(CFG).values
     assert [m.id for m in values["messages"]] == [m.id for m in out["messages"]]
     assert values["llm_input_messages"][0].id == RUNNING_SUMMARY_ID
@@ -135,7 +135,7 @@ def test_the_jsonl_thread_file_keeps_every_message_after_compaction(tmp_path: Pa
 
 def test_below_the_trigger_a_step_counts_only_its_new_messages() -> None:
     spy = SpyCounter()
-    model = ModelNode()
+    model = RecordingModel()
     node = CompactionNode(max_context_tokens=4_000, token_counter=spy)
     app = graph(node, model)
     history = [m for i in range(50) for m in (user(i, 5), AIMessage(f"ok {i}"))]
@@ -156,7 +156,7 @@ def test_it_reads_context_usage_from_a_budget_node_before_it() -> None:
     from langgraph_ctx.nodes.budget import BudgetNode
 
     spy = SpyCounter(exact=True)  # the same tokenizer as BudgetNode's
-    model = ModelNode()
+    model = RecordingModel()
     prompt = "You are a meticulous assistant. " * 40  # sent by the model node, not a message
     budget = BudgetNode("fast", model="gpt-4o", system_prompt=prompt)
     node = CompactionNode(token_counter=spy)  # window and reserve come from context_usage
@@ -229,7 +229,7 @@ def test_trigger_and_target_errors_are_clear() -> None:
 # -- modes and strategies --------------------------------------------------------------------
 def test_rewrite_mode_replaces_messages_but_earlier_checkpoints_keep_them() -> None:
     saver = InMemorySaver()
-    model = ModelNode()
+    model = RecordingModel()
     node = CompactionNode(max_context_tokens=3_000, rewrite_messages=True,
                           token_counter="approximate")
     app = graph(node, model, checkpointer=saver)
@@ -270,7 +270,7 @@ def test_rewrite_mode_keeps_offloaded_results_readable() -> None:
 def test_a_running_summary_across_several_compactions_in_a_graph() -> None:
     extractive = ExtractiveSummaryModel()
     summariser = ScriptedChatModel(script=[lambda msgs: extractive.invoke(msgs)])
-    model = ModelNode(reply_words=10)
+    model = RecordingModel(reply_words=10)
     node = CompactionNode(LLMSummary(summariser, retry_delay=0), max_context_tokens=1_800,
                           token_counter="approximate")
     app = graph(node, model)
@@ -294,7 +294,7 @@ def test_a_running_summary_across_several_compactions_in_a_graph() -> None:
 
 def test_a_failing_summary_model_is_recorded_and_the_graph_goes_on() -> None:
     down = ScriptedChatModel(script=[RuntimeError("503 from provider")])
-    model = ModelNode()
+    model = RecordingModel()
     node = CompactionNode(LLMSummary(down, max_retries=1, retry_delay=0),
                           max_context_tokens=2_500, token_counter="approximate")
     app = graph(node, model)
@@ -308,8 +308,8 @@ def test_a_failing_summary_model_is_recorded_and_the_graph_goes_on() -> None:
 
 
 async def test_async_graph_runs_the_same_steps() -> None:
-    def build() -> tuple[Any, ModelNode]:
-        model = ModelNode()
+    def build() -> tuple[Any, RecordingModel]:
+        model = RecordingModel()
         node = CompactionNode(LLMSummary(ExtractiveSummaryModel(), retry_delay=0),
                               max_context_tokens=2_500, token_counter="approximate")
         return graph(node, model), model
@@ -366,7 +366,7 @@ def test_create_react_agent_pre_model_hook_with_read_tool_result() -> None:
 
 
 def test_a_state_without_the_view_key_gets_a_warning() -> None:
-    model = ModelNode()
+    model = RecordingModel()
     app = graph(CompactionNode(max_context_tokens=2_000, token_counter="approximate"), model,
                 state=MessagesState)
     with pytest.warns(UserWarning, match="compaction_cursor"):

@@ -31,6 +31,7 @@ from langgraph_ctx.context.active_context import (
     current_user_index,
     is_loaded_context_message,
 )
+from langgraph_ctx.context.compaction.signals import content_text
 from langgraph_ctx.context.search import rank
 
 __all__ = [
@@ -202,16 +203,7 @@ def archive_span(messages: Sequence[BaseMessage], active: Any) -> ArchiveSpan | 
 
 
 def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
+    return content_text(message.content)
 
 
 def _clip(text: str, limit: int) -> str:

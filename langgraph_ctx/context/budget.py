@@ -85,7 +85,7 @@ class DegradationLevel(BaseModel):
     keep_recent_turns: int | None = None
 
 
-#: Levels 0-3 and their actions. P2 components are the optional ones (`PRIORITIES`).
+#: Levels 0-3 and their actions. P2 components are the optional ones (history).
 DEGRADATION_LEVELS: Final[tuple[DegradationLevel, ...]] = (
     DegradationLevel(level=0, from_percent=0.0, action="none", description="normal, no trimming"),
     DegradationLevel(
@@ -111,17 +111,6 @@ DEGRADATION_LEVELS: Final[tuple[DegradationLevel, ...]] = (
         keep_recent_turns=3,
     ),
 )
-
-#: Priority of each budget component: P0 is never cut, P2 goes first.
-PRIORITIES: Final[Mapping[str, str]] = {
-    "persona": "P0",
-    "instruction": "P1",
-    "summary": "P1",
-    "history": "P2",
-    "current_input": "P0",
-    "output_reserve": "P0",
-}
-
 
 def degradation_level(
     percent: float, thresholds: tuple[float, float, float] = (70.0, 85.0, 100.0)

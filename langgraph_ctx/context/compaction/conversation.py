@@ -37,6 +37,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
+from langgraph_ctx.context.budget import SUMMARY_MARKER
 from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import (
     derived_id,
@@ -59,10 +60,6 @@ TokenCounter = Callable[[Sequence[BaseMessage]], int]
 
 SUMMARY_PREFIXES = ("SUMMARY", "CONVERSATION_SUMMARY")
 RUNNING_SUMMARY_ID = "langgraph-ctx-running-summary"
-# The mark BudgetNode looks for to count a message as the summary component; equal to
-# langgraph_ctx.context.budget.SUMMARY_MARKER (a test checks), not imported so that
-# compaction keeps importing while that module changes.
-SUMMARY_MARKER = ("langgraph_ctx", "summary")
 READ_TOOL_RESULT = "read_tool_result"
 UnitKind = Literal["system", "summary", "user", "assistant", "tools"]
 
@@ -596,15 +593,3 @@ def summary_message(summary: RunningSummary, text: str) -> SystemMessage:
         additional_kwargs={key: value},
         response_metadata={"running_summary": summary.model_dump(mode="json")},
     )
-
-
-def as_messages(units: Iterable[Unit]) -> list[BaseMessage]:
-    return [m for unit in units for m in unit.messages]
-
-
-def latest_user_message(messages: Sequence[BaseMessage]) -> BaseMessage | None:
-    """The last user message in `messages`, if any."""
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage) or _role(message) == "user":
-            return message
-    return None

@@ -52,15 +52,6 @@ class RunningSummary(BaseModel):
     """How many compactions have updated this summary."""
     updated_at: str | None = None
 
-    def is_empty(self) -> bool:
-        """True when no field carries any content."""
-        return not (
-            self.user_intent.strip()
-            or self.key_entities
-            or self.decisions_made
-            or self.pending_questions
-            or self.text.strip()
-        )
 
 
 class DroppedMessage(BaseModel):
