@@ -19,6 +19,11 @@ Degradation levels follow the percent (`DEGRADATION_LEVELS`): 0 below 70 %, 1 fr
 2 from 85 %, 3 above 100 %. The status is `normal` below `warn_at` (70 %), `warning`
 from there and `compressing` from `compress_at` (80 %), the point where a compaction
 node should act.
+
+One module (about 700 lines, a third of them docstrings) because a budget, its levels and
+the usage measured against it are one concept read together: `ContextUsage` is computed
+from `ContextBudget` and reports its levels. The window table (`context_window`) is the
+part to move out when context windows come from model profiles.
 """
 
 from __future__ import annotations

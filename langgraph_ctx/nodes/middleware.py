@@ -74,7 +74,11 @@ __all__ = ["ContextMiddleware", "ContextMiddlewareState"]
 
 
 class ContextMiddlewareState(AgentState):
-    """The agent state plus the keys of the context pipeline (merged by `create_agent`)."""
+    """The agent state plus the keys of the context pipeline (merged by `create_agent`).
+
+    The keys of `langgraph_ctx.nodes.state.ContextKeys` (a test checks they match), with
+    the pipeline's private ones marked `PrivateStateAttr` (kept out of the agent's output).
+    """
 
     mode: NotRequired[Mode]
     run_context: NotRequired[RunContext | dict[str, Any] | None]

@@ -207,12 +207,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         the budget does (the middleware passes the request's tools).
         """
         request = self._read(state, tools)
-        before = self.budget.measure(
-            request.conversation,
-            system_prompt=request.counted_prompt,
-            tools=request.tools,
-            calibrate=request.calibrate and not request.view_active,
-        )
+        before = self._count(request)
         update = self._prompt_writes(state, request)
         view, compacted = yield from self._compact(state, config, request, before, update)
         final = self._compose(request, view)
@@ -257,6 +252,16 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             tools=list(tools or []),
             calibrate=calibrate,
             view_active=view_active(state),
+        )
+
+    def _count(self, request: _Request) -> ContextUsage:
+        """The budget's count of the request before compaction (`BudgetNode.measure`)."""
+        return self.budget.measure(
+            request.conversation,
+            system_prompt=request.counted_prompt,
+            tools=request.tools,
+            # While a compacted view is active, provider usage measured the view, not this.
+            calibrate=request.calibrate and not request.view_active,
         )
 
     def _prompt_writes(self, state: Any, request: _Request) -> dict[str, Any]:
