@@ -43,8 +43,8 @@ from langgraph_ctx.nodes.errors import ModelNode
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
 from langgraph_ctx.saver.redis import RedisLogSaver
+from langgraph_ctx.testing import StreamingScript
 from langgraph_ctx.tools import ContextArchive, context_tools, fork_thread
-from tests.chat_models import StreamingScript
 
 THREAD = "trip/1"  # a thread id that is not a plain file name
 

@@ -142,7 +142,7 @@ def _replay_messages(history: Mapping[str, Any]) -> list[BaseMessage] | None:
         return None
     value: list[BaseMessage] = list(seed) if isinstance(seed, list) else []
     for write in writes:
-        value = add_messages(value, write)  # type: ignore[arg-type]
+        value = add_messages(value, write)  # type: ignore[arg-type,assignment]
     return value
 
 

@@ -82,7 +82,7 @@ def thread_summaries(saver: LogSaver, *, messages_key: str = MESSAGES_KEY) -> li
     ``error`` instead of stopping the listing.
     """
     out: list[ThreadSummary] = []
-    for thread_id in saver.list_threads():
+    for thread_id in saver.storage.thread_ids():
         size = _size(saver, thread_id)
         if size is None:
             continue  # deleted while listing
