@@ -1,4 +1,10 @@
-"""The ``langgraph-ctx`` command line: a thin layer over `inspect`, `verify`, `migrate`.
+"""The ``langgraph-ctx`` command line: a thin layer over `browse`, `verify`, `migrate`.
+
+Why one module of ~860 lines: it is the whole command line, read the way ``--help`` lists
+it; each command is a short typer function (options, one library call, a renderer from
+`render`), and they share the ``--dir`` state, the error handling and the JSON output
+defined at the top. The logic is in `langgraph_ctx.browse`, `langgraph_ctx.migrate`,
+`cli.verify` and `storage.transfer`; the rich output is in `render` and `plot`.
 
 Every command works on a `JsonlSaver` directory: ``--dir``, else ``$LANGGRAPH_CTX_DIR``,
 else ``./chats``. Read commands take ``--json`` for scripts. Colours are on only when

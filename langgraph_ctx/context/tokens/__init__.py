@@ -27,7 +27,7 @@ and no tiktoken state is changed: `tiktoken.get_encoding()` behaves as before.
 
 One module per concept, every name re-exported here:
 
-* `encodings`: the BPE files, their sha256 check, `load_encoding`;
+* `bpe`: the BPE files, their sha256 check, `load_encoding`;
 * `families`: model names and their counting rules (`ModelFamily`, `model_family`);
 * `chat_format`: OpenAI's chat format (messages, tool calls, tool schemas);
 * `images`: image tokens from pixel sizes, image headers;
@@ -36,6 +36,14 @@ One module per concept, every name re-exported here:
 
 from __future__ import annotations
 
+from langgraph_ctx.context.tokens.bpe import (
+    BPE_SHA256,
+    EncodingName,
+    bpe_file_path,
+    encoding_loaded,
+    load_encoding,
+    read_bpe_file,
+)
 from langgraph_ctx.context.tokens.chat_format import (
     message_role,
     to_message,
@@ -47,14 +55,6 @@ from langgraph_ctx.context.tokens.counter import (
     count_tokens,
     count_tool_tokens,
     message_fingerprint,
-)
-from langgraph_ctx.context.tokens.encodings import (
-    BPE_SHA256,
-    EncodingName,
-    bpe_file_path,
-    encoding_loaded,
-    load_encoding,
-    read_bpe_file,
 )
 from langgraph_ctx.context.tokens.families import (
     DEFAULT_FAMILY,

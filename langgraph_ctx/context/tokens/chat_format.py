@@ -21,7 +21,7 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 
-from langgraph_ctx.context.tokens.encodings import load_encoding
+from langgraph_ctx.context.tokens.bpe import load_encoding
 from langgraph_ctx.context.tokens.families import ModelFamily
 from langgraph_ctx.context.tokens.images import (
     MEDIA_BLOCK_TOKENS,

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 import tiktoken
 
-from langgraph_ctx.context.tokens.encodings import EncodingName
+from langgraph_ctx.context.tokens.bpe import EncodingName
 
 __all__ = [
     "DEFAULT_FAMILY",
