@@ -42,8 +42,8 @@ from langgraph_ctx.context.compaction import (
     compact_messages,
 )
 from langgraph_ctx.context.compaction.signals import content_text
-from langgraph_ctx.context.compaction.testing import ExtractiveSummaryModel, ordering_problems
 from langgraph_ctx.context.tokens import MessageTokenCounter
+from langgraph_ctx.testing import ExtractiveSummaryModel, ordering_problems
 
 FILLER = [
     "I looked at the module and the tests again.",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _models import chat_model
 from _show import notebook, offline, thread_file, turn
 from langgraph.graph import START, StateGraph
 
@@ -28,6 +27,7 @@ from langgraph_ctx.context.prompt import PromptParts
 from langgraph_ctx.nodes.errors import ModelNode
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
+from langgraph_ctx.testing import chat_model
 
 ROOT = Path(__file__).parent / "chats"
 THREAD = "chat-assistant"

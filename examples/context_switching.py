@@ -24,7 +24,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _models import chat_model
 from _show import clip, offline
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -35,6 +34,7 @@ from langgraph_ctx.context.prompt import is_system_prompt_message
 from langgraph_ctx.nodes.errors import ModelNode
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
+from langgraph_ctx.testing import chat_model
 from langgraph_ctx.tools import ContextArchive, context_tools
 
 ROOT = Path(__file__).parent / "chats"

@@ -11,10 +11,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from _models import chat_model
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_ctx import JsonlSaver
+from langgraph_ctx.testing import chat_model
 
 ROOT = Path(__file__).parent / "chats"
 

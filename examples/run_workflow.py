@@ -22,7 +22,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from _models import chat_model
 from _show import notebook, offline, thread_file, turn
 from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
@@ -31,11 +30,11 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.budget import ContextBudget
 from langgraph_ctx.context.compaction import LLMSummary
-from langgraph_ctx.context.compaction.testing import ExtractiveSummaryModel
 from langgraph_ctx.context.prompt import PromptParts, RunContext, WorkflowStep
 from langgraph_ctx.nodes.errors import ModelNode, arecord_tool_errors, record_tool_errors
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
+from langgraph_ctx.testing import ExtractiveSummaryModel, chat_model
 
 ROOT = Path(__file__).parent / "chats"
 THREAD = "run-workflow"

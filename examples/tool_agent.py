@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _models import chat_model
 from _show import clip, notebook, offline, thread_file, turn
 from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
@@ -32,6 +31,7 @@ from langgraph_ctx.context.prompt import PromptParts
 from langgraph_ctx.nodes.errors import ModelNode, arecord_tool_errors, record_tool_errors
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
+from langgraph_ctx.testing import chat_model
 
 ROOT = Path(__file__).parent / "chats"
 THREAD = "tool-agent"

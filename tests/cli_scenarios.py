@@ -23,9 +23,9 @@ from langgraph.types import Command, interrupt
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.compaction import HybridSummary
-from langgraph_ctx.context.compaction.testing import ExtractiveSummaryModel
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
+from langgraph_ctx.testing import ExtractiveSummaryModel
 
 CITIES = ["Lisbon", "Porto", "Madrid", "Seville", "Valencia", "Bilbao", "Granada", "Malaga"]
 

@@ -21,8 +21,7 @@ import pytest
 from langchain_core.messages import AIMessage, convert_to_messages
 from typer.testing import CliRunner
 
-from langgraph_ctx import JsonlSaver
-from langgraph_ctx.cli import inspect as ins
+from langgraph_ctx import JsonlSaver, browse
 from langgraph_ctx.cli.app import app
 
 from .cli_scenarios import build_directory, chat_graph, config
@@ -284,7 +283,7 @@ def test_diff_messages_and_channels(built: Path) -> None:
     )
     kinds = {c["channel"]: c["kind"] for c in trip["channels"]}
     assert kinds["compaction_log"] in ("added", "changed") and "running_summary" in kinds
-    assert not any(ins.is_internal_channel(c) for c in kinds)
+    assert not any(browse.is_internal_channel(c) for c in kinds)
     internal = as_json(built, "diff", "trip", "head~1", "head", "--all-channels")
     assert any(c["channel"].startswith("branch:to:") for c in internal["channels"])
     back = as_json(built, "diff", "chat", "head", "head~2")
@@ -332,7 +331,7 @@ def test_usage_bar_and_json(built: Path) -> None:
     data = as_json(built, "usage", "trip", "-m", "gpt-4o")
     saver = JsonlSaver(built)
     messages = saver.get_tuple(config("trip")).checkpoint["channel_values"]["messages"]
-    expected = ins.usage_at({"messages": messages}, model="gpt-4o")
+    expected = browse.usage_at({"messages": messages}, model="gpt-4o")
     assert data["usage"]["used"] == expected.used
     assert data["usage"]["breakdown"] == expected.breakdown
     assert data["bar"] == str(expected)
@@ -387,7 +386,7 @@ def test_usage_plot(built: Path, tmp_path: Path) -> None:
     assert turns[7]["view_used"] < turns[6]["view_used"]
     assert all(t["breakdown"]["current_input"] > 0 for t in turns)
     # the plot follows the head's branch: the fork's turns are its own
-    retry = ins.usage_series(JsonlSaver(built), "trip-retry", model="gpt-4o")
+    retry = browse.usage_series(JsonlSaver(built), "trip-retry", model="gpt-4o")
     assert len(retry) == 3 and retry[-1].view_used is None
 
 

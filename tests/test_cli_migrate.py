@@ -18,10 +18,9 @@ from langgraph.graph.message import _messages_delta_reducer
 from langgraph.types import Command
 from typer.testing import CliRunner
 
-from langgraph_ctx import JsonlSaver
-from langgraph_ctx.cli import inspect as ins
+from langgraph_ctx import JsonlSaver, browse
 from langgraph_ctx.cli.app import app
-from langgraph_ctx.cli.migrate import (
+from langgraph_ctx.migrate import (
     SqliteSourceError,
     compare_with_sqlite,
     import_sqlite,
@@ -138,7 +137,7 @@ def test_import_gives_the_same_state_and_history(database: Path, tmp_path: Path)
     delta = delta_graph().compile(checkpointer=saver)
     for info in saver.checkpoint_infos("delta"):
         expected = delta.get_state(info.config).values.get("messages", [])
-        got = ins.state_values(saver, info).get("messages", [])
+        got = browse.state_values(saver, info).get("messages", [])
         assert [(m.type, m.content) for m in got] == [(m.type, m.content) for m in expected]
     shown = json.loads(runner.invoke(app, ["-d", str(root), "show", "delta", "--json"]).stdout)
     assert [m["content"] for m in shown["messages"]][-2:] == ["u4", "echo 9"]

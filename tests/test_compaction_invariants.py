@@ -32,7 +32,7 @@ from langgraph_ctx.context.compaction import (
     SlidingWindow,
     compact_messages,
 )
-from langgraph_ctx.context.compaction.testing import (
+from langgraph_ctx.testing import (
     ExtractiveSummaryModel,
     ScriptedChatModel,
     ordering_problems,

@@ -30,13 +30,13 @@ from langgraph_ctx.context.compaction import (
     RunningSummary,
     read_tool_result,
 )
-from langgraph_ctx.context.compaction.testing import (
+from langgraph_ctx.context.tokens import count_tokens
+from langgraph_ctx.nodes.compaction import CompactionAgentState, CompactionNode, CompactionState
+from langgraph_ctx.testing import (
     ExtractiveSummaryModel,
     ScriptedChatModel,
     ordering_problems,
 )
-from langgraph_ctx.context.tokens import count_tokens
-from langgraph_ctx.nodes.compaction import CompactionAgentState, CompactionNode, CompactionState
 
 CFG = {"configurable": {"thread_id": "t1"}}
 

@@ -16,8 +16,8 @@ from langgraph_ctx.context.compaction import (
     read_tool_result,
     tool_result_ref,
 )
-from langgraph_ctx.context.compaction.testing import ordering_problems
 from langgraph_ctx.context.tokens import count_tokens
+from langgraph_ctx.testing import ordering_problems
 
 LOG = "\n".join(
     f"2024-05-01 12:00:{i % 60:02d} INFO worker-{i % 7} processed batch {i} in {i % 90} ms"

@@ -30,7 +30,7 @@ from langgraph_ctx.context.compaction import (
     compact_messages,
     prepare_compaction,
 )
-from langgraph_ctx.context.compaction.testing import (
+from langgraph_ctx.testing import (
     ExtractiveSummaryModel,
     ScriptedChatModel,
     ordering_problems,

@@ -43,8 +43,8 @@ from langgraph_ctx.nodes.errors import ModelNode
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
 from langgraph_ctx.saver.redis import RedisLogSaver
+from langgraph_ctx.testing import StreamingScript
 from langgraph_ctx.tools import ContextArchive, context_tools, fork_thread
-from tests.chat_models import StreamingScript
 
 THREAD = "trip/1"  # a thread id that is not a plain file name
 
@@ -690,3 +690,19 @@ def test_the_example_switches_context_and_comes_back_offline() -> None:
         "10 user messages",
     ]:
         assert expected in out, f"{expected!r} missing from:\n{out}"
+
+
+def test_an_archived_context_in_the_state_reads_back_under_its_stored_path(tmp_path: Path) -> None:
+    """Stored data names `ArchivedContext` by `langgraph_ctx.context.archive` (the package
+    it is re-exported from), at the top of a value and nested in a serialized one."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    e = entry("c_a", "Paris trip")
+    assert type(e).__module__ == "langgraph_ctx.context.archive"
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"top": 1, "nested": 1}
+    cp["channel_values"] = {"top": e, "nested": {1: e}}  # int keys: through the serializer
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    JsonlSaver(tmp_path).put(config, cp, {}, {"top": 1, "nested": 1})
+    got = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]
+    assert got == {"top": e, "nested": {1: e}}

@@ -36,7 +36,7 @@ from langgraph_ctx.errors import ModelTimeoutError
 from langgraph_ctx.nodes.errors import ModelNode, arecord_tool_errors, record_tool_errors
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
-from tests.chat_models import Cut, StreamingScript
+from langgraph_ctx.testing import Cut, StreamingScript
 
 PARTIAL = "The plan: first we load the sales data, then we clean it, then"
 

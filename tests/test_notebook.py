@@ -14,7 +14,7 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 
 @pytest.fixture
 def executed(tmp_path: Path) -> nbformat.NotebookNode:
-    # Run a copy next to the examples it imports (`_models`), writing into tmp_path.
+    # Run a copy next to the examples (as a reader would), writing into tmp_path.
     work = tmp_path / "examples"
     shutil.copytree(EXAMPLES, work, ignore=shutil.ignore_patterns("chats", "__pycache__"))
     notebook = nbformat.read(work / "notebook.ipynb", as_version=4)

@@ -18,7 +18,6 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.budget import ContextBudget, is_summary_message
 from langgraph_ctx.context.compaction import CompactionRecord, LLMSummary
-from langgraph_ctx.context.compaction.testing import ExtractiveSummaryModel, ordering_problems
 from langgraph_ctx.context.llm_error import is_llm_error
 from langgraph_ctx.context.prompt import (
     PromptParts,
@@ -30,7 +29,7 @@ from langgraph_ctx.nodes.compaction import CompactionNode
 from langgraph_ctx.nodes.errors import ModelNode
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextAgentState, ContextState
-from tests.chat_models import Cut, StreamingScript
+from langgraph_ctx.testing import Cut, ExtractiveSummaryModel, StreamingScript, ordering_problems
 
 PARTS = PromptParts(persona="You are Ada, a careful analyst.")
 RUN = {"workflow_id": "wf", "run_id": "r1", "step": {"id": "s1", "brief": "Collect the data."}}

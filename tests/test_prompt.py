@@ -26,7 +26,7 @@ from langgraph_ctx.context.prompt import (
 from langgraph_ctx.errors import PromptPartError
 from langgraph_ctx.nodes.prompt import SystemPromptNode
 from langgraph_ctx.nodes.state import ContextState
-from tests.chat_models import StreamingScript
+from langgraph_ctx.testing import StreamingScript
 
 PERSONA = "You are Ada, a careful data engineer."
 PARTS = PromptParts(persona=PERSONA)

@@ -219,8 +219,8 @@ def test_encodings_equal_tiktoken_reference(
 
 
 def _bpe_override(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
-    monkeypatch.setattr(tokens, "bpe_file_path", lambda encoding: path)
-    monkeypatch.setattr(tokens, "_encodings", {})
+    monkeypatch.setattr(tokens.bpe, "bpe_file_path", lambda encoding: path)
+    monkeypatch.setattr(tokens.bpe, "_encodings", {})
 
 
 def test_missing_bpe_file_raises_named_error(

@@ -1,13 +1,13 @@
 """The ``langgraph-ctx`` command line and the functions behind it.
 
 Installed as the ``langgraph-ctx`` console script (``langgraph_ctx.cli:main``); also
-``python -m langgraph_ctx.cli``. The logic lives in plain modules a notebook can use
-without the command line:
+``python -m langgraph_ctx.cli``. This package is the typer/rich layer; the logic lives
+in plain modules a notebook can use without the command line:
 
-* `langgraph_ctx.cli.inspect`: thread summaries, history, transcripts, diffs, exports,
-  token usage per turn;
+* `langgraph_ctx.browse`: thread summaries, history, transcripts, diffs, exports,
+  token usage per turn (on any `LogSaver`, Redis included);
 * `langgraph_ctx.cli.verify`: line-by-line checks of thread files;
-* `langgraph_ctx.cli.migrate`: `SqliteSaver` databases into JSONL threads;
+* `langgraph_ctx.migrate`: `SqliteSaver` databases into JSONL threads;
 * `langgraph_ctx.cli.plot`: the usage chart (needs the ``plot`` extra: matplotlib).
 
 Importing this package loads neither typer nor rich; `main` does.

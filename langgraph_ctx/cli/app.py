@@ -1,4 +1,10 @@
-"""The ``langgraph-ctx`` command line: a thin layer over `inspect`, `verify`, `migrate`.
+"""The ``langgraph-ctx`` command line: a thin layer over `browse`, `verify`, `migrate`.
+
+Why one module of ~860 lines: it is the whole command line, read the way ``--help`` lists
+it; each command is a short typer function (options, one library call, a renderer from
+`render`), and they share the ``--dir`` state, the error handling and the JSON output
+defined at the top. The logic is in `langgraph_ctx.browse`, `langgraph_ctx.migrate`,
+`cli.verify` and `storage.transfer`; the rich output is in `render` and `plot`.
 
 Every command works on a `JsonlSaver` directory: ``--dir``, else ``$LANGGRAPH_CTX_DIR``,
 else ``./chats``. Read commands take ``--json`` for scripts. Colours are on only when
@@ -27,7 +33,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.core import TyperGroup
 
-from langgraph_ctx.cli import inspect as ins
+from langgraph_ctx import browse
 from langgraph_ctx.errors import LangGraphCtxError, ThreadExistsError, ThreadNotFoundError
 
 DIR_ENV = "LANGGRAPH_CTX_DIR"
@@ -222,7 +228,7 @@ def threads(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List threads: message counts, checkpoints, size, last activity."""
     from langgraph_ctx.cli.render import threads_table
 
-    summaries = ins.thread_summaries(_state(ctx).saver())
+    summaries = browse.thread_summaries(_state(ctx).saver())
     if as_json:
         _echo_json([s.to_dict() for s in summaries])
         return
@@ -249,7 +255,7 @@ def history(
 
     state = _state(ctx)
     with _thread_errors(state):
-        rows = ins.history(state.saver(), thread, all_namespaces=all_ns, limit=limit)
+        rows = browse.history(state.saver(), thread, all_namespaces=all_ns, limit=limit)
     if as_json:
         _echo_json(rows)
         return
@@ -261,7 +267,7 @@ def show(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
     checkpoint: CheckpointOpt = None,
-    messages_key: MessagesKeyOpt = ins.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
     as_json: JsonOpt = False,
 ) -> None:
     """The transcript: roles, tool calls and results, compactions, running summary."""
@@ -270,9 +276,9 @@ def show(
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
-        info = ins.resolve_checkpoint(saver, thread, checkpoint)
-    values, pending_writes = ins.checkpoint_state(saver, info)
-    t = ins.transcript(values, messages_key=messages_key, pending_writes=pending_writes)
+        info = browse.resolve_checkpoint(saver, thread, checkpoint)
+    values, pending_writes = browse.checkpoint_state(saver, info)
+    t = browse.transcript(values, messages_key=messages_key, pending_writes=pending_writes)
     if as_json:
         _echo_json(
             {
@@ -287,7 +293,7 @@ def show(
         return
     title = (
         f"{thread} @ {info.checkpoint_id} (step {info.metadata.get('step')}, "
-        f"{ins.format_ts(info.ts)} UTC, {len(t.messages)} messages)"
+        f"{browse.format_ts(info.ts)} UTC, {len(t.messages)} messages)"
     )
     _print(transcript_view(t, title=title))
 
@@ -303,7 +309,7 @@ def diff(
     all_channels: Annotated[
         bool, typer.Option("--all-channels", help="Include LangGraph's internal channels.")
     ] = False,
-    messages_key: MessagesKeyOpt = ins.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
     as_json: JsonOpt = False,
 ) -> None:
     """What changed between two checkpoints: messages, then other channels."""
@@ -311,7 +317,7 @@ def diff(
 
     state = _state(ctx)
     with _thread_errors(state):
-        d = ins.diff_checkpoints(
+        d = browse.diff_checkpoints(
             state.saver(),
             thread,
             a,
@@ -372,7 +378,7 @@ def usage(
             help="Count this system prompt too (a 'system_prompt' state key wins).",
         ),
     ] = None,
-    messages_key: MessagesKeyOpt = ins.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -390,9 +396,9 @@ def usage(
     saver = state.saver()
     chosen = _usage_budget(model, budget, window, reserved_output)
     with _thread_errors(state):
-        info = ins.resolve_checkpoint(saver, thread, checkpoint)
-    values = ins.state_values(saver, info)
-    result = ins.usage_at(
+        info = browse.resolve_checkpoint(saver, thread, checkpoint)
+    values = browse.state_values(saver, info)
+    result = browse.usage_at(
         values,
         model=model,
         budget=chosen,
@@ -412,7 +418,7 @@ def usage(
         from langgraph_ctx.cli.plot import save_usage_plot
 
         with _thread_errors(state):
-            series = ins.usage_series(
+            series = browse.usage_series(
                 saver,
                 thread,
                 model=model,
@@ -467,15 +473,15 @@ def export(
             "--output", "-o", help="Write to this file (default: stdout).", dir_okay=False
         ),
     ] = None,
-    messages_key: MessagesKeyOpt = ins.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
 ) -> None:
     """Messages in OpenAI's chat format (role, content, tool_calls, ...), for evals."""
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
-        info = ins.resolve_checkpoint(saver, thread, checkpoint)
-    messages = ins.find_messages(ins.state_values(saver, info), messages_key)
-    text = ins.export_messages(messages, fmt.value)  # type: ignore[arg-type]
+        info = browse.resolve_checkpoint(saver, thread, checkpoint)
+    messages = browse.find_messages(browse.state_values(saver, info), messages_key)
+    text = browse.export_messages(messages, fmt.value)  # type: ignore[arg-type]
     if output is None:
         typer.echo(text, nl=False)
         return
@@ -557,7 +563,11 @@ def fork(
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
-        at = ins.resolve_checkpoint(saver, source, checkpoint).checkpoint_id if checkpoint else None
+        at = (
+            browse.resolve_checkpoint(saver, source, checkpoint).checkpoint_id
+            if checkpoint
+            else None
+        )
         head = saver.fork(source, target, checkpoint_id=at)
     out = {**_head_json(saver, target, head), "source": source, "checkpoint_id": at}
     if as_json:
@@ -585,7 +595,7 @@ def revert(
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
-        at = ins.resolve_checkpoint(saver, thread, checkpoint).checkpoint_id
+        at = browse.resolve_checkpoint(saver, thread, checkpoint).checkpoint_id
         head = saver.revert(thread, at)
     out = _head_json(saver, thread, head)
     out["backup"] = out["backups"][0] if out["backups"] else None
@@ -622,7 +632,7 @@ def prune(
     before: dict[str, tuple[int, int]] = {}
     with _thread_errors(state):
         for tid in thread:
-            infos = ins.require_thread(saver, tid)
+            infos = browse.require_thread(saver, tid)
             before[tid] = (len(infos), Path(saver.path(tid)).stat().st_size)
     if not yes:
         what = (
@@ -639,7 +649,7 @@ def prune(
             results.append({"thread_id": tid, "deleted": True, "checkpoints_before": count})
             continue
         infos = saver.checkpoint_infos(tid)
-        head = ins.head_info(infos)
+        head = browse.head_info(infos)
         results.append(
             {
                 "thread_id": tid,
@@ -691,7 +701,7 @@ def import_(
     as_json: JsonOpt = False,
 ) -> None:
     """Migrate a SqliteSaver database into JSONL threads (same state and history)."""
-    from langgraph_ctx.cli.migrate import (
+    from langgraph_ctx.migrate import (
         compare_with_sqlite,
         count_checkpoints,
         import_sqlite,

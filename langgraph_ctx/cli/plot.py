@@ -1,7 +1,7 @@
 """Tokens per component over the turns of a thread, as a matplotlib chart.
 
 ```python
-from langgraph_ctx.cli.inspect import usage_series
+from langgraph_ctx.browse import usage_series
 from langgraph_ctx.cli.plot import save_usage_plot, usage_figure
 
 series = usage_series(saver, "task-001", model="gpt-4o")
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langgraph_ctx.cli.inspect import TurnUsage
-from langgraph_ctx.errors import LangGraphCtxError
+from langgraph_ctx.browse import TurnUsage
+from langgraph_ctx.errors import PlotUnavailableError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -39,16 +39,6 @@ _SERIES: tuple[tuple[str, str, str], ...] = (
     ("history", "history", "#2563eb"),
     ("current_input", "input", "#16a34a"),
 )
-
-
-class PlotUnavailableError(LangGraphCtxError, ImportError):
-    """matplotlib is not installed."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "plotting needs matplotlib, which is not installed: "
-            f"pip install 'langgraph-ctx[{PLOT_EXTRA}]' (or pip install matplotlib)"
-        )
 
 
 def _matplotlib() -> Any:

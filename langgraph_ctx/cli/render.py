@@ -1,4 +1,4 @@
-"""Rich renderables for what `langgraph_ctx.cli.inspect` computes.
+"""Rich renderables for what `langgraph_ctx.browse` computes.
 
 Used by the command line; they render in a notebook too (``rich.print(...)``). Every
 piece of user text goes through `rich.text.Text`, never through markup, so brackets
@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from langgraph_ctx.cli.inspect import StateDiff, ThreadSummary, Transcript, format_ts
+from langgraph_ctx.browse import StateDiff, ThreadSummary, Transcript, format_ts
 from langgraph_ctx.cli.verify import VerifyReport
 from langgraph_ctx.context.budget import ContextUsage
 

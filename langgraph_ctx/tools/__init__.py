@@ -7,20 +7,21 @@ tools = context_tools(saver)   # chat_context_new, chat_context_load, chat_conte
                                # chat_context_clear_active: for ToolNode and bind_tools
 ```
 
-See docs/context_tools.md.
+The archives behind them (`ContextArchive`, its index, forks) live in
+`langgraph_ctx.context.archive`; they are re-exported here. See docs/context_tools.md.
 """
 
 from __future__ import annotations
 
-from langgraph_ctx.tools.archive import (
+from langgraph_ctx.context.archive import (
     ArchiveOutcome,
+    ArchiveSummarizer,
     ContextArchive,
     ContextArchiveError,
     ContextIndex,
     JsonFileContextIndex,
     MemoryContextIndex,
     RedisContextIndex,
-    Summarizer,
     archive_thread_id,
     fork_thread,
 )
@@ -28,6 +29,7 @@ from langgraph_ctx.tools.context import ContextTools, ToolResult, context_tools
 
 __all__ = [
     "ArchiveOutcome",
+    "ArchiveSummarizer",
     "ContextArchive",
     "ContextArchiveError",
     "ContextIndex",
@@ -35,7 +37,6 @@ __all__ = [
     "JsonFileContextIndex",
     "MemoryContextIndex",
     "RedisContextIndex",
-    "Summarizer",
     "ToolResult",
     "archive_thread_id",
     "context_tools",

@@ -63,14 +63,16 @@ from langgraph_ctx.context.active_context import (
 )
 from langgraph_ctx.context.archive import (
     ArchivedContext,
+    ArchiveSelection,
+    ArchiveSummarizer,
+    ContextArchive,
+    ContextIndex,
     LoadMode,
-    Selection,
     normalize_title,
     render_loaded_context,
     select_archive,
 )
 from langgraph_ctx.context.tokens import TokenCounter, count_tokens
-from langgraph_ctx.tools.archive import ContextArchive, ContextIndex, Summarizer
 
 __all__ = ["ContextTools", "ToolResult", "context_tools"]
 
@@ -158,7 +160,7 @@ class ContextTools:
         self,
         archive: ContextArchive,
         *,
-        summarizer: Summarizer | None = None,
+        summarizer: ArchiveSummarizer | None = None,
         token_counter: TokenCounter | None = None,
         model: str = "gpt-4o",
         max_loaded_tokens: int = 1_500,
@@ -330,7 +332,7 @@ class ContextTools:
         )
 
     def _not_loaded(
-        self, selection: Selection, *, context_id: str | None, query: str | None
+        self, selection: ArchiveSelection, *, context_id: str | None, query: str | None
     ) -> ToolResult:
         problem = selection.problem
         listing = _listing(selection.candidates)
@@ -557,7 +559,7 @@ def context_tools(
     saver: Any,
     *,
     index: ContextIndex | None = None,
-    summarizer: Summarizer | None = None,
+    summarizer: ArchiveSummarizer | None = None,
     model: str = "gpt-4o",
     token_counter: TokenCounter | None = None,
     max_loaded_tokens: int = 1_500,

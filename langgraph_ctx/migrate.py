@@ -1,7 +1,7 @@
 """Move the threads of a `SqliteSaver` database into a `JsonlSaver` directory.
 
 ```python
-from langgraph_ctx.cli.migrate import import_sqlite
+from langgraph_ctx.migrate import import_sqlite
 
 report = import_sqlite("sqlite:///checkpoints.db", "./chats")
 for thread in report.threads:
@@ -44,7 +44,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from langgraph_ctx.errors import LangGraphCtxError, ThreadExistsError, ThreadNotFoundError
+from langgraph_ctx.errors import (
+    SqliteSourceError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+)
 from langgraph_ctx.saver.jsonl import JsonlSaver
 from langgraph_ctx.storage.jsonl import JsonlStorage
 
@@ -61,10 +65,6 @@ __all__ = [
 
 Progress = Callable[[int], None]
 """Called with the number of checkpoints just imported (for a progress bar)."""
-
-
-class SqliteSourceError(LangGraphCtxError, ValueError):
-    """The source is not a readable `SqliteSaver` database."""
 
 
 @dataclass

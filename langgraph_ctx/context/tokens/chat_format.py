@@ -1,0 +1,296 @@
+"""OpenAI's chat format: what a message, its tool calls and the bound tools cost.
+
+Every message costs the family's overhead plus its role and content, a ``name`` costs
+one more; tool schemas follow the OpenAI cookbook's ``num_tokens_for_tools`` formula and
+tool calls an empirical rule (both close, not byte-exact; see ``docs/budget.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+
+from langgraph_ctx.context.tokens.bpe import load_encoding
+from langgraph_ctx.context.tokens.families import ModelFamily
+from langgraph_ctx.context.tokens.images import (
+    MEDIA_BLOCK_TOKENS,
+    MEDIA_BLOCK_TYPES,
+    block_image_tokens,
+    strip_binary,
+)
+
+__all__ = [
+    "message_role",
+    "to_message",
+]
+
+_ROLE_BY_TYPE: Final[Mapping[str, str]] = {
+    "human": "user",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "function",
+}
+
+
+def to_message(value: Any) -> BaseMessage:
+    """Turn anything found in a message list into a `BaseMessage`, never raising.
+
+    Accepts messages, OpenAI-style dicts, `(role, content)` tuples and strings (as
+    LangChain does). Anything else becomes a `ChatMessage` with role `"unknown"`
+    holding its text, so it is still counted.
+    """
+    if isinstance(value, BaseMessage):
+        return value
+    try:
+        return convert_to_messages([value])[0]
+    except Exception:
+        pass
+    if isinstance(value, Mapping):
+        role = value.get("role") or value.get("type") or "unknown"
+        content = value.get("content")
+        return ChatMessage(role=str(role), content=_as_content(content))
+    return ChatMessage(role="unknown", content="" if value is None else str(value))
+
+
+def _as_content(content: Any) -> str | list[Any]:
+    if content is None:
+        return ""
+    if isinstance(content, (str, list)):
+        return content
+    return json.dumps(content, default=str, ensure_ascii=False)
+
+
+def message_role(message: BaseMessage) -> str:
+    """The role a message is sent with in OpenAI's chat format."""
+    if isinstance(message, ChatMessage):
+        return str(message.role)
+    if isinstance(message, SystemMessage):
+        return str(message.additional_kwargs.get("__openai_role__") or "system")
+    return _ROLE_BY_TYPE.get(message.type, str(message.type))
+
+
+class Encoder:
+    """Counts text of one family: exact BPE tokens, before the family's multiplier."""
+
+    __slots__ = ("enc", "family")
+
+    def __init__(self, family: ModelFamily) -> None:
+        self.family = family
+        self.enc = load_encoding(family.encoding)
+
+    def text(self, text: Any) -> int:
+        if not text:
+            return 0
+        if not isinstance(text, str):
+            text = str(text)
+        return len(self.enc.encode_ordinary(text))
+
+    def scaled(self, raw: int) -> int:
+        if self.family.multiplier == 1.0:
+            return raw
+        return math.ceil(raw * self.family.multiplier)
+
+    # -- one message -------------------------------------------------------
+    def message(self, message: BaseMessage) -> int:
+        if message.type == "remove":  # RemoveMessage is an instruction, not content
+            return 0
+        fam = self.family
+        n = fam.tokens_per_message + self.text(message_role(message))
+        ai = isinstance(message, AIMessage)
+        calls = tool_calls_as_sent(message) if ai else []
+        n += self.content(message.content, skip_tool_blocks=bool(calls))
+        name = message.name or message.additional_kwargs.get("name")
+        if name and not isinstance(message, ToolMessage):  # tool results are sent without it
+            n += self.text(name) + fam.tokens_per_name
+        legacy_call = message.additional_kwargs.get("function_call")
+        if isinstance(legacy_call, Mapping) and not calls:
+            calls = [(str(legacy_call.get("name", "")), str(legacy_call.get("arguments", "")))]
+        n += self.tool_calls(calls)
+        return self.scaled(n)
+
+    def tool_calls(self, calls: Sequence[tuple[str, str]]) -> int:
+        # Empirical (OpenAI does not publish it): one call costs its name, its JSON
+        # arguments and 5 tokens (`to=functions.<name>` framing); parallel calls are
+        # wrapped in `multi_tool_use.parallel`: 15 per message and 7 per call.
+        if not calls:
+            return 0
+        if len(calls) == 1:
+            name, arguments = calls[0]
+            return 5 + self.text(name) + self.text(arguments)
+        return 15 + sum(7 + self.text(name) + self.text(args) for name, args in calls)
+
+    # -- content -----------------------------------------------------------
+    def content(self, content: Any, *, skip_tool_blocks: bool = False) -> int:
+        if content is None:
+            return 0
+        if isinstance(content, str):
+            return self.text(content)
+        if isinstance(content, Mapping):
+            return self.block(content, skip_tool_blocks)
+        if isinstance(content, (list, tuple)):
+            return sum(self.block(block, skip_tool_blocks) for block in content)
+        return self.text(str(content))
+
+    def block(self, block: Any, skip_tool_blocks: bool) -> int:
+        if isinstance(block, str):
+            return self.text(block)
+        if not isinstance(block, Mapping):
+            return self.text(str(block))
+        kind = block.get("type")
+        if kind in ("text", "input_text", "output_text"):
+            return self.text(block.get("text"))
+        if kind in ("image_url", "image", "input_image"):
+            return block_image_tokens(block, self.family)
+        if kind in ("tool_use", "tool_call", "function_call", "server_tool_use"):
+            if skip_tool_blocks:  # the same calls are counted from `tool_calls`
+                return 0
+            args = block.get("input", block.get("args", block.get("arguments")))
+            if not isinstance(args, str):
+                args = json.dumps(args, default=str)
+            return self.text(block.get("name")) + self.text(args)
+        if kind == "tool_result":
+            return self.content(block.get("content"))
+        if kind in ("thinking", "reasoning", "redacted_thinking"):
+            text = block.get("thinking") or block.get("reasoning") or block.get("text") or ""
+            summary = block.get("summary")
+            if isinstance(summary, list):
+                text += "".join(str(s.get("text", "")) for s in summary if isinstance(s, Mapping))
+            return self.text(text)
+        if kind in ("file", "document", "input_file") and isinstance(block.get("text"), str):
+            return self.text(block["text"])
+        if kind in MEDIA_BLOCK_TYPES:
+            return MEDIA_BLOCK_TOKENS
+        stripped, had_binary = strip_binary(block)
+        return self.text(json.dumps(stripped, default=str, ensure_ascii=False)) + (
+            MEDIA_BLOCK_TOKENS if had_binary else 0
+        )
+
+    # -- tools -------------------------------------------------------------
+    def tools(self, tools: Iterable[Any]) -> tuple[int, list[str]]:
+        notes: list[str] = []
+        total = 0
+        any_function = False
+        for tool in tools:
+            schema, note = _tool_schema(tool)
+            if note:
+                notes.append(note)
+            if schema.get("type") != "function" or not isinstance(schema.get("function"), Mapping):
+                # Provider built-in tools ({"type": "web_search"}, ...): their JSON.
+                total += self.text(json.dumps(schema, default=str, ensure_ascii=False))
+                continue
+            any_function = True
+            function = schema["function"]
+            total += self.family.tool_func_init
+            description = str(function.get("description") or "")
+            total += self.text(f"{function.get('name', '')}:{_drop_period(description)}")
+            parameters = function.get("parameters")
+            properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+            if isinstance(properties, Mapping) and properties:
+                total += 3 + self.properties(properties)  # prop_init
+        if any_function:
+            total += 12  # func_end
+        return self.scaled(total), notes
+
+    def properties(self, properties: Mapping[str, Any]) -> int:
+        total = 0
+        for key, schema in properties.items():
+            total += 3  # prop_key
+            if not isinstance(schema, Mapping):
+                total += self.text(f"{key}::")
+                continue
+            enum = schema.get("enum")
+            if isinstance(enum, list):
+                total += -3 + sum(3 + self.text(str(item)) for item in enum)
+            description = _drop_period(str(schema.get("description") or ""))
+            total += self.text(f"{key}:{_schema_type(schema)}:{description}")
+            # Nested objects are not in the cookbook formula; counted the same way.
+            nested = schema.get("properties")
+            items = schema.get("items")
+            if not isinstance(nested, Mapping) and isinstance(items, Mapping):
+                nested = items.get("properties")
+            if isinstance(nested, Mapping) and nested:
+                total += 3 + self.properties(nested)
+        return total
+
+
+def _drop_period(text: str) -> str:
+    return text[:-1] if text.endswith(".") else text
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return kind
+    if isinstance(kind, list):
+        return " | ".join(map(str, kind))
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list):
+        return " | ".join(
+            str(o.get("type", "object")) if isinstance(o, Mapping) else str(o) for o in options
+        )
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    return ""
+
+
+def tool_calls_as_sent(message: BaseMessage) -> list[tuple[str, str]]:
+    calls: list[tuple[str, str]] = []
+    for call in getattr(message, "tool_calls", None) or []:
+        calls.append((str(call.get("name") or ""), json.dumps(call.get("args"), default=str)))
+    for call in getattr(message, "invalid_tool_calls", None) or []:
+        calls.append((str(call.get("name") or ""), str(call.get("args") or "")))
+    return calls
+
+
+def _tool_schema(tool: Any) -> tuple[dict[str, Any], str | None]:
+    """OpenAI tool schema of `tool`, or a name-only stand-in and a note saying why."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    try:
+        schema = convert_to_openai_tool(tool)
+    except Exception as err:
+        name = _tool_name(tool)
+        description = getattr(tool, "description", None)
+        if isinstance(tool, Mapping):
+            description = tool.get("description")
+        stand_in = {
+            "type": "function",
+            "function": {"name": name, "description": description or ""},
+        }
+        return (
+            stand_in,
+            f"tool {name!r} has no usable schema ({type(err).__name__}); "
+            "counted its name and description only",
+        )
+    function = schema.get("function")
+    if (
+        schema.get("type") == "function"
+        and isinstance(function, Mapping)
+        and "parameters" not in function
+    ):
+        return (
+            schema,
+            f"tool {function.get('name')!r} has no parameter schema; "
+            "counted its name and description only",
+        )
+    return schema, None
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        return str(tool.get("name") or tool.get("type") or "unnamed")
+    return str(
+        getattr(tool, "name", None) or getattr(tool, "__name__", None) or type(tool).__name__
+    )

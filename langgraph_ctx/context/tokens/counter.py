@@ -1,0 +1,281 @@
+"""The public counting functions and `MessageTokenCounter`, the per-message cache."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    SystemMessage,
+)
+
+from langgraph_ctx.context.tokens.chat_format import Encoder, to_message, tool_calls_as_sent
+from langgraph_ctx.context.tokens.families import ModelFamily, model_family, resolve_family
+
+__all__ = [
+    "MessageTokenCounter",
+    "TokenCounter",
+    "count_message_tokens",
+    "count_tokens",
+    "count_tool_tokens",
+    "message_fingerprint",
+]
+
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+"""Any function that counts a list of messages, e.g. `functools.partial(count_tokens, model=m)`."""
+
+
+_encoders: dict[ModelFamily, Encoder] = {}
+
+
+def _encoder(model: str) -> Encoder:
+    return _encoder_for(model_family(model))
+
+
+def _encoder_for(family: ModelFamily) -> Encoder:
+    enc = _encoders.get(family)
+    if enc is None:
+        enc = _encoders[family] = Encoder(family)
+    return enc
+
+
+def _as_message_list(messages: Any) -> list[BaseMessage]:
+    if messages is None:
+        return []
+    if isinstance(messages, (str, BaseMessage, Mapping)):
+        messages = [messages]
+    return [to_message(m) for m in messages]
+
+
+def count_tokens(
+    messages: Sequence[BaseMessage | dict | tuple | str],
+    model: str = "gpt-4o",
+    tools: Sequence | None = None,
+) -> int:
+    """Count the prompt tokens of a chat request to `model`, as the provider does.
+
+    Counts every message (OpenAI chat format: 3 tokens per message, its role, content
+    and name, tool calls as sent), the bound `tools` when given, and the 3 tokens that
+    prime the reply. Messages may be LangChain messages, OpenAI-style dicts,
+    `(role, content)` tuples or strings; nothing raises on odd input.
+
+    Example:
+        ```python
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        count_tokens([SystemMessage("Be brief."), HumanMessage("Hi!")])  # -> 16
+        count_tokens([("user", "Hi!")], model="claude-sonnet-4-5")  # approximate
+        ```
+    """
+    enc = _encoder(model)
+    total = sum(enc.message(m) for m in _as_message_list(messages))
+    if tools:
+        total += enc.tools(tools)[0]
+    return total + enc.family.reply_priming
+
+
+def count_message_tokens(message: BaseMessage | dict | tuple | str, model: str = "gpt-4o") -> int:
+    """Tokens one message adds to a request (its per-message overhead included).
+
+    Example:
+        ```python
+        count_message_tokens(("user", "Hi!"))  # -> 6: 3 overhead + "user" + "Hi" + "!"
+        ```
+    """
+    return _encoder(model).message(to_message(message))
+
+
+def count_tool_tokens(tools: Sequence[Any], model: str = "gpt-4o") -> int:
+    """Tokens that binding `tools` adds to every request (OpenAI cookbook formula).
+
+    Accepts LangChain tools, functions, pydantic models and tool dicts; a tool
+    without a schema is counted by its name and description.
+    """
+    return _encoder(model).tools(tools)[0] if tools else 0
+
+
+def message_fingerprint(message: BaseMessage) -> int:
+    """A hash of everything in `message` that changes its token count."""
+    content = message.content
+    if not isinstance(content, str):
+        content = _stable_json(content)
+    extra: tuple[Any, ...] = ()
+    if isinstance(message, AIMessage):
+        if message.tool_calls or message.invalid_tool_calls:
+            extra = tuple(tool_calls_as_sent(message))
+    elif isinstance(message, ChatMessage):
+        extra = (message.role,)
+    kwargs = message.additional_kwargs
+    if kwargs and ("__openai_role__" in kwargs or "name" in kwargs or "function_call" in kwargs):
+        extra += tuple(
+            (key, _stable_json(kwargs.get(key)))
+            for key in ("__openai_role__", "name", "function_call")
+        )
+    return hash((message.type, content, message.name, extra))
+
+
+def _common_prefix(
+    messages: list[BaseMessage],
+    last: list[BaseMessage],
+    contents: list[Any],
+    last_contents: list[Any],
+) -> int:
+    """Length of the prefix made of the same objects with the same content as before.
+
+    The content check catches `message.content = ...` on an object kept in the state.
+    """
+    for i in range(min(len(messages), len(last))):
+        if messages[i] is not last[i]:
+            return i
+        if contents[i] is not last_contents[i] and contents[i] != last_contents[i]:
+            return i
+    return min(len(messages), len(last))
+
+
+def _stable_json(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class MessageTokenCounter:
+    """Per-message token counts with a bounded cache, so a step costs only new messages.
+
+    Entries are keyed by message id (or, for messages without one, by content) and
+    remember a fingerprint of the content: editing a message under the same id
+    replaces its entry. At most `max_entries` are kept (least recently used go first).
+    Thread-safe.
+
+    Example:
+        ```python
+        counter = MessageTokenCounter("gpt-4o")
+        counter.count(HumanMessage("Hi!", id="m1"))  # counted: 6
+        counter.count(HumanMessage("Hi!", id="m1"))  # cached: 6
+        ```
+
+    Args:
+        model: Model whose counting rules apply (see `model_family`).
+        token_counter: Count each message with this function instead
+            (`token_counter([message])`); tools still use `model`'s rules.
+        max_entries: Cache size bound.
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o",
+        *,
+        token_counter: TokenCounter | None = None,
+        max_entries: int = 50_000,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self.model = model
+        # With a custom counter the family only shapes tool counts: no unknown-name warning.
+        self.family = resolve_family(model, warn=token_counter is None)
+        self.token_counter = token_counter
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._entries: OrderedDict[Any, tuple[int, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._tools_key: tuple[int, ...] | None = None
+        self._tools_value: tuple[int, list[str]] = (0, [])
+        self._tools_ref: tuple[Any, ...] = ()
+        self._last: tuple[list[BaseMessage], list[Any], list[int]] = ([], [], [])
+
+    @property
+    def exact(self) -> bool:
+        """Whether counts come from the model's own tokenizer (no custom counter)."""
+        return self.family.exact and self.token_counter is None
+
+    @property
+    def reply_priming(self) -> int:
+        return self.family.reply_priming
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._last = ([], [], [])
+            self.hits = self.misses = 0
+
+    def count(self, message: BaseMessage) -> int:
+        """Tokens of one message, from the cache when its id and content are known."""
+        return self._count_all([message])[0]
+
+    def count_many(self, messages: Sequence[BaseMessage]) -> list[int]:
+        """Counts of a whole message list, reusing the previous call's unchanged prefix.
+
+        Within one graph run the state holds the same message objects from step to
+        step: the prefix whose objects and contents are those of the last call is taken
+        as is, the rest goes through the id + fingerprint cache.
+        """
+        messages = list(messages)
+        contents = [m.content for m in messages]
+        with self._lock:
+            last_messages, last_contents, last_counts = self._last
+        k = _common_prefix(messages, last_messages, contents, last_contents)
+        counts = last_counts[:k] + self._count_all(messages[k:])
+        with self._lock:
+            self._last = (messages, contents, counts)
+        return counts
+
+    def _count_all(self, messages: Sequence[BaseMessage]) -> list[int]:
+        fingerprints = [message_fingerprint(m) for m in messages]
+        keys = [m.id or ("content", fp) for m, fp in zip(messages, fingerprints, strict=True)]
+        counts: list[int | None] = []
+        with self._lock:  # one lock round for all lookups
+            entries = self._entries
+            for key, fp in zip(keys, fingerprints, strict=True):
+                entry = entries.get(key)
+                if entry is not None and entry[0] == fp:
+                    entries.move_to_end(key)
+                    counts.append(entry[1])
+                else:
+                    counts.append(None)
+        missing = [i for i, n in enumerate(counts) if n is None]
+        for i in missing:  # counted outside the lock
+            counts[i] = self._count_uncached(messages[i])
+        with self._lock:
+            self.hits += len(messages) - len(missing)
+            self.misses += len(missing)
+            for i in missing:
+                self._entries[keys[i]] = (fingerprints[i], counts[i])  # type: ignore[assignment]
+                self._entries.move_to_end(keys[i])
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return counts  # type: ignore[return-value]
+
+    def count_text_as_system(self, text: str) -> int:
+        """Tokens of `text` sent as a system message (cached like a message)."""
+        return self.count(SystemMessage(text)) if text else 0
+
+    def count_tools(self, tools: Sequence[Any] | None) -> tuple[int, list[str]]:
+        """Tokens of the bound tools and notes about tools without schemas.
+
+        Cached while the same tool objects are passed again.
+        """
+        if not tools:
+            return 0, []
+        key = tuple(id(t) for t in tools)
+        with self._lock:
+            if key == self._tools_key:
+                return self._tools_value
+        value = _encoder_for(self.family).tools(tools)
+        with self._lock:
+            self._tools_key, self._tools_value, self._tools_ref = key, value, tuple(tools)
+        return value
+
+    def _count_uncached(self, message: BaseMessage) -> int:
+        if self.token_counter is not None:
+            return int(self.token_counter([message]))
+        return _encoder_for(self.family).message(message)
