@@ -36,6 +36,24 @@ class CorruptLogError(LangGraphCtxError):
         )
 
 
+class CodecError(LangGraphCtxError, ValueError):
+    """A line or value of a thread log does not follow the format (`langgraph_ctx.codec`).
+
+    Raised by the codec, which sees one line or value and no file: the saver turns
+    it into `CorruptLogError` with the file and line, and ``verify`` into a problem.
+    ``dangling`` is true when the line is well formed but refers to something not in
+    the log (a message ordinal, a parent or base line).
+    """
+
+    def __init__(self, message: str, *, dangling: bool = False) -> None:
+        super().__init__(message)
+        self.dangling = dangling
+
+
+class CorruptLineWarning(UserWarning):
+    """A corrupt line was skipped because the saver was opened with ``on_corrupt="skip"``."""
+
+
 class ThreadNotFoundError(LangGraphCtxError, KeyError):
     """The thread has no log (nothing was ever saved under that thread id)."""
 
