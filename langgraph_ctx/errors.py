@@ -1,4 +1,7 @@
-"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`."""
+"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`.
+
+`CorruptLineWarning` is the one warning (a skipped corrupt line).
+"""
 
 from __future__ import annotations
 

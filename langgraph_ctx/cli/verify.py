@@ -12,7 +12,8 @@ report.exit_code            # 0 clean, 1 errors, 3 only torn last lines / empty 
 Two passes per file:
 
 1. **Lines.** Every complete line must parse (format version, kind) and be well formed
-   for its kind; every reference must point at something in the file: message ordinals
+   for its kind, by the codec's own parsers (`langgraph_ctx.codec.lines`, the ones the
+   saver reads with); every reference must point at something in the file: message ordinals
    (``msgs``, ``append``, ``msg``, ``like``), ``parent`` and ``ckpt`` line numbers,
    ``base`` lines. A last line without its newline is a *torn* line (a write cut short
    by a crash: the saver ignores it and removes it before the next append).
@@ -163,7 +164,7 @@ class VerifyReport:
 # ----------------------------------------------------------------- line checks
 
 
-_PLACEHOLDER: dict[str, Any] = {}
+_UNREAD: dict[str, Any] = {}  # versions / versions seen of a checkpoint line that did not parse
 
 
 class _Scanner:
@@ -252,7 +253,7 @@ class _Scanner:
         self.order.append((ns, cid, n))
         # Recorded even when the line is bad below: later lines refer to it.
         self.ckpts[n] = CheckpointHead(
-            ns, cid, n, None, None, _PLACEHOLDER, _PLACEHOLDER, None, {}, frozenset(), frozenset()
+            ns, cid, n, None, None, _UNREAD, _UNREAD, None, {}, frozenset(), frozenset()
         )
         try:
             head = parse_checkpoint_line(obj, n, self.ckpts)
