@@ -1,4 +1,7 @@
-"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`."""
+"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`.
+
+`CorruptLineWarning` is the one warning (a skipped corrupt line).
+"""
 
 from __future__ import annotations
 
@@ -34,6 +37,24 @@ class CorruptLogError(LangGraphCtxError):
             f"{where}: {reason}. The rest of the file is intact; fix or remove the line, "
             "or open the saver with on_corrupt='skip' to read past it with a warning."
         )
+
+
+class CodecError(LangGraphCtxError, ValueError):
+    """A line or value of a thread log does not follow the format (`langgraph_ctx.codec`).
+
+    Raised by the codec, which sees one line or value and no file: the saver turns
+    it into `CorruptLogError` with the file and line, and ``verify`` into a problem.
+    ``dangling`` is true when the line is well formed but refers to something not in
+    the log (a message ordinal, a parent or base line).
+    """
+
+    def __init__(self, message: str, *, dangling: bool = False) -> None:
+        super().__init__(message)
+        self.dangling = dangling
+
+
+class CorruptLineWarning(UserWarning):
+    """A corrupt line was skipped because the saver was opened with ``on_corrupt="skip"``."""
 
 
 class ThreadNotFoundError(LangGraphCtxError, KeyError):

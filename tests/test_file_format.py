@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, StateGraph
 
 from langgraph_ctx import JsonlSaver
-from langgraph_ctx.codec import FORMAT_VERSION
+from langgraph_ctx.codec.lines import FORMAT_VERSION
 
 from .test_saver_graphs import chat_graph
 

@@ -235,7 +235,7 @@ def test_the_package_models_are_on_the_default_allowlist():
     from pydantic import BaseModel
 
     import langgraph_ctx
-    from langgraph_ctx.codec import PACKAGE_MODELS
+    from langgraph_ctx.codec.values import PACKAGE_MODELS
 
     found = set()
     for info in pkgutil.walk_packages(langgraph_ctx.__path__, "langgraph_ctx."):

@@ -12,7 +12,8 @@ report.exit_code            # 0 clean, 1 errors, 3 only torn last lines / empty 
 Two passes per file:
 
 1. **Lines.** Every complete line must parse (format version, kind) and be well formed
-   for its kind; every reference must point at something in the file: message ordinals
+   for its kind, by the codec's own parsers (`langgraph_ctx.codec.lines`, the ones the
+   saver reads with); every reference must point at something in the file: message ordinals
    (``msgs``, ``append``, ``msg``, ``like``), ``parent`` and ``ckpt`` line numbers,
    ``base`` lines. A last line without its newline is a *torn* line (a write cut short
    by a crash: the saver ignores it and removes it before the next append).
@@ -29,7 +30,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,8 +38,23 @@ from typing import Any, Literal
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_ctx.codec import CodecError, loads_line, message_from_body, message_from_json
-from langgraph_ctx.errors import CorruptLogError, ThreadNotFoundError
+from langgraph_ctx.codec.lines import (
+    CheckpointHead,
+    check_position,
+    checkpoint_key,
+    checkpoint_values,
+    delta_base_values,
+    is_list_value,
+    list_link,
+    loads_line,
+    message_like,
+    message_ordinal,
+    parse_checkpoint_line,
+    parse_writes_line,
+)
+from langgraph_ctx.codec.messages import message_from_body
+from langgraph_ctx.codec.values import message_refs
+from langgraph_ctx.errors import CodecError, CorruptLogError, ThreadNotFoundError
 from langgraph_ctx.saver.jsonl import JsonlSaver
 from langgraph_ctx.storage.jsonl import JsonlStorage
 
@@ -148,65 +164,19 @@ class VerifyReport:
 # ----------------------------------------------------------------- line checks
 
 
-class _LineError(Exception):
-    def __init__(self, kind: ProblemKind, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
-def _ordinal(value: Any, what: str) -> int:
-    if type(value) is not int or value < 0:
-        raise _LineError("corrupt", f"{what} must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _value_refs(enc: Any, where: str) -> Iterator[int]:
-    """Message ordinals an encoded value refers to (raises `_LineError` if malformed)."""
-    if not isinstance(enc, dict):
-        return
-    if "json" in enc and "model" not in enc:
-        return
-    if "msgs" in enc or "append" in enc:
-        refs = enc.get("msgs", enc.get("append"))
-        if not isinstance(refs, list):
-            raise _LineError("corrupt", f"{where}: a message list must be a list of ordinals")
-        for ref in refs:
-            yield _ordinal(ref, f"{where}: message reference")
-        return
-    if "msg" in enc:
-        yield _ordinal(enc["msg"], f"{where}: message reference")
-        return
-    if "dict" in enc:
-        if not isinstance(enc["dict"], dict):
-            raise _LineError("corrupt", f"{where}: 'dict' value must be an object")
-        for key, inner in enc["dict"].items():
-            yield from _value_refs(inner, f"{where}.{key}")
-        return
-    if "snap" in enc:
-        yield from _value_refs(enc["snap"], where)
-        return
-    if "model" in enc or "serde" in enc:
-        return
-    raise _LineError("corrupt", f"{where}: unknown value encoding {sorted(enc)}")
-
-
-@dataclass
-class _Ckpt:
-    ns: str
-    id: str
-    lists: set[str]  # channels stored on this line as message lists
+_UNREAD: dict[str, Any] = {}  # versions / versions seen of a checkpoint line that did not parse
 
 
 class _Scanner:
-    """The line pass over one file's complete lines."""
+    """The line pass over one file's complete lines, through the codec's parsers."""
 
     def __init__(self, report: FileReport, serde: SerializerProtocol) -> None:
         self.report = report
         self.serde = serde
         self.msg_lines: dict[int, int] = {}  # ordinal -> line
         self.readable: set[int] = set()  # ordinals whose body is readable JSON
-        self.ckpts: dict[int, _Ckpt] = {}  # line -> checkpoint
+        self.ckpts: dict[int, CheckpointHead] = {}  # line -> checkpoint
+        self.lists: dict[int, set[str]] = {}  # line -> channels stored there as message lists
         self.refs: list[tuple[int, int, str]] = []  # (line, ordinal, where), checked at the end
         self.order: list[tuple[str, str, int]] = []  # (ns, id, line) of every checkpoint line
 
@@ -224,8 +194,8 @@ class _Scanner:
                 continue
             try:
                 self.line(n, obj)
-            except _LineError as exc:
-                self.problem(n, exc.kind, exc.message)
+            except CodecError as exc:
+                self.problem(n, _kind(exc), str(exc))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self.problem(n, "corrupt", f"malformed {obj.get('t')} line ({exc!r})")
         for n, ordinal, where in self.refs:
@@ -238,13 +208,10 @@ class _Scanner:
 
     def line(self, n: int, obj: Mapping[str, Any]) -> None:
         kind = obj["t"]
-        if n == 1 and kind != "thread":
-            raise _LineError("corrupt", "the first line must be the thread header")
+        check_position(kind, n)
         if kind == "thread":
-            if n != 1:
-                raise _LineError("corrupt", "a thread header may only be the first line")
             if not isinstance(obj.get("thread_id"), str):
-                raise _LineError("corrupt", "the thread header has no string 'thread_id'")
+                raise CodecError("the thread header has no string 'thread_id'")
             if self.report.thread_id is None:
                 self.report.thread_id = obj["thread_id"]
         elif kind == "msg":
@@ -254,136 +221,84 @@ class _Scanner:
         else:
             self.writes(n, obj)
 
+    def add_refs(self, n: int, enc: Any, where: str) -> None:
+        for place, ordinals in message_refs(enc, where=where):
+            self.refs.extend((n, o, place) for o in ordinals)
+
     def message(self, n: int, obj: Mapping[str, Any]) -> None:
-        ordinal = _ordinal(obj.get("n"), "message line's 'n'")
+        ordinal = message_ordinal(obj)
         if ordinal in self.msg_lines:
             first = self.msg_lines[ordinal]
-            raise _LineError("corrupt", f"message #{ordinal} is already defined on line {first}")
+            raise CodecError(f"message #{ordinal} is already defined on line {first}")
         self.report.messages += 1
         self.msg_lines[ordinal] = n  # even when its body is bad: references to it are not
-        if "like" in obj:
-            like = obj["like"]
-            if type(like) is not int or like >= ordinal or like not in self.msg_lines:
-                raise _LineError("dangling", f"'like' must name an earlier message, got {like!r}")
+        like = message_like(obj, ordinal, self.msg_lines)
+        if like is not None:
             if like not in self.readable:
-                raise _LineError("dangling", f"'like' names message #{like}, which is not readable")
+                raise CodecError(
+                    f"'like' names message #{like}, which is not readable", dangling=True
+                )
             self.readable.add(ordinal)
             return
+        try:
+            message_from_body(obj, self.serde)
+        except CodecError as exc:
+            raise CodecError(f"message #{ordinal}: {exc}") from None
         if "msg" in obj:
-            try:
-                message_from_json(obj["msg"])
-            except CodecError as exc:
-                raise _LineError("corrupt", f"message #{ordinal}: {exc}") from None
             self.readable.add(ordinal)
-        elif "serde" in obj:
-            try:
-                message_from_body(obj, self.serde)
-            except CodecError as exc:
-                raise _LineError("corrupt", f"message #{ordinal}: {exc}") from None
-        else:
-            raise _LineError("corrupt", f"message #{ordinal} has neither 'msg' nor 'serde'")
 
     def checkpoint(self, n: int, obj: Mapping[str, Any]) -> None:
-        ns, cid = obj.get("ns", ""), obj.get("id")
-        if not (isinstance(ns, str) and isinstance(cid, str) and cid):
-            raise _LineError("corrupt", "checkpoint line needs string 'id' and 'ns'")
+        ns, cid = checkpoint_key(obj)
         self.report.checkpoints += 1
         self.order.append((ns, cid, n))
-        entry = _Ckpt(ns, cid, set())
-        self.ckpts[n] = entry  # even when a reference below is bad: later lines use it
-        parent = obj.get("parent")
-        if type(parent) is int:
-            target = self.ckpts.get(parent)
-            if target is None or parent >= n:
-                self.problem(n, "dangling", f"'parent' is line {parent}, not an earlier checkpoint")
-            elif target.ns != ns:
-                self.problem(
-                    n, "dangling", f"'parent' line {parent} is a checkpoint of another namespace"
-                )
-        elif parent is not None and not isinstance(parent, str):
-            raise _LineError("corrupt", "checkpoint 'parent' must be a line number or an id")
-        values = obj.get("values", {})
-        if not isinstance(values, dict):
-            raise _LineError("corrupt", "checkpoint 'values' must be an object")
-        for channel, item in values.items():
-            if not (isinstance(item, list) and len(item) in (1, 2)):
-                raise _LineError(
-                    "corrupt", f"channel {channel!r} must be [version] or [version, value]"
-                )
+        # Recorded even when the line is bad below: later lines refer to it.
+        self.ckpts[n] = CheckpointHead(
+            ns, cid, n, None, None, _UNREAD, _UNREAD, None, {}, frozenset(), frozenset()
+        )
+        try:
+            head = parse_checkpoint_line(obj, n, self.ckpts)
+        except CodecError as exc:
+            if not exc.dangling:
+                raise
+            # A parent not in the file: say so, and check the rest of the line without it.
+            self.problem(n, "dangling", str(exc))
+            head = parse_checkpoint_line({**obj, "parent": None}, n, self.ckpts)
+        self.ckpts[n] = head
+        lists = self.lists[n] = set()
+        for channel, item in checkpoint_values(obj).items():
             if len(item) == 1:
                 continue
-            enc = item[1]
-            where = f"channel {channel!r}"
-            for ref in _value_refs(enc, where):
-                self.refs.append((n, ref, where))
-            if not isinstance(enc, dict):
+            enc, where = item[1], f"channel {channel!r}"
+            self.add_refs(n, enc, where)
+            if not is_list_value(enc):
                 continue
-            if "append" in enc:
-                if type(parent) is not int:
-                    raise _LineError(
-                        "dangling",
-                        f"{where} appends to its parent's value, but the parent "
-                        "is not in this file",
-                    )
-                entry.lists.add(channel)
-            elif "msgs" in enc:
-                entry.lists.add(channel)
-                if "base" in enc or "keep" in enc:
-                    base, keep = enc.get("base"), enc.get("keep")
-                    if type(keep) is not int or keep < 0:
-                        raise _LineError("corrupt", f"{where}: 'keep' must be a count")
-                    if type(base) is not int or not 1 <= base < n:
-                        raise _LineError(
-                            "dangling", f"{where}: 'base' {base!r} is not an earlier line"
-                        )
-                    target = self.ckpts.get(base)
-                    if target is None or channel not in target.lists:
-                        raise _LineError(
-                            "dangling",
-                            f"{where}: 'base' line {base} does not store {channel!r} as messages",
-                        )
-        delta_base = obj.get("delta_base") or {}
-        if not isinstance(delta_base, dict):
-            raise _LineError("corrupt", "checkpoint 'delta_base' must be an object")
-        for channel, folded in delta_base.items():
-            where = f"delta_base of {channel!r}"
-            if not isinstance(folded, dict) or not isinstance(folded.get("writes", []), list):
-                raise _LineError("corrupt", f"{where} must hold a list of 'writes'")
-            encs = [w[1] for w in folded.get("writes", []) if isinstance(w, list) and len(w) == 2]
-            if "seed" in folded:
-                encs.append(folded["seed"])
-            for enc in encs:
-                for ref in _value_refs(enc, where):
-                    self.refs.append((n, ref, where))
-        for key in ("meta", "meta_delta", "versions", "seen", "seen_delta"):
-            if key in obj and not isinstance(obj[key], dict):
-                raise _LineError("corrupt", f"checkpoint {key!r} must be an object")
+            lists.add(channel)
+            try:
+                link, base = list_link(enc, n)
+            except CodecError as exc:
+                raise CodecError(f"{where}: {exc}", dangling=exc.dangling) from None
+            if link == "append" and type(obj.get("parent")) is not int:
+                raise CodecError(
+                    f"{where} appends to its parent's value, but the parent is not in this file",
+                    dangling=True,
+                )
+            if link == "base" and channel not in self.lists.get(base, ()):  # type: ignore[arg-type]
+                raise CodecError(
+                    f"{where}: 'base' line {base} does not store {channel!r} as messages",
+                    dangling=True,
+                )
+        for channel, enc in delta_base_values(obj):
+            self.add_refs(n, enc, f"delta_base of {channel!r}")
 
     def writes(self, n: int, obj: Mapping[str, Any]) -> None:
-        target, task, items = obj.get("ckpt"), obj.get("task"), obj.get("w")
-        if type(target) is int:
-            if target not in self.ckpts or target >= n:
-                raise _LineError(
-                    "dangling", f"writes refer to line {target}, not an earlier checkpoint"
-                )
-        elif not isinstance(target, str):
-            raise _LineError("corrupt", "writes line needs 'ckpt' (a line number or an id)")
-        if not isinstance(task, str) or not isinstance(obj.get("path", ""), str):
-            raise _LineError("corrupt", "writes line needs string 'task' and 'path'")
-        if not isinstance(items, list):
-            raise _LineError("corrupt", "writes line needs a list 'w'")
+        _, _, _, _, items = parse_writes_line(obj, n, self.ckpts)
         self.report.writes += 1
         for item in items:
-            if not (
-                isinstance(item, list)
-                and len(item) == 3
-                and type(item[0]) is int
-                and isinstance(item[1], str)
-            ):
-                raise _LineError("corrupt", "each write must be [index, channel, value]")
-            where = f"write to {item[1]!r}"
-            for ref in _value_refs(item[2], where):
-                self.refs.append((n, ref, where))
+            self.add_refs(n, item[2], f"write to {item[1]!r}")
+
+
+def _kind(exc: CodecError) -> ProblemKind:
+    return "dangling" if exc.dangling else "corrupt"
 
 
 # ----------------------------------------------------------------- decode pass

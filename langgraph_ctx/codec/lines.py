@@ -1,0 +1,561 @@
+"""The lines of a thread log: build, parse and validate.
+
+Every line is one JSON object carrying the format version (``"v"``) and its
+kind (``"t"``):
+
+``thread``
+    The first line of every log: ``{"v":1,"t":"thread","thread_id":...,"created":...}``.
+``msg``
+    One LangChain message, written once and referenced afterwards by its
+    ordinal ``"n"``: ``{"v":1,"t":"msg","n":3,"msg":{"type":"ai","content":...,"id":...}}``.
+    A message that differs from an earlier one only by its id (LangGraph gives
+    ids to messages after they were first saved) is ``{"n":4,"like":3,"id":...}``.
+``ckpt``
+    A checkpoint: ids, timestamps, channel versions, metadata, and the values
+    of the channels that changed (``"values"``, each ``[version]`` or
+    ``[version, encoded]``). What the parent line already says is not
+    repeated: versions, versions seen (``seen_delta``) and metadata
+    (``meta_delta``) are written as changes from the parent, and a message
+    list as "the parent's value, then these" (``append``) or "the first *k*
+    messages of the value on line *L*, then these" (``keep`` / ``base``).
+``writes``
+    The pending writes of one task against one checkpoint.
+
+The builders here and the parsers undo each other; the saver's index and
+``langgraph-ctx verify`` both read lines through them. Values are in
+`langgraph_ctx.codec.values`, message bodies in `langgraph_ctx.codec.messages`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
+from langgraph_ctx.errors import CodecError
+
+FORMAT_VERSION = 1
+"""Version written on every line. Readers refuse lines from a newer format."""
+
+LINE_KINDS = frozenset({"thread", "msg", "ckpt", "writes"})
+
+DEFAULT_CHECKPOINT_VERSION = 4
+"""LangGraph's checkpoint format version; ``"cv"`` is written only when it differs."""
+
+# Checkpoint keys with their own place on a ``ckpt`` line; others go to ``extra``.
+KNOWN_CHECKPOINT_KEYS = frozenset(
+    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"}
+)
+
+# --------------------------------------------------------------------------- JSON
+
+
+def dumps_line(obj: Mapping[str, Any]) -> bytes:
+    """One compact JSON line, newline included, UTF-8 (non-ASCII kept readable)."""
+    return (
+        json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+    ).encode("utf-8")
+
+
+def loads_line(raw: bytes) -> dict[str, Any]:
+    """Parse and check the envelope of one line (without its newline)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # orjson refuses some valid JSON (integers over 64 bits)
+            obj = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CodecError(f"not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise CodecError("a line must be a JSON object")
+    version = obj.get("v")
+    if type(version) is not int:
+        raise CodecError("line has no format version 'v'")
+    if version > FORMAT_VERSION:
+        raise CodecError(
+            f"line has format version {version}, newer than this langgraph-ctx reads "
+            f"({FORMAT_VERSION}); upgrade langgraph-ctx"
+        )
+    if obj.get("t") not in LINE_KINDS:
+        raise CodecError(f"unknown line kind {obj.get('t')!r}")
+    return obj
+
+
+def check_position(kind: str, n: int) -> None:
+    """A thread header is the first line, and only the first."""
+    if (kind == "thread") != (n == 1):
+        raise CodecError(
+            "the first line must be the thread header"
+            if n == 1
+            else "a thread header may only be the first line"
+        )
+
+
+# ------------------------------------------------------------------ thread, msg
+
+
+def thread_line(thread_id: str, **extra: Any) -> dict[str, Any]:
+    """The header of a new log (``extra``: e.g. ``forked_from``)."""
+    return {
+        "v": FORMAT_VERSION,
+        "t": "thread",
+        "thread_id": thread_id,
+        "created": datetime.now(timezone.utc).isoformat(),
+        **extra,
+    }
+
+
+def message_line(ordinal: int, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``msg`` line holding its own body (see `langgraph_ctx.codec.messages`)."""
+    return {"v": FORMAT_VERSION, "t": "msg", "n": ordinal, **body}
+
+
+def like_line(ordinal: int, like: int, message_id: Any) -> dict[str, Any]:
+    """A ``msg`` line: message ``like`` again, with another id."""
+    return {"v": FORMAT_VERSION, "t": "msg", "n": ordinal, "like": like, "id": message_id}
+
+
+_MSG_PREFIX = re.compile(rb'\{"v":%d,"t":"msg","n":(\d+),' % FORMAT_VERSION)
+
+
+def peek_message_ordinal(raw: bytes) -> int | None:
+    """The ordinal of a ``msg`` line as `dumps_line` writes it, without parsing the line.
+
+    ``None`` for any other line (parse it). A reader indexes a message line by
+    this and parses its body only when the message is first read.
+
+    >>> peek_message_ordinal(b'{"v":1,"t":"msg","n":12,"msg":{"type":"ai","content":""}}')
+    12
+    """
+    match = _MSG_PREFIX.match(raw)
+    return None if match is None else int(match.group(1))
+
+
+def message_ordinal(obj: Mapping[str, Any]) -> int:
+    """The ordinal ``n`` of a ``msg`` line."""
+    n = obj.get("n")
+    if type(n) is not int or n < 0:
+        raise CodecError(f"message line's 'n' must be a non-negative integer, got {n!r}")
+    return n
+
+
+def message_like(obj: Mapping[str, Any], ordinal: int, known: Container[int]) -> int | None:
+    """The earlier message a ``like`` line repeats (``None``: the line has its own body).
+
+    ``known``: the ordinals defined on earlier lines.
+    """
+    if "like" in obj:
+        like = obj["like"]
+        if type(like) is not int or like >= ordinal or like not in known:
+            raise CodecError(f"'like' must name an earlier message, got {like!r}", dangling=True)
+        return like
+    if "msg" not in obj and "serde" not in obj:
+        raise CodecError(f"message #{ordinal} has neither 'msg' nor 'serde'")
+    return None
+
+
+# ------------------------------------------------------------------------- ckpt
+
+
+@dataclass(slots=True)
+class CheckpointHead:
+    """What a ``ckpt`` line says once its parent is known: everything but its values."""
+
+    ns: str
+    id: str
+    line: int
+    parent: str | None
+    run_id: str | None
+    versions: dict[str, Any]  # channel_versions, derived from the parent line if not stored
+    seen: dict[str, Any]  # versions_seen, likewise (dicts shared with the parent when unchanged)
+    meta: dict[str, Any] | None  # metadata when plain JSON (derived like the above), else None
+    stored: dict[str, Any]  # channel -> the version its value on this line is stored under
+    counters: frozenset[str]  # DeltaChannels that need their history at this checkpoint
+    delta_base: frozenset[str]  # DeltaChannels whose history is folded into this line
+
+
+def checkpoint_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """``(ns, id)`` of a ``ckpt`` line."""
+    ns, cid = obj.get("ns", ""), obj.get("id")
+    if not (isinstance(ns, str) and isinstance(cid, str) and cid):
+        raise CodecError("checkpoint line needs string 'id' and 'ns'")
+    return ns, cid
+
+
+def checkpoint_parent(
+    obj: Mapping[str, Any], n: int, ckpt_at: Mapping[int, CheckpointHead]
+) -> tuple[CheckpointHead | None, str | None]:
+    """The parent of the ``ckpt`` line ``n``: ``(its head if on an earlier line, its id)``.
+
+    ``ckpt_at``: the heads of the earlier checkpoint lines, by line.
+    """
+    ref = obj.get("parent")
+    if type(ref) is int:
+        parent = ckpt_at.get(ref)
+        if parent is None or ref >= n:
+            raise CodecError(f"'parent' is line {ref}, not an earlier checkpoint", dangling=True)
+        if parent.ns != obj.get("ns", ""):
+            raise CodecError(
+                f"'parent' line {ref} is a checkpoint of another namespace", dangling=True
+            )
+        return parent, parent.id
+    if ref is None or isinstance(ref, str):
+        return None, ref
+    raise CodecError("checkpoint 'parent' must be a line number or an id")
+
+
+def checkpoint_values(obj: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The ``values`` of a ``ckpt`` line: channel -> ``[version]`` or ``[version, encoded]``."""
+    values = obj.get("values", {})
+    if not isinstance(values, dict):
+        raise CodecError("checkpoint 'values' must be an object")
+    for channel, item in values.items():
+        if not (isinstance(item, list) and len(item) in (1, 2)):
+            raise CodecError(f"channel {channel!r} must be [version] or [version, value]")
+    return values
+
+
+def check_checkpoint_fields(obj: Mapping[str, Any]) -> None:
+    """The fields of a ``ckpt`` line that must be objects are (the deltas may be empty)."""
+    for key in ("meta", "versions", "seen"):
+        if key in obj and not isinstance(obj[key], dict):
+            raise CodecError(f"checkpoint {key!r} must be an object")
+    for key in ("meta_delta", "seen_delta", "delta_base"):
+        if obj.get(key) and not isinstance(obj[key], dict):
+            raise CodecError(f"checkpoint {key!r} must be an object")
+
+
+def parse_checkpoint_line(
+    obj: Mapping[str, Any], n: int, ckpt_at: Mapping[int, CheckpointHead]
+) -> CheckpointHead:
+    """The head of the ``ckpt`` line ``n``, with what it leaves to its parent filled in."""
+    ns, cid = checkpoint_key(obj)
+    parent, parent_id = checkpoint_parent(obj, n, ckpt_at)
+    values = checkpoint_values(obj)
+    check_checkpoint_fields(obj)
+    stored = {ch: e[0] for ch, e in values.items()}
+    if "versions" in obj:
+        versions = obj["versions"]
+    else:
+        versions = {**parent.versions, **stored} if parent else dict(stored)
+    if "seen" in obj:
+        seen = obj["seen"]
+    else:
+        delta = obj.get("seen_delta") or {}
+        base = parent.seen if parent else {}
+        seen = {**base, **delta} if delta else base
+    meta = _derive_meta(obj, parent)
+    counters = (meta or {}).get("counters_since_delta_snapshot") or {}
+    run_id = (meta or {}).get("run_id")
+    return CheckpointHead(
+        ns=ns,
+        id=cid,
+        line=n,
+        parent=parent_id,
+        run_id=run_id if isinstance(run_id, str) else None,
+        versions=versions,
+        seen=seen,
+        meta=meta,
+        stored=stored,
+        counters=frozenset(counters) if isinstance(counters, dict) else frozenset(),
+        delta_base=frozenset(obj.get("delta_base") or ()),
+    )
+
+
+def checkpoint_line(
+    ns: str,
+    checkpoint: Mapping[str, Any],
+    parent: CheckpointHead | None,
+    parent_id: str | None,
+    values: dict[str, list[Any]],
+    metadata: Mapping[str, Any],
+    new_versions: Mapping[str, Any],
+    serde: SerializerProtocol,
+    delta_base: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``ckpt`` line of a checkpoint whose changed channels are encoded in ``values``.
+
+    Versions, versions-seen and metadata are written as changes from
+    ``parent`` (the head of the parent line, when it is in this log); the
+    reader (`parse_checkpoint_line`) derives the rest.
+    """
+    line: dict[str, Any] = {"v": FORMAT_VERSION, "t": "ckpt"}
+    if ns:
+        line["ns"] = ns
+    line["id"] = checkpoint["id"]
+    if parent is not None:
+        line["parent"] = parent.line
+    elif parent_id:
+        line["parent"] = parent_id
+    if checkpoint.get("v", DEFAULT_CHECKPOINT_VERSION) != DEFAULT_CHECKPOINT_VERSION:
+        line["cv"] = checkpoint["v"]
+    line["ts"] = checkpoint["ts"]
+    versions = dict(checkpoint.get("channel_versions") or {})
+    derived = {**parent.versions, **new_versions} if parent else dict(new_versions)
+    if versions != derived:
+        line["versions"] = versions
+    seen = checkpoint.get("versions_seen") or {}
+    if parent is None or not set(parent.seen) <= set(seen):
+        line["seen"] = seen
+    else:
+        delta = {node: vs for node, vs in seen.items() if parent.seen.get(node) != vs}
+        if delta:
+            line["seen_delta"] = delta
+    updated = checkpoint.get("updated_channels")
+    if updated != _updated(values):
+        line["updated"] = updated
+    line.update(_meta_fields(metadata, parent, serde))
+    line.update(extra_fields(checkpoint, serde))
+    line["values"] = values
+    if delta_base:
+        line["delta_base"] = delta_base
+    return line
+
+
+def checkpoint_from_line(
+    line: Mapping[str, Any],
+    head: CheckpointHead,
+    values: dict[str, Any],
+    serde: SerializerProtocol,
+) -> dict[str, Any]:
+    """LangGraph's `Checkpoint` for a ``ckpt`` line, given its decoded channel ``values``."""
+    updated = line["updated"] if "updated" in line else _updated(line.get("values", {}))
+    checkpoint: dict[str, Any] = {
+        "v": line.get("cv", DEFAULT_CHECKPOINT_VERSION),
+        "id": head.id,
+        "ts": line.get("ts", ""),
+        "channel_values": values,
+        "channel_versions": dict(head.versions),
+        "versions_seen": {k: dict(v) for k, v in head.seen.items()},
+        "updated_channels": updated,
+    }
+    for key, value in extra_from_fields(line, serde).items():
+        checkpoint.setdefault(key, value)
+    return checkpoint
+
+
+def checkpoint_metadata(
+    head: CheckpointHead, line: Mapping[str, Any], serde: SerializerProtocol
+) -> dict[str, Any]:
+    """The metadata of a ``ckpt`` line (a fresh copy when the head holds it)."""
+    if head.meta is not None:
+        return copy.deepcopy(head.meta)
+    return metadata_from_fields(line, serde)
+
+
+def _updated(values: Mapping[str, Sequence[Any]]) -> list[str]:
+    """``updated_channels`` as the reader assumes it: the channels with a stored value."""
+    return sorted(ch for ch, e in values.items() if len(e) == 2)
+
+
+def delta_base_values(obj: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``(channel, encoded)`` of every value folded into a ``ckpt`` line's ``delta_base``."""
+    out: list[tuple[str, Any]] = []
+    for channel, folded in (obj.get("delta_base") or {}).items():
+        if not isinstance(folded, dict) or not isinstance(folded.get("writes", []), list):
+            raise CodecError(f"delta_base of {channel!r} must hold a list of 'writes'")
+        out.extend(
+            (channel, w[1]) for w in folded.get("writes", []) if isinstance(w, list) and len(w) == 2
+        )
+        if "seed" in folded:
+            out.append((channel, folded["seed"]))
+    return out
+
+
+# ------------------------------------------------------------ metadata, extra
+
+
+def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
+    """Checkpoint keys LangGraph may add later, kept under ``extra`` / ``extra_serde``."""
+    extra = {
+        k: v
+        for k, v in checkpoint.items()
+        if k not in KNOWN_CHECKPOINT_KEYS and not (k == "pending_sends" and not v)
+    }
+    if not extra:
+        return {}
+    if is_plain_json(extra):
+        return {"extra": extra}
+    return {"extra_serde": serde_encode(extra, serde)}
+
+
+
+def extra_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
+    extra = serde_decode(line["extra_serde"], serde) if "extra_serde" in line else line.get("extra")
+    return extra if isinstance(extra, dict) else {}
+
+
+def metadata_fields(metadata: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
+    """``meta`` (readable) or ``meta_serde`` when some value is not plain JSON."""
+    meta = dict(metadata)
+    if is_plain_json(meta):
+        return {"meta": meta}
+    return {"meta_serde": serde_encode(meta, serde)}
+
+
+def metadata_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
+    if "meta_serde" in line:
+        meta = serde_decode(line["meta_serde"], serde)
+    else:
+        meta = line.get("meta", {})
+    if not isinstance(meta, dict):
+        raise CodecError("checkpoint metadata must be an object")
+    return meta
+
+
+def _meta_fields(
+    metadata: Mapping[str, Any], parent: CheckpointHead | None, serde: SerializerProtocol
+) -> dict[str, Any]:
+    """``meta`` in full, or ``meta_delta``: the keys that differ from the parent's
+    (``step`` left out when it is the parent's plus one). Undone by `_derive_meta`."""
+    fields = metadata_fields(metadata, serde)
+    base = parent.meta if parent is not None else None
+    if "meta" not in fields or base is None or not set(base) <= set(metadata):
+        return fields
+    delta = {k: v for k, v in metadata.items() if k == "step" or base.get(k) != v}
+    step = base.get("step")
+    if type(step) is int and delta.get("step") == step + 1 and type(delta["step"]) is int:
+        del delta["step"]
+    elif "step" not in metadata:
+        delta.pop("step", None)
+    return {"meta_delta": delta} if delta else {}
+
+
+def _derive_meta(obj: Mapping[str, Any], parent: CheckpointHead | None) -> dict[str, Any] | None:
+    """The metadata of a ``ckpt`` line as the index keeps it (``None``: serialized)."""
+    if "meta_serde" in obj:
+        return None
+    if "meta" in obj or parent is None or parent.meta is None:
+        meta = obj.get("meta", {})
+        if not isinstance(meta, dict):
+            raise CodecError("checkpoint 'meta' must be an object")
+        return meta
+    delta = obj.get("meta_delta") or {}
+    if not isinstance(delta, dict):
+        raise CodecError("checkpoint 'meta_delta' must be an object")
+    meta = {**parent.meta, **delta}
+    step = parent.meta.get("step")
+    if "step" not in delta and type(step) is int:
+        meta["step"] = step + 1
+    return meta
+
+
+# ------------------------------------------------------------- message lists
+
+
+def is_list_value(enc: Any) -> bool:
+    """True for an encoded message list (``msgs``, ``append`` or ``keep``/``base``)."""
+    return isinstance(enc, dict) and ("msgs" in enc or "append" in enc)
+
+
+def list_value(
+    refs: list[int], base: tuple[int, list[int]] | None, shared: int = 0
+) -> dict[str, Any]:
+    """Encode a message list (``refs``) against the channel's value at the parent.
+
+    ``base`` is that value as ``(line, refs)``; ``shared`` how many leading
+    refs are already known to be the same. Undone by `list_link`.
+
+    >>> list_value([1, 2, 3], (7, [1, 2]))
+    {'append': [3]}
+    >>> list_value([1, 9], (7, [1, 2]))
+    {'msgs': [9], 'keep': 1, 'base': 7}
+    """
+    if base is None:
+        return {"msgs": refs}
+    base_line, base_refs = base
+    keep = shared
+    limit = min(len(base_refs), len(refs))
+    while keep < limit and base_refs[keep] == refs[keep]:
+        keep += 1
+    if keep == len(base_refs):
+        return {"append": refs[keep:]}
+    if keep:
+        return {"msgs": refs[keep:], "keep": keep, "base": base_line}
+    return {"msgs": refs}
+
+
+def list_link(enc: Mapping[str, Any], n: int) -> tuple[str, int | None]:
+    """How a message list on line ``n`` builds on an earlier value.
+
+    ``("append", None)``: after the parent's value; ``("base", line)``: after
+    the first ``keep`` messages of the value on ``line``; ``("msgs", None)``:
+    on nothing.
+    """
+    if "append" in enc:
+        return "append", None
+    if "base" not in enc and "keep" not in enc:
+        return "msgs", None
+    base, keep = enc.get("base"), enc.get("keep")
+    if type(keep) is not int or keep < 0:
+        raise CodecError("'keep' must be a count")
+    if type(base) is not int or not 1 <= base < n:
+        raise CodecError(f"'base' {base!r} is not an earlier line", dangling=True)
+    return "base", base
+
+
+# ----------------------------------------------------------------------- writes
+
+
+def writes_line(
+    ns: str,
+    target: CheckpointHead | None,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    encoded: list[list[Any]],
+) -> dict[str, Any]:
+    """The ``writes`` line of one task: ``encoded`` is ``[[index, channel, value], ...]``.
+
+    The checkpoint is named by its line when it is in this log (``target``).
+    """
+    line: dict[str, Any] = {"v": FORMAT_VERSION, "t": "writes"}
+    if target is not None:
+        line["ckpt"] = target.line
+    else:
+        if ns:
+            line["ns"] = ns
+        line["ckpt"] = checkpoint_id
+    line["task"] = task_id
+    if task_path:
+        line["path"] = task_path
+    line["w"] = encoded
+    return line
+
+
+def parse_writes_line(
+    obj: Mapping[str, Any], n: int, ckpt_at: Mapping[int, CheckpointHead]
+) -> tuple[str, str, str, str, list[list[Any]]]:
+    """``(ns, checkpoint_id, task, path, items)`` of the ``writes`` line ``n``."""
+    ns, cid, task = obj.get("ns", ""), obj.get("ckpt"), obj.get("task")
+    if type(cid) is int:
+        target = ckpt_at.get(cid)
+        if target is None or cid >= n:
+            raise CodecError(
+                f"writes refer to line {cid}, not an earlier checkpoint", dangling=True
+            )
+        ns, cid = target.ns, target.id
+    path, items = obj.get("path", ""), obj.get("w")
+    if not isinstance(cid, str):
+        raise CodecError("writes line needs 'ckpt' (a line number or an id)")
+    if not (isinstance(ns, str) and isinstance(task, str) and isinstance(path, str)):
+        raise CodecError("writes line needs string 'task' and 'path'")
+    if not isinstance(items, list):
+        raise CodecError("writes line needs a list 'w'")
+    for item in items:
+        if not (
+            isinstance(item, list)
+            and len(item) == 3
+            and type(item[0]) is int
+            and isinstance(item[1], str)
+        ):
+            raise CodecError("each write must be [index, channel, value]")
+    return ns, cid, task, path, items

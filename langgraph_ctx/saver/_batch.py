@@ -1,0 +1,293 @@
+"""The writer of a thread log: `_Batch`, the lines one call appends.
+
+A batch encodes a checkpoint or a task's writes into lines (new messages
+first, then the ``ckpt`` / ``writes`` line) through `langgraph_ctx.codec`,
+storing each message once: a message the log already holds (by content, or
+the very object a read returned) becomes a reference to it. `_Batch.apply`
+then tells the index (`langgraph_ctx.saver._index`) what now sits where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import Checkpoint, DeltaChannelHistory
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_ctx.codec.lines import (
+    checkpoint_line,
+    is_list_value,
+    like_line,
+    list_value,
+    message_line,
+    thread_line,
+    writes_line,
+)
+from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
+from langgraph_ctx.codec.values import encode_value
+from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index
+
+
+class _Batch:
+    """Lines one call will append: new messages first, then the line itself."""
+
+    def __init__(self, index: _Index, serde: SerializerProtocol) -> None:
+        self.index = index
+        self.serde = serde
+        self.lines: list[dict[str, Any]] = []
+        self.new_digests: dict[bytes, int] = {}
+        self.new_noids: dict[bytes, int] = {}
+        self._new_msgs = 0
+        self.seen: list[tuple[BaseMessage, tuple[Any, ...], int]] = []
+        self.list_memo: dict[str, list[int]] = {}
+        self.list_objs: dict[str | None, list[BaseMessage]] = {}
+
+    def ref(self, msg: BaseMessage) -> int:
+        fingerprint = _fingerprint(msg)
+        hit = self.index.ident.get(id(msg))
+        if hit is not None and hit[0]() is msg and hit[1] == fingerprint:
+            return hit[2]  # type: ignore[no-any-return]
+        # LangGraph's reducer may give the message an id while a background put
+        # serializes it: keep the fingerprint of exactly what was serialized.
+        while True:
+            body = message_body(msg, self.serde)
+            after = _fingerprint(msg)
+            if after == fingerprint:
+                break
+            fingerprint = after
+        digest = message_digest(body)
+        self.index.ensure_digests()
+        ordinal = self.index.msg_digest.get(digest)
+        if ordinal is None:
+            ordinal = self.new_digests.get(digest)
+        if ordinal is None:
+            ordinal = self.index.next_msg + self._new_msgs
+            self._new_msgs += 1
+            self.new_digests[digest] = ordinal
+            noid = message_digest_without_id(body)
+            like = None
+            if noid is not None:
+                like = self.index.msg_noid.get(noid)
+                if like is None:
+                    like = self.new_noids.get(noid)
+                    if like is None:
+                        self.new_noids[noid] = ordinal
+            if like is not None:  # the same message again, with the id LangGraph gave it
+                self.lines.append(like_line(ordinal, like, msg.id))
+            else:
+                self.lines.append(message_line(ordinal, body))
+        self.seen.append((msg, fingerprint, ordinal))
+        return ordinal
+
+    def value(
+        self, value: Any, base: tuple[int, list[int]] | None = None, channel: str | None = None
+    ) -> tuple[Any, Any]:
+        """``(encoded, refs)``; ``refs`` are the message ordinals of a message list.
+
+        With a ``base`` (the channel's value at the parent, as ``(line, refs)``),
+        the messages the list shares with the parent's list object by identity
+        are taken from it unread: a C-level list comparison, then Python work
+        only for the new messages. Saved messages are treated as immutable, as
+        LangGraph's reducers treat them.
+        """
+        if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
+            return encode_value(value, self.ref, self.serde), None
+        shared = 0
+        if base is not None:
+            known = self.index.list_objs.get_hit((base[0], channel))
+            if known is not None:
+                limit = min(len(known), len(value), len(base[1]))
+                if value[:limit] == known[:limit]:  # identical objects compare in C
+                    shared = limit
+                else:
+                    while shared < limit and value[shared] is known[shared]:
+                        shared += 1
+        rest = value[shared:]
+        if not all(isinstance(m, BaseMessage) for m in rest):
+            return encode_value(value, self.ref, self.serde), None
+        refs = base[1][:shared] if base is not None else []
+        refs.extend([self.ref(m) for m in rest])
+        self.list_objs[channel] = value.copy()
+        return list_value(refs, base, shared), refs
+
+    def apply(self, first: int, lines: Sequence[dict[str, Any]] | None = None) -> int:
+        """Index the lines (default: the batch's) that now sit at ``first``, ``first + 1``, ...
+
+        Returns the last line's number.
+        """
+        index = self.index
+        n = first
+        for obj in self.lines if lines is None else lines:
+            index.add(obj, n)
+            index.parsed.put(n, obj)
+            n += 1
+        last = n - 1
+        if self.new_digests:  # digests the batch already computed need no second pass
+            index.msg_digest.update(self.new_digests)
+            for noid, ordinal in self.new_noids.items():
+                index.msg_noid.setdefault(noid, ordinal)
+            fresh = set(self.new_digests.values())
+            index.undigested = [o for o in index.undigested if o not in fresh]
+        for channel, refs in self.list_memo.items():
+            index.refs.put((last, channel), refs)
+            objs = self.list_objs.get(channel)
+            if objs is not None:
+                index.list_objs.put((last, channel), objs)
+        for msg, fingerprint, ordinal in self.seen:
+            index.remember(msg, ordinal, fingerprint)
+        return last
+
+
+def checkpoint_batch(
+    index: _Index,
+    serde: SerializerProtocol,
+    ns: str,
+    parent_id: str | None,
+    checkpoint: Checkpoint,
+    metadata: Mapping[str, Any],
+    new_versions: Mapping[str, Any],
+    delta_base: Mapping[str, DeltaChannelHistory] | None = None,
+) -> _Batch:
+    """The lines of one checkpoint: new messages, then the ``ckpt`` line.
+
+    Only the channels in ``new_versions`` are stored; a message list as a
+    change from the channel's value at the parent when the parent is in this
+    log. ``delta_base``: `DeltaChannel` histories to fold into the line.
+    """
+    batch = _Batch(index, serde)
+    parent = index.ckpts.get((ns, parent_id)) if parent_id else None
+    values = checkpoint["channel_values"]
+    encoded: dict[str, list[Any]] = {}
+    for channel, version in new_versions.items():
+        if channel not in values:
+            encoded[channel] = [version]
+            continue
+        value = values[channel]
+        base = (
+            _list_base(index, parent, channel)
+            if type(value) is list and value and isinstance(value[0], BaseMessage)
+            else None
+        )
+        enc, refs = batch.value(value, base, channel)
+        encoded[channel] = [version, enc]
+        if refs is not None:
+            batch.list_memo[channel] = refs
+    folded = None
+    if delta_base:
+        folded = {
+            ch: {
+                **({"seed": batch.value(h["seed"])[0]} if "seed" in h else {}),
+                "writes": [[task, batch.value(v)[0]] for task, _, v in h["writes"]],
+            }
+            for ch, h in delta_base.items()
+        }
+    batch.lines.append(
+        checkpoint_line(
+            ns, checkpoint, parent, parent_id, encoded, metadata, new_versions, serde, folded
+        )
+    )
+    return batch
+
+
+def _list_base(
+    index: _Index, parent: CheckpointHead | None, channel: str
+) -> tuple[int, list[int]] | None:
+    """The channel's message list at ``parent``, as ``(line, ordinals)``."""
+    if parent is None or channel not in parent.versions:
+        return None
+    writer = index.resolve(parent.ns, channel, parent.versions[channel], parent.id)
+    if writer is None:
+        return None
+    present, enc = index.value_enc(writer[1], channel)
+    if not present or not is_list_value(enc):
+        return None
+    return writer[1], index.materialize(writer[1], channel)
+
+
+def writes_batch(
+    index: _Index,
+    serde: SerializerProtocol,
+    ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    items: Iterable[tuple[int, str, Any]],
+) -> _Batch | None:
+    """The lines of one task's writes (``None`` when there are none)."""
+    batch = _Batch(index, serde)
+    encoded = [[idx, channel, batch.value(value)[0]] for idx, channel, value in items]
+    if not encoded:
+        return None
+    target = index.ckpts.get((ns, checkpoint_id))
+    batch.lines.append(writes_line(ns, target, checkpoint_id, task_id, task_path, encoded))
+    return batch
+
+
+def rebuilt_lines(
+    index: _Index, thread_id: str, keep: Sequence[CheckpointHead]
+) -> list[dict[str, Any]]:
+    """The lines of a log holding only ``keep`` (and their writes), for `prune` & co.
+
+    Values stay incremental: a kept checkpoint stores the channels it
+    stored before, plus those whose writer is gone. A kept checkpoint whose
+    parent is gone gets its `DeltaChannel` history folded in.
+    """
+    keep = sorted(keep, key=lambda e: e.line)
+    kept = {(e.ns, e.id) for e in keep}
+    new = _Index(where=index.where, reader=None, serde=index.serde)
+    new.parsed.limit = None
+    out: list[dict[str, Any]] = [index.header or thread_line(thread_id)]
+    new.add(out[0], 1)
+    new.parsed.put(1, out[0])
+    for entry in keep:
+        metadata = index.metadata(entry)
+        new_versions: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        for channel, version in entry.versions.items():
+            writer = index.resolve(entry.ns, channel, version, entry.id)
+            if writer is None:
+                continue
+            if writer[1] != entry.line and (entry.ns, writer[0]) in kept:
+                continue
+            new_versions[channel] = version
+            present, enc = index.value_enc(writer[1], channel)
+            if present:
+                values[channel] = index.decode(enc, writer[1], channel)
+        checkpoint = index.checkpoint(entry, values)
+        lost_parent = entry.parent is not None and (entry.ns, entry.parent) not in kept
+        folded = None
+        if lost_parent and entry.counters:
+            folded = index.delta_history(entry, sorted(entry.counters))
+        batch = checkpoint_batch(
+            new,
+            index.serde,
+            entry.ns,
+            entry.parent,
+            checkpoint,  # type: ignore[arg-type]
+            metadata,
+            new_versions,
+            folded,
+        )
+        batch.apply(len(out) + 1)
+        out.extend(batch.lines)
+        for task_id, task_path, items in _writes_by_task(index, entry):
+            wbatch = writes_batch(new, index.serde, entry.ns, entry.id, task_id, task_path, items)
+            if wbatch is not None:
+                wbatch.apply(len(out) + 1)
+                out.extend(wbatch.lines)
+    return out
+
+
+def _writes_by_task(
+    index: _Index, entry: CheckpointHead
+) -> list[tuple[str, str, list[tuple[int, str, Any]]]]:
+    """A checkpoint's writes, decoded, grouped as they were put: ``(task, path, items)``."""
+    stored = index.writes.get((entry.ns, entry.id), {})
+    groups: dict[tuple[int, str], tuple[str, list[tuple[int, str, Any]]]] = {}
+    for (task_id, idx), w in sorted(stored.items(), key=lambda kv: (kv[1].line, kv[1].pos)):
+        enc = index.line(w.line)["w"][w.pos][2]
+        value = index.decode(enc, w.line, w.channel)
+        groups.setdefault((w.line, task_id), (w.path, []))[1].append((idx, w.channel, value))
+    return [(task, path, items) for (_, task), (path, items) in groups.items()]

@@ -1,0 +1,540 @@
+"""The reader of a thread log: `_Index`, what the saver knows of one thread's lines.
+
+Where each message, checkpoint and write is, which line holds each channel
+value; built by reading the log once, then kept up to date with what is
+appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
+decoded through `langgraph_ctx.codec.values`: this module only keeps the
+results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import warnings
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_ctx.codec.lines import (
+    CheckpointHead,
+    check_position,
+    checkpoint_from_line,
+    checkpoint_metadata,
+    is_list_value,
+    list_link,
+    loads_line,
+    message_like,
+    message_ordinal,
+    parse_checkpoint_line,
+    parse_writes_line,
+    peek_message_ordinal,
+)
+from langgraph_ctx.codec.messages import (
+    BODY_KEYS,
+    like_body,
+    message_digest,
+    message_digest_without_id,
+    message_from_body,
+    message_from_json,
+)
+from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
+from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
+
+
+class _LRU(OrderedDict):  # type: ignore[type-arg]
+    def __init__(self, limit: int | None) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def get_hit(self, key: Any) -> Any:
+        value = super().get(key)
+        if value is not None:
+            self.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        if self.limit is not None and len(self) > self.limit:
+            self.popitem(last=False)
+
+
+
+@dataclass(slots=True)
+class _Write:
+    path: str
+    channel: str
+    line: int
+    pos: int  # index in the line's "w" list
+
+
+def _fresh_copy(message: BaseMessage) -> BaseMessage:
+    """A copy that shares nothing mutable with ``message`` (cheaper than re-validating)."""
+    fresh = copy.copy(message)
+    for key, value in message.__dict__.items():
+        if isinstance(value, (dict, list)) and value:
+            fresh.__dict__[key] = copy.deepcopy(value)
+    return fresh
+
+
+def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
+    """Cheap identity check that a cached message object was not changed since."""
+    content = m.content
+    return (
+        m.id,
+        content if type(content) is str else id(content),
+        id(m.additional_kwargs),
+        id(m.response_metadata),
+        id(getattr(m, "tool_calls", None)),
+    )
+
+
+@dataclass
+class _Index:
+    """Everything known about one thread's log, by line number.
+
+    ``reader`` reads lines by number (``None``: every line is in ``parsed``);
+    ``serde`` decodes what is not plain JSON.
+    """
+
+    where: str
+    reader: Callable[[list[int]], dict[int, bytes]] | None
+    serde: SerializerProtocol
+    lines: int = 0
+    header: dict[str, Any] | None = None
+    next_msg: int = 0
+    msg_lines: dict[int, int] = field(default_factory=dict)
+    # Content addresses for de-duplication, computed lazily: only writers need them.
+    msg_digest: dict[bytes, int] = field(default_factory=dict)
+    msg_noid: dict[bytes, int] = field(default_factory=dict)
+    undigested: list[int] = field(default_factory=list)
+    ckpts: dict[tuple[str, str], CheckpointHead] = field(default_factory=dict)
+    ckpt_at: dict[int, CheckpointHead] = field(default_factory=dict)
+    append_base: dict[tuple[int, str], int] = field(default_factory=dict)
+    by_ns: dict[str, list[str]] = field(default_factory=dict)
+    blobs: dict[tuple[str, str, Any], list[tuple[str, int]]] = field(default_factory=dict)
+    writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
+    error: CorruptLogError | None = None
+    parsed: _LRU = field(default_factory=lambda: _LRU(16384))
+    refs: _LRU = field(default_factory=lambda: _LRU(512))
+    templates: _LRU = field(default_factory=lambda: _LRU(16384))
+    # (line, channel) -> the message objects of that list value (a copy of the list):
+    # the next step's list shares them, and is compared with it by identity.
+    list_objs: _LRU = field(default_factory=lambda: _LRU(32))
+    ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- lines
+
+    def corrupt(self, line: int | None, reason: str) -> CorruptLogError:
+        return CorruptLogError(self.where, line, reason)
+
+    def line(self, n: int) -> dict[str, Any]:
+        obj = self.parsed.get_hit(n)
+        if obj is None:
+            self.prefetch([n])
+            obj = self.parsed.get_hit(n)
+        return obj  # type: ignore[no-any-return]
+
+    def prefetch(self, lines: Iterable[int]) -> None:
+        missing = sorted({n for n in lines if n not in self.parsed})
+        if not missing:
+            return
+        if self.reader is None:
+            raise self.corrupt(missing[0], "line is referenced but was never written")
+        for n, raw in self.reader(missing).items():
+            try:
+                self.parsed.put(n, loads_line(raw))
+            except CodecError as exc:
+                raise self.corrupt(n, str(exc)) from None
+
+    def feed(self, first_line: int, lines: Sequence[bytes], *, skip_corrupt: bool) -> None:
+        """Index lines read from the log, the first of them being line ``first_line``.
+
+        A corrupt line raises `CorruptLogError` (and the index keeps refusing
+        reads), or with ``skip_corrupt`` is skipped with a `CorruptLineWarning`.
+        """
+        # A cold scan of a long log keeps no parsed lines: thousands of live dicts
+        # would make every garbage collection walk them (and LangGraph's heap) again.
+        fresh_tail = len(lines) <= 64
+        for offset, raw in enumerate(lines):
+            n = first_line + offset
+            ordinal = peek_message_ordinal(raw) if n > 1 else None
+            if ordinal is not None:
+                # A message line is parsed when it is first read, not to index it.
+                self.add_message_line(ordinal, n)
+                continue
+            try:
+                obj = loads_line(raw)
+                self.add(obj, n)
+            except (CodecError, KeyError, TypeError, ValueError) as exc:
+                reason = exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
+                err = self.corrupt(n, str(reason))
+                if skip_corrupt:
+                    warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+                    self.lines = n
+                    continue
+                self.error = err
+                raise err from None
+            if fresh_tail:  # lines appended since our last look are likely read next
+                self.parsed.put(n, obj)
+
+    def add(self, obj: dict[str, Any], n: int) -> None:
+        """Index one parsed line; raises `CodecError` (or Key/Type errors) if malformed."""
+        kind = obj["t"]
+        check_position(kind, n)
+        if kind == "thread":
+            self.header = obj
+        elif kind == "msg":
+            ordinal = message_ordinal(obj)
+            message_like(obj, ordinal, self.msg_lines)
+            self.add_message_line(ordinal, n)
+        elif kind == "ckpt":
+            self._add_ckpt(obj, n)
+        else:
+            self._add_writes(obj, n)
+        self.lines = n
+
+    def add_message_line(self, ordinal: int, n: int) -> None:
+        self.msg_lines[ordinal] = n
+        self.next_msg = max(self.next_msg, ordinal + 1)
+        self.undigested.append(ordinal)
+        self.lines = n
+
+    def ensure_digests(self) -> None:
+        """Content addresses of every message, for a writer to de-duplicate against."""
+        if not self.undigested:
+            return
+        pending, self.undigested = self.undigested, []
+        self.prefetch(self.msg_lines[o] for o in pending)
+        for ordinal in pending:
+            line_no = self.msg_lines[ordinal]
+            obj = self.line(line_no)
+            if "like" in obj:
+                body: dict[str, Any] = {"msg": self.message_json(ordinal)}
+            else:
+                body = {k: obj[k] for k in BODY_KEYS if k in obj}
+                noid = message_digest_without_id(body)
+                if noid is not None:
+                    self.msg_noid.setdefault(noid, ordinal)
+            self.msg_digest.setdefault(message_digest(body), ordinal)
+
+    def _add_ckpt(self, obj: dict[str, Any], n: int) -> None:
+        entry = parse_checkpoint_line(obj, n, self.ckpt_at)
+        ns, cid = entry.ns, entry.id
+        parent = self.ckpt_at[obj["parent"]] if type(obj.get("parent")) is int else None
+        for ch, e in obj.get("values", {}).items():
+            if len(e) == 2 and isinstance(e[1], dict) and "append" in e[1]:
+                writer = None
+                if parent is not None and ch in parent.versions:
+                    writer = self.resolve(ns, ch, parent.versions[ch], parent.id)
+                if writer is None:
+                    raise CodecError(f"channel {ch!r} appends to a value the parent does not have")
+                self.append_base[(n, ch)] = writer[1]
+        old = self.ckpts.get((ns, cid))
+        if old is None:
+            ids = self.by_ns.setdefault(ns, [])
+            if not ids or ids[-1] < cid:
+                ids.append(cid)
+            else:
+                bisect.insort(ids, cid)
+        else:  # a re-put of the same checkpoint supersedes the old line
+            for ch, ver in old.stored.items():
+                cands = self.blobs.get((ns, ch, ver), [])
+                if (cid, old.line) in cands:
+                    cands.remove((cid, old.line))
+        self.ckpts[(ns, cid)] = entry
+        self.ckpt_at[n] = entry
+        for ch, ver in entry.stored.items():
+            self.blobs.setdefault((ns, ch, ver), []).append((cid, n))
+
+    def _add_writes(self, obj: dict[str, Any], n: int) -> None:
+        ns, cid, task, path, items = parse_writes_line(obj, n, self.ckpt_at)
+        stored = self.writes.setdefault((ns, cid), {})
+        for pos, item in enumerate(items):
+            key = (task, item[0])
+            if item[0] >= 0 and key in stored:
+                continue  # the first write of a (task, index) wins, as in put_writes
+            stored[key] = _Write(path, item[1], n, pos)
+
+    # -------------------------------------------------------------- queries
+
+    def named(self, ns: str, checkpoint_id: str | None) -> CheckpointHead | None:
+        """The checkpoint a config names, or the latest of the namespace."""
+        return self.ckpts.get((ns, checkpoint_id)) if checkpoint_id else self.latest(ns)
+
+    def latest(self, ns: str) -> CheckpointHead | None:
+        ids = self.by_ns.get(ns)
+        return self.ckpts[(ns, ids[-1])] if ids else None
+
+    def find(self, checkpoint_id: str, ns: str | None = "") -> CheckpointHead | None:
+        """A checkpoint by id, in ``ns`` (``None``: the root namespace first, then any)."""
+        if ns is not None:
+            return self.ckpts.get((ns, checkpoint_id))
+        found = self.ckpts.get(("", checkpoint_id))
+        if found is None:
+            for (_, cid), entry in self.ckpts.items():
+                if cid == checkpoint_id:
+                    return entry
+        return found
+
+    def resolve(self, ns: str, channel: str, version: Any, at: str) -> tuple[str, int] | None:
+        """The line holding ``channel`` at ``version`` as seen from checkpoint ``at``.
+
+        Versions are unique along one branch; when two branches reuse a
+        version, the writer that is an ancestor of ``at`` wins.
+        """
+        try:
+            cands = self.blobs.get((ns, channel, version))
+        except TypeError:  # an unhashable version from a tampered file
+            raise self.corrupt(None, f"channel {channel!r} has an invalid version") from None
+        if not cands:
+            return None
+        if len(cands) == 1:
+            return cands[0]
+        by_id = {cid: line for cid, line in cands}
+        seen: set[str] = set()
+        cur: str | None = at
+        while cur is not None and cur not in seen:
+            if cur in by_id:
+                return cur, by_id[cur]
+            seen.add(cur)
+            entry = self.ckpts.get((ns, cur))
+            cur = entry.parent if entry else None
+        return cands[-1]
+
+    def value_enc(self, line: int, channel: str) -> tuple[bool, Any]:
+        """``(present, encoded)`` of a channel stored on a checkpoint line."""
+        values = self.line(line).get("values")
+        if not isinstance(values, dict) or channel not in values:
+            raise self.corrupt(line, f"channel {channel!r} is referenced but not stored here")
+        entry = values[channel]
+        return (True, entry[1]) if len(entry) == 2 else (False, None)
+
+    def materialize(self, line: int, channel: str) -> list[int]:
+        """Message ordinals of a message-list value, following ``append``/``base`` links."""
+        memo = self.refs.get_hit((line, channel))
+        if memo is not None:
+            return memo  # type: ignore[no-any-return]
+        steps: list[tuple[int, int | None, list[int]]] = []  # (line, keep or None=append, refs)
+        cur = line
+        while True:
+            hit = self.refs.get_hit((cur, channel))
+            if hit is not None:
+                value = list(hit)
+                break
+            _, enc = self.value_enc(cur, channel)
+            try:
+                refs = refs_of(enc)
+                link, base = list_link(enc, cur)
+            except (CodecError, AttributeError) as exc:
+                raise self.corrupt(cur, f"channel {channel!r}: {exc}") from None
+            if link == "append":
+                steps.append((cur, None, refs))
+                cur = self.append_base[(cur, channel)]
+                continue
+            if base is None:
+                value = list(refs)
+                break
+            steps.append((cur, enc["keep"], refs))
+            cur = base
+        for i, (at, keep, refs) in enumerate(reversed(steps), 1):
+            if keep is not None:
+                if keep > len(value):
+                    raise self.corrupt(at, f"channel {channel!r}: base value shorter than 'keep'")
+                del value[keep:]
+            value.extend(refs)
+            if i % 32 == 0:  # memo points bound later walks over long chains
+                self.refs.put((at, channel), list(value))
+        self.refs.put((line, channel), value)
+        return value
+
+    def body_line(self, ordinal: int) -> int:
+        """The line holding a message's body (following ``like`` lines)."""
+        line_no = self.msg_lines[ordinal]
+        obj = self.line(line_no)
+        return self.body_line(obj["like"]) if "like" in obj else line_no
+
+    def message_json(self, ordinal: int) -> dict[str, Any]:
+        """The readable body of a message (``like`` lines resolved), as a fresh dict."""
+        line_no = self.msg_lines.get(ordinal)
+        if line_no is None:
+            raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
+        obj = self.line(line_no)
+        if "like" in obj:
+            return like_body(self.message_json(obj["like"]), obj.get("id"))
+        if not isinstance(obj.get("msg"), dict):
+            raise self.corrupt(line_no, "a 'like' line must point to a readable message")
+        return dict(obj["msg"])
+
+    def message(self, ordinal: int) -> BaseMessage:
+        """A fresh message object for an ordinal (validated once, then copied)."""
+        template = self.templates.get_hit(ordinal)
+        if template is None:
+            line_no = self.msg_lines.get(ordinal)
+            if line_no is None:
+                raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
+            obj = self.line(line_no)
+            body_line = line_no
+            try:
+                if "like" in obj:
+                    body_line = self.body_line(ordinal)
+                    template = message_from_json(self.message_json(ordinal))
+                else:
+                    template = message_from_body(obj, self.serde)
+            except CodecError as exc:
+                note = (
+                    f" (the body of message #{ordinal}, line {line_no})"
+                    if body_line != line_no
+                    else ""
+                )
+                raise self.corrupt(body_line, f"{exc}{note}") from None
+            self.templates.put(ordinal, template)
+        # Not remembered by identity: a decoded list is matched as a whole next time
+        # (`list_objs`); a weakref per message would cost every read O(history).
+        return _fresh_copy(template)
+
+    def remember(
+        self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...] | None = None
+    ) -> None:
+        """Let the next put recognise this very object without re-serialising it.
+
+        ``fingerprint`` is the object's state when it was serialized; by now
+        another thread may have changed it, and then it must not match.
+        """
+        key = id(msg)
+        ident = self.ident
+
+        def forget(ref: Any, key: int = key) -> None:
+            entry = ident.get(key)
+            if entry is not None and entry[0] is ref:
+                ident.pop(key, None)
+
+        if fingerprint is None:
+            fingerprint = _fingerprint(msg)
+        ident[key] = (weakref.ref(msg, forget), fingerprint, ordinal)
+
+
+    # ------------------------------------------------------------ decoding
+
+    def decode(self, enc: Any, line: int, channel: str) -> Any:
+        """Decode one encoded value found on ``line`` (for ``channel``)."""
+
+        def load_refs(e: Mapping[str, Any]) -> list[int]:
+            if e is enc and ("base" in e or "append" in e):
+                return self.materialize(line, channel)
+            if "base" in e or "append" in e:
+                raise CodecError("only a channel value may refer to an earlier value")
+            return refs_of(e)
+
+        where = f"channel {channel!r}"
+        try:
+            groups = message_refs(enc, load_refs, where)
+        except CodecError as exc:
+            raise self.corrupt(line, str(exc)) from None
+        msg_lines = self.msg_lines
+        self.prefetch(msg_lines[o] for _, refs in groups for o in refs if o in msg_lines)
+        try:
+            return decode_value(enc, self.message, load_refs, self.serde)
+        except CodecError as exc:
+            raise self.corrupt(line, f"{where}: {exc}") from None
+
+    def values(self, entry: CheckpointHead) -> dict[str, Any]:
+        """The channel values of a checkpoint."""
+        found: list[tuple[str, int]] = []
+        for channel, version in entry.versions.items():
+            writer = self.resolve(entry.ns, channel, version, entry.id)
+            if writer is not None:
+                found.append((channel, writer[1]))
+        self.prefetch(line for _, line in found)
+        values: dict[str, Any] = {}
+        for channel, line in found:
+            present, enc = self.value_enc(line, channel)
+            if present:
+                value = values[channel] = self.decode(enc, line, channel)
+                if is_list_value(enc):
+                    self.list_objs.put((line, channel), value.copy())
+        return values
+
+    def pending_writes(
+        self, entry: CheckpointHead, channels: set[str] | None = None
+    ) -> list[PendingWrite]:
+        """The checkpoint's writes in `writes_sort_key` order (only ``channels`` if given)."""
+        stored = self.writes.get((entry.ns, entry.id))
+        if not stored:
+            return []
+        ordered = sorted(
+            ((key, w) for key, w in stored.items() if channels is None or w.channel in channels),
+            key=lambda kv: writes_sort_key(kv[1].path, *kv[0]),
+        )
+        self.prefetch(w.line for _, w in ordered)
+        out: list[PendingWrite] = []
+        for (task_id, _), w in ordered:
+            enc = self.line(w.line)["w"][w.pos][2]
+            out.append((task_id, w.channel, self.decode(enc, w.line, w.channel)))
+        return out
+
+    def metadata(self, entry: CheckpointHead) -> dict[str, Any]:
+        """A checkpoint's metadata (a fresh copy)."""
+        try:
+            return checkpoint_metadata(entry, self.line(entry.line), self.serde)
+        except CodecError as exc:
+            raise self.corrupt(entry.line, str(exc)) from None
+
+    def checkpoint(self, entry: CheckpointHead, values: dict[str, Any]) -> dict[str, Any]:
+        """LangGraph's `Checkpoint` dict of an entry, with these channel values."""
+        try:
+            return checkpoint_from_line(self.line(entry.line), entry, values, self.serde)
+        except CodecError as exc:
+            raise self.corrupt(entry.line, str(exc)) from None
+
+    def delta_history(
+        self, target: CheckpointHead | None, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        """Writes and seed of `DeltaChannel`s along ``target``'s ancestors."""
+        newest_first: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        cur = target
+        visited: set[str] = set()
+        while cur is not None and remaining and cur.id not in visited:
+            visited.add(cur.id)
+            for channel in sorted(remaining & cur.delta_base):
+                folded = self.line(cur.line)["delta_base"][channel]
+                for task, enc in reversed(folded.get("writes", [])):
+                    value = self.decode(enc, cur.line, channel)
+                    newest_first[channel].append((task, channel, value))
+                if "seed" in folded:
+                    seeds[channel] = self.decode(folded["seed"], cur.line, channel)
+                remaining.discard(channel)
+            parent = self.ckpts.get((cur.ns, cur.parent)) if cur.parent else None
+            if parent is None or not remaining:
+                break
+            parent_writes = self.pending_writes(parent, remaining)
+            for task_id, channel, value in reversed(parent_writes):
+                newest_first[channel].append((task_id, channel, value))
+            for channel in sorted(remaining):
+                version = parent.versions.get(channel)
+                if version is None:
+                    continue
+                writer = self.resolve(parent.ns, channel, version, parent.id)
+                if writer is None:
+                    continue
+                present, enc = self.value_enc(writer[1], channel)
+                if present:
+                    seeds[channel] = self.decode(enc, writer[1], channel)
+                    remaining.discard(channel)
+            cur = parent
+        result: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            entry: DeltaChannelHistory = {"writes": list(reversed(newest_first[channel]))}
+            if channel in seeds:
+                entry["seed"] = seeds[channel]
+            result[channel] = entry
+        return result
