@@ -13,8 +13,10 @@ collection time, without copying any LangGraph code:
   LangGraph's original fixture function.
 
 With ``--lgctx-only-checkpointer`` only the tests using one of the two fixtures
-are kept. ``--lgctx-report FILE`` writes every test's outcome (and, for failures,
-the crash line and the full traceback) as JSON for ``run.py``.
+are kept. ``--lgctx-inmemory`` goes further: the tests that build ``InMemorySaver()``
+themselves get a `JsonlSaver` (compare with a run without it).
+``--lgctx-report FILE`` writes every test's outcome (and, for failures, the crash
+line and the full traceback) as JSON for ``run.py``.
 """
 
 from __future__ import annotations
@@ -61,6 +63,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="deselect tests that use neither sync_checkpointer nor async_checkpointer",
     )
     group.addoption("--lgctx-report", default=None, help="write outcomes as JSON here")
+    group.addoption(
+        "--lgctx-inmemory",
+        action="store_true",
+        help="tests that build InMemorySaver() themselves get a JsonlSaver in a temp dir",
+    )
+    group.addoption(
+        "--lgctx-only-inmemory",
+        action="store_true",
+        help="deselect tests whose module does not use InMemorySaver directly",
+    )
 
 
 # ---------------------------------------------------------------- the savers
@@ -156,6 +168,8 @@ FACTORIES = {"jsonl": _jsonl_saver, "jsonl_cold": _jsonl_cold_saver, "redis": _r
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _Redis.stop()
+    for directory in _TEMP_DIRS:
+        directory.cleanup()
 
 
 # ------------------------------------------------- rewriting LangGraph's fixtures
@@ -212,16 +226,57 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         fixturedef._lgctx_patched = True  # type: ignore[attr-defined]
 
 
+def _uses_fixture(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return SYNC_FIXTURE in names or ASYNC_FIXTURE in names
+
+
+def _uses_inmemory(item: pytest.Item) -> bool:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    module = getattr(item, "module", None)
+    return module is not None and getattr(module, "InMemorySaver", None) is InMemorySaver
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--lgctx-only-checkpointer"):
-        return
-    keep, drop = [], []
-    for item in items:
-        names = getattr(item, "fixturenames", ())
-        (keep if SYNC_FIXTURE in names or ASYNC_FIXTURE in names else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    keep_if = None
+    if config.getoption("--lgctx-only-checkpointer"):
+        keep_if = _uses_fixture
+    elif config.getoption("--lgctx-only-inmemory"):
+        keep_if = _uses_inmemory
+    if keep_if is not None:
+        keep, drop = [], []
+        for item in items:
+            (keep if keep_if(item) else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+    if config.getoption("--lgctx-inmemory"):
+        _swap_inmemory(items)
+
+
+_TEMP_DIRS: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _swap_inmemory(items: list[pytest.Item]) -> None:
+    """``InMemorySaver()`` in LangGraph's test modules builds a `JsonlSaver` instead.
+
+    Tests that read InMemorySaver internals (``saver.blobs``...) fail for that
+    reason alone; ``run.py --inmemory`` prints them with the rest.
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_ctx import JsonlSaver
+
+    class JsonlInMemorySaver(JsonlSaver):
+        def __init__(self, *, serde: Any = None, **_: Any) -> None:
+            directory = tempfile.TemporaryDirectory(prefix="lgctx-suite-")
+            _TEMP_DIRS.append(directory)
+            super().__init__(directory.name, serde=serde)
+
+    for module in {getattr(item, "module", None) for item in items}:
+        if module is not None and getattr(module, "InMemorySaver", None) is InMemorySaver:
+            module.InMemorySaver = JsonlInMemorySaver
 
 
 # ------------------------------------------------------------------ the report
