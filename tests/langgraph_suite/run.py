@@ -1,7 +1,7 @@
 """LangGraph's own test suite, with our savers next to ``SqliteSaver``: one command.
 
     python3 tests/langgraph_suite/run.py                    # sqlite vs jsonl, all tests
-    python3 tests/langgraph_suite/run.py --savers sqlite,jsonl,redis
+    python3 tests/langgraph_suite/run.py --savers sqlite,jsonl,jsonl_cold,redis -n 2
     python3 tests/langgraph_suite/run.py --quick            # the ~40 s subset
     python3 tests/langgraph_suite/run.py --inmemory         # tests building InMemorySaver()
     python3 tests/langgraph_suite/run.py -- -k time_travel  # anything after -- goes to pytest
@@ -16,7 +16,8 @@ What it does:
    them, it creates a virtualenv in the cache directory and installs this checkout's
    ``[dev]`` extra plus those packages there (``--python`` picks another interpreter).
 3. Runs pytest in the sdist with ``lgctx_suite_plugin`` (next to this file), which adds
-   ``jsonl`` / ``jsonl_aio`` (and ``redis`` / ``redis_aio``) as choices of LangGraph's
+   ``jsonl`` / ``jsonl_aio`` (also ``jsonl_cold``: every read from a new instance, and
+   ``redis``: `RedisLogSaver` on its own redis-server) as choices of LangGraph's
    ``sync_checkpointer`` / ``async_checkpointer`` fixtures, and keeps only the tests
    that use those fixtures. The ``langgraph_ctx`` under test is this checkout's.
 4. Prints, per saver, how many tests pass, and every test that passes with the first
