@@ -167,3 +167,14 @@ class RedisLogSaver(LogSaver):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    async def __aenter__(self) -> RedisLogSaver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()  # a sync client: closing it is quick, local socket teardown
