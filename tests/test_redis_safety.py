@@ -212,3 +212,35 @@ def test_async_with_closes_a_client_the_saver_made(redis_server) -> None:
     assert not pool._in_use_connections
     assert all(c._sock is None for c in pool._available_connections)  # disconnected
     assert isinstance(saver.client, redis.Redis)
+
+
+# ------------------------------------------- 12.5 on Redis: a read-only replica reads fully
+
+
+def test_a_read_only_replica_reads_fully_and_refuses_writes_clearly(tmp_path) -> None:
+    from langgraph_ctx.errors import StorageUnavailableError
+
+    from .redis_server import RedisServer, require_redis_server
+
+    binary = require_redis_server()
+    with RedisServer(tmp_path / "primary", binary=binary) as primary:
+        replica = RedisServer(tmp_path / "replica", replica_of=primary, binary=binary).start()
+        try:
+            with RedisLogSaver.from_url(primary.url, prefix="app", wait_for_replicas=1) as saver:
+                graph = chat_graph(saver)
+                for text in ("hello", "again"):
+                    graph.invoke({"messages": [("user", text)]}, config("chat"))
+                saver.fork("chat", "chat-2")
+            with RedisLogSaver.from_url(replica.url, prefix="app") as on_replica:
+                graph = chat_graph(on_replica)
+                state = graph.get_state(config("chat"))
+                assert [m.content for m in state.values["messages"]][-1] == "you said: again"
+                history = list(graph.get_state_history(config("chat")))
+                assert len(history) == len(list(on_replica.list(config("chat")))) >= 4
+                assert sorted(on_replica.list_threads()) == ["chat", "chat-2"]
+                assert on_replica.get_tuple(config("ghost")) is None
+                with pytest.raises(StorageUnavailableError, match=r"ReadOnlyError|READONLY"):
+                    graph.invoke({"messages": [("user", "more")]}, config("chat"))
+            assert not redis.Redis.from_url(primary.url).exists("ctx:app:thread:{chat}:lock")
+        finally:
+            replica.stop()

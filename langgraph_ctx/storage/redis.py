@@ -42,7 +42,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 try:
     import redis
@@ -517,7 +517,8 @@ class RedisStorage(LogStorage):
             ```
         """
         with self._unavailable("reading a backup of", thread_id):
-            return list(self.client.lrange(f"{self.keys(thread_id).backup}{number}", 0, -1))
+            lines = self.client.lrange(f"{self.keys(thread_id).backup}{number}", 0, -1)
+        return cast("list[bytes]", lines)  # the client does not decode responses
 
     # ------------------------------------------------------------------ locks
 
@@ -678,7 +679,8 @@ class RedisStorage(LogStorage):
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every line of the log as it is now (for export; no sync state is touched)."""
         with self._unavailable("reading", thread_id):
-            return list(self.client.lrange(self.keys(thread_id).log, 0, -1))
+            lines = self.client.lrange(self.keys(thread_id).log, 0, -1)
+        return cast("list[bytes]", lines)  # the client does not decode responses
 
     # ----------------------------------------------------------------- writes
 
@@ -807,8 +809,9 @@ class RedisStorage(LogStorage):
             for key, want in expected:
                 kind = self.client.type(key)
                 if kind not in (want, b"none"):
+                    found = kind.decode() if isinstance(kind, bytes) else str(kind)
                     where = f"{self.server} ({action} thread {thread_id!r})"
-                    return WrongKeyTypeError(where, key, kind.decode(), want.decode())
+                    return WrongKeyTypeError(where, key, found, want.decode())
         return exc  # changed back since: the server's own message
 
     def _unavailable_error(
