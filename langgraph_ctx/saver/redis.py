@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.saver.log import LogSaver, OnCorrupt
 from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisStorage, connect
+
+if TYPE_CHECKING:  # imported at run time by storage.redis, which says what to install
+    import redis
 
 
 class RedisLogSaver(LogSaver):

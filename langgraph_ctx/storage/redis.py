@@ -49,7 +49,7 @@ try:
 except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subprocess
     from langgraph_ctx.errors import MissingExtraError
 
-    raise MissingExtraError("Redis storage", "redis", "redis") from _exc
+    raise MissingExtraError("RedisLogSaver", "redis", "redis") from _exc
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
