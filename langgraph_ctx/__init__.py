@@ -88,6 +88,10 @@ _EXPORTS: dict[str, str] = {
     "ModelTimeoutError": "langgraph_ctx.errors",
 }
 
+# Optional extras: a missing package named here raises `MissingExtraError`
+# (what to pip install) instead of a bare ModuleNotFoundError.
+_EXTRAS: dict[str, str] = {"redis": "redis"}  # top-level package -> extra
+
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
@@ -157,7 +161,16 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'langgraph_ctx' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    try:
+        imported = import_module(module)
+    except ModuleNotFoundError as exc:
+        package = (exc.name or "").partition(".")[0]
+        if package not in _EXTRAS:
+            raise
+        from langgraph_ctx.errors import MissingExtraError
+
+        raise MissingExtraError(name, _EXTRAS[package], package) from exc
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 

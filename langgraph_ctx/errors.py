@@ -251,3 +251,113 @@ class TokenizerDataError(LangGraphCtxError):
 
 class ContextArchiveError(LangGraphCtxError):
     """An archive or its index cannot be read or written; the message says which and why."""
+
+
+# ----------------------------------------------------------------- storage safety
+# A log that could not be trusted or reached as asked: a link out of the root,
+# a read-only root, an optional extra that is not installed, a foreign Redis key.
+
+
+class SymlinkRefusedError(LangGraphCtxError, OSError):
+    """A thread file, backup or lock path inside the root is a symbolic link.
+
+    Following it could append to, create or lock a file outside ``root_dir``, so
+    the saver refuses instead. The root directory itself may be a link.
+
+    Example:
+        ```python
+        try:
+            saver.put(config, checkpoint, metadata, versions)
+        except SymlinkRefusedError as err:
+            print(err.path)   # remove the link, or replace it with the real file
+        ```
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        super().__init__(
+            f"{self.path} is a symbolic link; langgraph-ctx does not follow links inside "
+            "the root directory (they could point outside it). Remove the link or replace "
+            "it with the file or directory itself."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), (self.path,)
+
+
+class ReadOnlyLogError(LangGraphCtxError, PermissionError):
+    """A write to a root directory this process may only read.
+
+    Reading a read-only root (a backup, a snapshot, a replica, another user's
+    directory) works; writing raises this before anything is created.
+    """
+
+    def __init__(self, path: str | Path, action: str, reason: str) -> None:
+        self.path = str(path)
+        self.action = action
+        self.reason = reason
+        super().__init__(
+            f"cannot write to {self.path} while {action} ({reason}): the directory is "
+            "read-only for this process. Reads work; to write, use a writable directory "
+            "or fix its permissions or mount."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), (self.path, self.action, self.reason)
+
+
+class MissingExtraError(LangGraphCtxError, ImportError):
+    """An optional dependency is not installed (``RedisLogSaver`` needs ``redis``).
+
+    Example:
+        ```python
+        try:
+            from langgraph_ctx import RedisLogSaver
+        except MissingExtraError as err:
+            print(err)   # ... pip install 'langgraph-ctx[redis]'
+        ```
+    """
+
+    def __init__(self, feature: str, extra: str, package: str) -> None:
+        self.feature = feature
+        self.extra = extra
+        self.package = package
+        super().__init__(
+            f"{feature} needs the {package} package, which is not installed: "
+            f"pip install 'langgraph-ctx[{extra}]'",
+            name=package,
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), (self.feature, self.extra, self.package)
+
+
+class WrongKeyTypeError(LangGraphCtxError, TypeError):
+    """A Redis key where a thread's log lives holds another type (not written by us).
+
+    Something else wrote under this saver's prefix. The message names the key,
+    its type and the type expected.
+    """
+
+    def __init__(self, where: str, key: str, found: str, expected: str) -> None:
+        self.where = where
+        self.key = key
+        self.found = found
+        self.expected = expected
+        super().__init__(
+            f"{where}: key {key!r} is a {found}, not the {expected} langgraph-ctx keeps "
+            "there; another application wrote under this prefix. Rename or delete that key "
+            f"(redis-cli DEL '{key}'), or give the saver a prefix of its own."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), (self.where, self.key, self.found, self.expected)

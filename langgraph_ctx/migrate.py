@@ -395,6 +395,7 @@ def import_sqlite(
                 if storage.exists(thread_id):
                     raise ThreadExistsError(thread_id)
         writes_sql = _writes_columns(conn)
+        storage.make_dirs("importing")  # a new storage makes no directory until it writes
         scratch = Path(tempfile.mkdtemp(prefix=".import-", dir=root))
         try:
             for thread_id in wanted:

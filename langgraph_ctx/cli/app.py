@@ -228,7 +228,9 @@ def threads(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List threads: message counts, checkpoints, size, last activity."""
     from langgraph_ctx.cli.render import threads_table
 
-    summaries = browse.thread_summaries(_state(ctx).saver())
+    saver = _state(ctx).saver()
+    with saver.storage.listing():  # one directory scan for every thread's backups
+        summaries = browse.thread_summaries(saver)
     if as_json:
         _echo_json([s.to_dict() for s in summaries])
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from types import TracebackType
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -32,7 +33,9 @@ class JsonlSaver(LogSaver):
     alike, plus `fork` and `revert`.
 
     Args:
-        root_dir: Directory for the thread files (created if missing).
+        root_dir: Directory for the thread files (created by the first write;
+            making the saver does no I/O, so it is safe inside an event loop).
+            A read-only directory can be read; writes raise `ReadOnlyLogError`.
         fsync: Flush every append to disk before returning (durable across
             power loss; slower). Without it an acknowledged write survives a
             process crash, not necessarily an OS crash.
@@ -93,3 +96,27 @@ class JsonlSaver(LogSaver):
             ```
         """
         return str(self.storage.path(thread_id))
+
+    # Like InMemorySaver: usable as ``with JsonlSaver(...) as saver`` and
+    # ``async with``. Files are opened per call, so there is nothing to close.
+    def __enter__(self) -> JsonlSaver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def __aenter__(self) -> JsonlSaver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.saver.log import LogSaver, OnCorrupt
 from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisStorage, connect
+
+if TYPE_CHECKING:  # imported at run time by storage.redis, which says what to install
+    import redis
 
 
 class RedisLogSaver(LogSaver):
@@ -167,3 +169,14 @@ class RedisLogSaver(LogSaver):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    async def __aenter__(self) -> RedisLogSaver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()  # a sync client: closing it is quick, local socket teardown

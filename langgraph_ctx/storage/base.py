@@ -131,6 +131,14 @@ class LogStorage(ABC):
         """Rotated backups kept by revert, newest first."""
         return []
 
+    def listing(self) -> AbstractContextManager[None]:
+        """Inside the block, `thread_ids` and `backups` may answer from one scan.
+
+        Listing every thread with its backups costs one pass over the store
+        (`JsonlStorage` scans its directory once); the default does nothing.
+        """
+        return contextlib.nullcontext()
+
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every complete line of the log as it is now, without newlines (``[]``: no log).
 

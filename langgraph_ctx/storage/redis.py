@@ -42,9 +42,14 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-import redis
+try:
+    import redis
+except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subprocess
+    from langgraph_ctx.errors import MissingExtraError
+
+    raise MissingExtraError("RedisLogSaver", "redis", "redis") from _exc
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -55,6 +60,7 @@ from langgraph_ctx.errors import (
     LogChangedError,
     StorageUnavailableError,
     ThreadNotFoundError,
+    WrongKeyTypeError,
 )
 from langgraph_ctx.storage.base import LogStorage, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
@@ -172,11 +178,21 @@ return {1, redis.call('LLEN', KEYS[1]), release()}
 )
 
 # Lines from ARGV[1] on, with the generation and length, in one atomic step; with
-# a token (ARGV[2]), only after taking the writer lock (SET NX PX ARGV[3] ms).
+# a token (ARGV[2]), only after taking the writer lock (SET PX ARGV[3] ms if free).
+# A lock already holding this token is ours: this is the same call sent again
+# by the client's retry after its reply was lost, so it succeeds (and renews
+# the expiry) instead of waiting for our own lock to expire.
 # KEYS: log, gen, lock. Returns {1, gen, length, lines} or {0, current holder}.
 _SNAPSHOT = """
-if ARGV[2] ~= '' and not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then
-  return {0, redis.call('GET', KEYS[3]) or ''}
+if ARGV[2] ~= '' then
+  local holder = redis.call('GET', KEYS[3])
+  if not holder then
+    redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+  elseif holder == ARGV[2] then
+    redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  else
+    return {0, holder}
+  end
 end
 local gen = redis.call('GET', KEYS[2]) or ''
 return {1, gen, redis.call('LLEN', KEYS[1]), redis.call('LRANGE', KEYS[1], ARGV[1], -1)}
@@ -202,6 +218,10 @@ return 0
 
 class LockLostWarning(UserWarning):
     """A writer's Redis lock expired before it released it (``lock_timeout`` too short?)."""
+
+
+class ForeignKeyWarning(UserWarning):
+    """`RedisStorage.thread_ids` skipped a key of another type where a thread log would be."""
 
 
 @dataclass
@@ -435,15 +455,24 @@ class RedisStorage(LogStorage):
             return bool(self.client.exists(self.keys(thread_id).log))
 
     def thread_ids(self) -> Iterator[str]:
-        """Thread ids with a log under this prefix (SCAN: O(keys in the database))."""
+        """Thread ids with a log under this prefix (SCAN: O(keys in the database)).
+
+        A key of another type where a log would be (another application's) is
+        skipped with a `ForeignKeyWarning` naming it.
+        """
         pattern = self.namespace + "{*}"
         with self._unavailable("listing threads", None):
-            names = sorted(
-                {
-                    key.decode()[len(self.namespace) + 1 : -1]
-                    for key in self.client.scan_iter(match=pattern, count=1000, _type="list")
-                }
-            )
+            found = set(self.client.scan_iter(match=pattern, count=1000))
+            pipe = self.client.pipeline(transaction=False)
+            for key in found:
+                pipe.type(key)
+            logs: set[bytes] = set()
+            for key, kind in zip(found, pipe.execute() if found else [], strict=True):
+                if kind == b"list":
+                    logs.add(key)
+                elif kind != b"none":  # b"none": deleted since the scan
+                    self._warn_foreign(key.decode("utf-8", "replace"), kind.decode())
+            names = sorted(key.decode()[len(self.namespace) + 1 : -1] for key in logs)
             hashed = [n for n in names if is_hashed(n)]
             headers: dict[str, Any] = {}
             if hashed:
@@ -462,6 +491,15 @@ class RedisStorage(LogStorage):
             except ValueError:
                 continue  # not a key this package wrote
 
+    def _warn_foreign(self, key: str, kind: str) -> None:
+        warnings.warn(
+            f"{self.server}: skipped key {key!r}: it is a {kind}, not a thread log (a list); "
+            f"another application wrote under the prefix {self.prefix!r}. Rename or delete "
+            f"it (redis-cli DEL '{key}'), or give the saver a prefix of its own",
+            ForeignKeyWarning,
+            stacklevel=3,
+        )
+
     def backups(self, thread_id: str) -> list[str]:
         prefix = self.keys(thread_id).backup
         found: list[str] = []
@@ -479,7 +517,8 @@ class RedisStorage(LogStorage):
             ```
         """
         with self._unavailable("reading a backup of", thread_id):
-            return list(self.client.lrange(f"{self.keys(thread_id).backup}{number}", 0, -1))
+            lines = self.client.lrange(f"{self.keys(thread_id).backup}{number}", 0, -1)
+        return cast("list[bytes]", lines)  # the client does not decode responses
 
     # ------------------------------------------------------------------ locks
 
@@ -640,7 +679,8 @@ class RedisStorage(LogStorage):
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every line of the log as it is now (for export; no sync state is touched)."""
         with self._unavailable("reading", thread_id):
-            return list(self.client.lrange(self.keys(thread_id).log, 0, -1))
+            lines = self.client.lrange(self.keys(thread_id).log, 0, -1)
+        return cast("list[bytes]", lines)  # the client does not decode responses
 
     # ----------------------------------------------------------------- writes
 
@@ -755,7 +795,24 @@ class RedisStorage(LogStorage):
         except ResponseError as exc:
             if str(exc).startswith(_UNAVAILABLE_REPLIES):
                 raise self._unavailable_error(action, thread_id, exc) from exc
+            if "WRONGTYPE" in str(exc) and thread_id is not None:
+                raise self._wrong_type(thread_id, action, exc) from None
             raise
+
+    def _wrong_type(self, thread_id: str, action: str, exc: ResponseError) -> Exception:
+        """`WrongKeyTypeError` for the first of the thread's keys that has the wrong type."""
+        keys = self.keys(thread_id)
+        expected = [(keys.log, b"list"), (keys.gen, b"string"), (keys.lock, b"string")]
+        with contextlib.suppress(RedisError):
+            while self.client.type(f"{keys.backup}{len(expected) - 2}") != b"none":
+                expected.append((f"{keys.backup}{len(expected) - 2}", b"list"))
+            for key, want in expected:
+                kind = self.client.type(key)
+                if kind not in (want, b"none"):
+                    found = kind.decode() if isinstance(kind, bytes) else str(kind)
+                    where = f"{self.server} ({action} thread {thread_id!r})"
+                    return WrongKeyTypeError(where, key, found, want.decode())
+        return exc  # changed back since: the server's own message
 
     def _unavailable_error(
         self, action: str, thread_id: str | None, exc: Exception

@@ -35,12 +35,19 @@ def check_thread_id(thread_id: object) -> str:
     text = str(thread_id)
     if not text:
         raise ValueError("thread_id must not be empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no file name or log line can hold it
+        raise ValueError(
+            f"thread_id must be valid Unicode text; {text!r} has a lone surrogate at "
+            f"position {exc.start}"
+        ) from None
     return text
 
 
 def encode_thread_id(thread_id: str) -> str:
     """A file-name-safe, reversible form of ``thread_id`` (without extension)."""
-    data = thread_id.encode("utf-8", "surrogatepass")
+    data = thread_id.encode("utf-8")
     out = []
     for i, byte in enumerate(data):
         if byte in _SAFE and not (byte == 0x2E and (i == 0 or data[i - 1] == 0x2E)):
@@ -79,7 +86,10 @@ def decode_thread_id(name: str) -> str:
             i += 1
         else:
             raise ValueError(f"{name!r} is not an encoded thread id")
-    thread_id = raw.decode("utf-8", "surrogatepass")
+    try:
+        thread_id = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{name!r} is not an encoded thread id (not UTF-8)") from None
     if encode_thread_id(thread_id) != name:
         raise ValueError(f"{name!r} is not the canonical encoding of a thread id")
     return thread_id

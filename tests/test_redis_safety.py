@@ -1,0 +1,246 @@
+"""Redis storage safety: a lock script whose reply was lost, and keys of the wrong type.
+
+The lost reply is made for real: a TCP proxy between the saver and a real
+redis-server forwards the lock script, lets Redis run it, and cuts the connection
+instead of passing the reply back. redis-py's retry then sends the same call again,
+with the same token, as it does after any network blip.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+if os.environ.get("LANGGRAPH_CTX_REQUIRE_REDIS") != "1":  # there, a missing extra fails
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+
+import redis
+
+from langgraph_ctx.errors import WrongKeyTypeError
+from langgraph_ctx.saver.redis import RedisLogSaver
+from langgraph_ctx.storage.redis import ForeignKeyWarning
+
+from .backends import RedisBackend
+from .cli_scenarios import chat_graph, config
+
+
+@pytest.fixture
+def rb(redis_server) -> Iterator[RedisBackend]:
+    made = RedisBackend(redis_server.url)
+    yield made
+    made.close()
+
+
+class ReplyDroppingProxy:
+    """127.0.0.1 proxy to Redis that, once, runs a command and loses its reply.
+
+    The first client request containing ``marker`` reaches Redis (so it takes
+    effect), then the client's connection is closed before the reply is passed back.
+    """
+
+    def __init__(self, port: int, marker: bytes) -> None:
+        self.upstream = port
+        self.marker = marker
+        self.dropped = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self.sockets += [client, server]
+            armed = threading.Event()  # this connection's next reply is to be lost
+            threading.Thread(target=self._up, args=(client, server, armed), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client, armed), daemon=True).start()
+
+    def _up(self, client: socket.socket, server: socket.socket, armed: threading.Event) -> None:
+        with _quiet():
+            while data := client.recv(65536):
+                if self.marker in data and not self.dropped.is_set():
+                    armed.set()
+                server.sendall(data)
+
+    def _down(self, server: socket.socket, client: socket.socket, armed: threading.Event) -> None:
+        with _quiet():
+            while data := server.recv(65536):
+                if armed.is_set():
+                    self.dropped.set()  # Redis ran it; the caller never hears
+                    client.shutdown(socket.SHUT_RDWR)
+                    client.close()
+                    server.close()
+                    return
+                client.sendall(data)
+
+    def close(self) -> None:
+        for s in self.sockets:
+            with _quiet():
+                s.close()
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------- 12.12 lost reply to the lock script
+
+
+def test_the_lock_script_sent_twice_with_one_token_succeeds_at_once(rb: RedisBackend) -> None:
+    """What redis-py's retry does after a lost reply: the same call, the same token."""
+    saver = rb.saver(lock_timeout=5.0)
+    storage = saver.storage
+    keys = storage.keys("t")
+    call = {"keys": [keys.log, keys.gen, keys.lock], "args": [0, "host:1:tok", 5000]}
+    assert storage._snapshot_script(**call)[0] == 1
+    start = time.monotonic()
+    assert storage._snapshot_script(**call)[0] == 1  # ours already: granted, not refused
+    assert time.monotonic() - start < 0.5
+    assert rb.client.get(keys.lock) == b"host:1:tok" and 0 < rb.client.pttl(keys.lock) <= 5000
+    other = {**call, "args": [0, "host:2:other", 5000]}
+    assert storage._snapshot_script(**other) == [0, b"host:1:tok"]  # others still wait
+
+
+def test_a_lost_reply_to_the_lock_does_not_wait_out_the_lock_timeout(
+    rb: RedisBackend, redis_server
+) -> None:
+    token_prefix = f"{socket.gethostname()}:{os.getpid()}:".encode()  # in every lock token
+    proxy = ReplyDroppingProxy(redis_server.port, token_prefix)
+    try:
+        via_proxy = RedisLogSaver.from_url(
+            f"redis://127.0.0.1:{proxy.port}/0", prefix=rb.prefix, lock_timeout=5.0, lock_wait=10
+        )
+        graph = chat_graph(via_proxy)
+        start = time.monotonic()
+        graph.invoke({"messages": [("user", "hi")]}, config("t"))
+        took = time.monotonic() - start
+        via_proxy.close()
+    finally:
+        proxy.close()
+    assert proxy.dropped.is_set()  # the reply really was lost, and the call resent
+    assert took < 2.0, f"waited {took:.1f}s for its own lock (lock_timeout 5 s)"
+    reader = chat_graph(rb.saver())
+    state = reader.get_state(config("t"))
+    assert [m.content for m in state.values["messages"]] == ["hi", "you said: hi"]
+    assert not rb.client.exists(rb.saver().storage.keys("t").lock)  # released by the write
+
+
+# ---------------------------------------------------------- 12.13 keys of the wrong type
+
+
+def test_a_thread_key_of_another_type_names_the_key_and_what_to_do(rb: RedisBackend) -> None:
+    saver = rb.saver()
+    graph = chat_graph(saver)
+    log_key = saver.key("foreign")
+    rb.client.hset(log_key, "field", "value")  # another application's hash
+
+    with pytest.raises(WrongKeyTypeError) as err:
+        graph.invoke({"messages": [("user", "hi")]}, config("foreign"))
+    assert err.value.key == log_key and err.value.found == "hash"
+    text = str(err.value)
+    assert f"key {log_key!r} is a hash, not the list" in text
+    assert f"redis-cli DEL '{log_key}'" in text and "prefix of its own" in text
+    assert "script" not in text.lower()
+    with pytest.raises(WrongKeyTypeError, match="is a hash, not the list"):
+        saver.get_tuple(config("foreign"))
+    with pytest.raises(WrongKeyTypeError):
+        list(saver.list(config("foreign")))
+    assert rb.client.type(log_key) == b"hash"  # left alone
+
+
+def test_a_generation_key_of_another_type_is_named(rb: RedisBackend) -> None:
+    saver = rb.saver()
+    graph = chat_graph(saver)
+    graph.invoke({"messages": [("user", "hi")]}, config("t"))
+    gen_key = saver.storage.keys("t").gen
+    rb.client.delete(gen_key)
+    rb.client.rpush(gen_key, "x")
+    with pytest.raises(WrongKeyTypeError, match=r":gen' is a list, not the string"):
+        chat_graph(rb.saver()).invoke({"messages": [("user", "again")]}, config("t"))
+
+
+def test_list_threads_warns_about_a_key_of_another_type(rb: RedisBackend) -> None:
+    saver = rb.saver()
+    graph = chat_graph(saver)
+    graph.invoke({"messages": [("user", "hi")]}, config("real"))
+    foreign = saver.key("foreign")
+    rb.client.set(foreign, "not a log")
+    with pytest.warns(ForeignKeyWarning) as caught:
+        threads = list(saver.list_threads())
+    assert threads == ["real"]
+    message = str(caught[0].message)
+    assert f"skipped key {foreign!r}: it is a string, not a thread log" in message
+    assert f"redis-cli DEL '{foreign}'" in message
+
+
+# -------------------------------------------------------------- lone surrogates on keys
+
+
+def test_a_lone_surrogate_never_reaches_redis(rb: RedisBackend) -> None:
+    saver = rb.saver()
+    with pytest.raises(ValueError, match="lone surrogate"):
+        saver.key("\ud800")
+    assert not list(rb.client.scan_iter(match=f"ctx:{rb.prefix}:*"))
+
+
+def test_async_with_closes_a_client_the_saver_made(redis_server) -> None:
+    import asyncio
+
+    prefix = f"test-{uuid.uuid4().hex[:8]}"
+
+    async def run() -> RedisLogSaver:
+        async with RedisLogSaver.from_url(redis_server.url, prefix=prefix) as saver:
+            await chat_graph(saver).ainvoke({"messages": [("user", "hi")]}, config("t"))
+        return saver
+
+    saver = asyncio.run(run())
+    pool = saver.client.connection_pool
+    assert not pool._in_use_connections
+    assert all(c._sock is None for c in pool._available_connections)  # disconnected
+    assert isinstance(saver.client, redis.Redis)
+
+
+# ------------------------------------------- 12.5 on Redis: a read-only replica reads fully
+
+
+def test_a_read_only_replica_reads_fully_and_refuses_writes_clearly(tmp_path) -> None:
+    from langgraph_ctx.errors import StorageUnavailableError
+
+    from .redis_server import RedisServer, require_redis_server
+
+    binary = require_redis_server()
+    with RedisServer(tmp_path / "primary", binary=binary) as primary:
+        replica = RedisServer(tmp_path / "replica", replica_of=primary, binary=binary).start()
+        try:
+            with RedisLogSaver.from_url(primary.url, prefix="app", wait_for_replicas=1) as saver:
+                graph = chat_graph(saver)
+                for text in ("hello", "again"):
+                    graph.invoke({"messages": [("user", text)]}, config("chat"))
+                saver.fork("chat", "chat-2")
+            with RedisLogSaver.from_url(replica.url, prefix="app") as on_replica:
+                graph = chat_graph(on_replica)
+                state = graph.get_state(config("chat"))
+                assert [m.content for m in state.values["messages"]][-1] == "you said: again"
+                history = list(graph.get_state_history(config("chat")))
+                assert len(history) == len(list(on_replica.list(config("chat")))) >= 4
+                assert sorted(on_replica.list_threads()) == ["chat", "chat-2"]
+                assert on_replica.get_tuple(config("ghost")) is None
+                with pytest.raises(StorageUnavailableError, match=r"ReadOnlyError|READONLY"):
+                    graph.invoke({"messages": [("user", "more")]}, config("chat"))
+            assert not redis.Redis.from_url(primary.url).exists("ctx:app:thread:{chat}:lock")
+        finally:
+            replica.stop()
