@@ -616,8 +616,8 @@ def main() -> None:
     b = bit_flips(flips, 20, args.seed)
     print(f"\n## Single-bit flips (JsonlSaver, a {b['lines']}-line thread, one flip per trial)\n")
     print(
-        "| tried | detected | (named error | warning) | crashed, other exception | harmless "
-        "| SILENT | silent / tried | verify flagged | verify flagged, of the SILENT |"
+        "| tried | detected | of which named error | of which warning | crashed, other exception "
+        "| harmless | SILENT | silent / tried | verify flagged | verify flagged, of the SILENT |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
