@@ -175,8 +175,8 @@ def read_all(root: Path) -> tuple[list[Any], list[str]]:
     ours = [
         str(w.message)
         for w in caught
-        if "langgraph_ctx" in (w.filename or "")
-        or (isinstance(w.message, Warning) and "langgraph" in str(w.message).lower())
+        # langgraph-ctx's own warning classes (torn line, corrupt line skipped, ...)
+        if w.category.__module__.startswith("langgraph_ctx")
     ]
     return rows, ours
 
@@ -459,6 +459,7 @@ def tampered(seed: int) -> dict[str, dict[str, Any]]:
                 "errors": 0,
                 "accepted": 0,
                 "hits": [],
+                "by_place": {},
             }
             for where in where_all:
                 for pname, kind, _ in payloads("", ""):
@@ -496,6 +497,11 @@ def tampered(seed: int) -> dict[str, dict[str, Any]]:
                     row["executed"] += ran
                     row["errors"] += error
                     row["accepted"] += not (fired or ran or error)
+                    place = row["by_place"].setdefault((kind, where), [0, 0, 0, 0])
+                    place[0] += 1
+                    place[1] += fired
+                    place[2] += ran
+                    place[3] += error
                     if fired or ran:
                         row["hits"].append(f"{pname} in {where}")
         sys.path.remove(str(tmp / "mods"))
@@ -643,6 +649,12 @@ def main() -> None:
             f"| {saver_name} | {r['tried']} | {r['constructed']} | {r['executed']} | {r['errors']} "
             f"| {r['accepted']} | {(r['constructed'] + r['executed']) / max(r['tried'], 1):.3f} |"
         )
+    print("\nBy payload kind and place (tried / constructed / executed / errors):\n")
+    print("| saver | payload kind | place | tried | constructed | executed | errors |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for saver_name, r in t.items():
+        for (kind, where), (n, fired, ran, err) in r["by_place"].items():
+            print(f"| {saver_name} | {kind} | {where} | {n} | {fired} | {ran} | {err} |")
     for saver_name, r in t.items():
         if r["hits"]:
             print(f"\n{saver_name} ran or built: " + "; ".join(r["hits"]))
@@ -651,19 +663,22 @@ def main() -> None:
     print("\n## `langgraph-ctx verify` time (one thread, checkpoints written with put)\n")
     print("(the command run in a subprocess after a warm-up; interpreter start excluded)\n")
     print(
-        "| checkpoints | file bytes | verify s | s per 1k checkpoints | per 1k vs smallest "
-        "| status |"
+        "| checkpoints | file bytes | build s (put) | verify s | s per 1k checkpoints "
+        "| per 1k vs smallest | status |"
     )
-    print("|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---|")
     first = None
     for r in v:
         if r["seconds"] is None:
-            print(f"| {r['n']:,} | {r['size']:,} | timeout | n/a | n/a | {r['status']} |")
+            print(
+                f"| {r['n']:,} | {r['size']:,} | {r['built']:.1f} | timeout | n/a | n/a "
+                f"| {r['status']} |"
+            )
             continue
         per_k = r["seconds"] / (r["n"] / 1000)
         first = first or per_k
         print(
-            f"| {r['n']:,} | {r['size']:,} | {r['seconds']:.2f} | {per_k:.3f} "
+            f"| {r['n']:,} | {r['size']:,} | {r['built']:.1f} | {r['seconds']:.2f} | {per_k:.3f} "
             f"| {per_k / first:.2f}x | {r['status']} |"
         )
 
