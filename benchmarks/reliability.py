@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import copy
 import functools
+import io
 import json
 import logging
 import os
@@ -157,6 +159,22 @@ def kill_trials(trials: int, seed: int) -> dict[str, Any]:
 # --------------------------------------------------------------------- 2. bit flips
 
 
+def run_verify(directory: Path) -> int:
+    """``langgraph-ctx -d <directory> verify``, in this process: its exit code."""
+    from langgraph_ctx.cli import main as cli  # the console script's entry point
+
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        quiet(),
+    ):
+        try:
+            cli(["-d", str(directory), "verify"])
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
 def read_all(root: Path) -> tuple[list[Any], list[str]]:
     """Everything a fresh saver reads back: every checkpoint, its metadata and writes."""
     with quiet() as caught:
@@ -182,8 +200,6 @@ def read_all(root: Path) -> tuple[list[Any], list[str]]:
 
 
 def bit_flips(trials: int, turns: int, seed: int) -> dict[str, Any]:
-    from langgraph_ctx.cli.verify import verify_directory  # the API behind `langgraph-ctx verify`
-
     rng = random.Random(seed)
     counts = dict.fromkeys(("tried", "named error", "warning", "crashed", "harmless", "SILENT"), 0)
     verify_caught = verify_caught_silent = 0
@@ -220,8 +236,7 @@ def bit_flips(trials: int, turns: int, seed: int) -> dict[str, Any]:
                 else:
                     outcome = "SILENT"
             counts[outcome] += 1
-            with quiet():
-                flagged = verify_directory(target).exit_code != 0
+            flagged = run_verify(target) != 0
             verify_caught += flagged
             verify_caught_silent += flagged and outcome == "SILENT"
             shutil.rmtree(target)
@@ -535,23 +550,10 @@ def verify_child(root: str) -> None:
     """Run ``langgraph-ctx verify`` in this process, after a warm-up on an empty directory
     (interpreter start and imports are not verify's work), and print the seconds and the
     exit code of the real run."""
-    import contextlib
-    import io
-
-    from langgraph_ctx.cli import main as cli
-
-    def run(directory: str) -> int:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            try:
-                cli(["-d", directory, "verify"])
-            except SystemExit as exc:
-                return int(exc.code or 0)
-        return 0
-
     with tempfile.TemporaryDirectory() as empty:
-        run(empty)
+        run_verify(Path(empty))
     t0 = time.perf_counter()
-    code = run(root)
+    code = run_verify(Path(root))
     print(f"{time.perf_counter() - t0} {code}")
 
 
