@@ -56,6 +56,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
@@ -225,7 +226,7 @@ def protocol_errors(messages: Sequence[BaseMessage]) -> list[str]:
             continue
         if open_calls:
             errors.append("tool call without its result")
-        open_calls = {c["id"] for c in m.tool_calls} if isinstance(m, AIMessage) else set()
+        open_calls = {str(c["id"]) for c in m.tool_calls} if isinstance(m, AIMessage) else set()
         answered_run = bool(open_calls)
     if open_calls:
         errors.append("tool call without its result")
@@ -240,7 +241,7 @@ def run_variant(
     samples: list[float] = []
     counter = exact_counter if exact else count_tokens_approximately
     if name == "pipeline":
-        middleware: AgentMiddleware = context_pipeline(
+        middleware: Any = context_pipeline(
             "fast", model=MODEL, tools=[fetch], mode="agent"
         ).middleware()
         system: str | None = None  # the pipeline composes the system prompt
@@ -265,7 +266,7 @@ def run_variant(
             middleware=[middleware],
             checkpointer=JsonlSaver(tmp),
         )
-        config = {"configurable": {"thread_id": name}, "recursion_limit": 100}
+        config: RunnableConfig = {"configurable": {"thread_id": name}, "recursion_limit": 100}
         for t, turn in enumerate(turns, 1):
             text = user_text(seed, t)
             before = len(model.received)

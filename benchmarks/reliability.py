@@ -60,13 +60,14 @@ from typing import Any
 
 import ormsgpack
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_ctx import JsonlSaver, LangGraphCtxError
 
-THREAD = {"configurable": {"thread_id": "rel"}}
+THREAD: RunnableConfig = {"configurable": {"thread_id": "rel"}}
 
 
 class NoteState(MessagesState):
@@ -535,7 +536,7 @@ def build_checkpoints(root: Path, n: int) -> None:
     for i in range(n):
         checkpoint = copy.copy(checkpoint)
         checkpoint["id"] = str(uuid.UUID(int=(int(time.time() * 1e6) << 64) | i))
-        changed = {"counter": f"{i + 1:08d}"}
+        changed: dict[str, str | int | float] = {"counter": f"{i + 1:08d}"}
         values = {"counter": i}
         if i % 4 == 0:
             messages = [*messages, HumanMessage(f"message {i}", id=f"m{i}")]

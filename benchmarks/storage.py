@@ -376,7 +376,7 @@ def main() -> None:
 
 
 def chat_table(turns: int, *, cold: bool) -> None:
-    kw = {"turns": turns, "cold": cold}
+    kw: dict[str, Any] = {"turns": turns, "cold": cold}
     rows = [
         run("InMemorySaver", memory, **kw),
         run("SqliteSaver", sqlite, **kw),

@@ -145,9 +145,10 @@ def test_pipeline_quick(outputs: dict[str, subprocess.CompletedProcess[str]]) ->
         assert 0 < number(r["tokens sent mean"]) <= number(r["p95"]) <= number(r["max"])
         for column in ("calls over budget", "protocol-invalid", "missing latest user msg"):
             assert 0 <= number(r[column]) <= calls
-        assert 0 < number(r["hook ms median"]) <= number(r["hook ms p95"])
+        assert 0 <= number(r["hook ms median"]) <= number(r["hook ms p95"])
     ratios = {r["variant"]: r for r in table(out, "| variant | tokens sent mean | max |")}
     assert number(ratios["pipeline"]["tokens sent mean"]) == 1
     for r in ratios.values():
-        assert all(number(v) > 0 for k, v in r.items() if k != "variant")
+        assert number(r["tokens sent mean"]) > 0 and number(r["max"]) > 0
+        assert number(r["hook ms median"]) >= 0 and number(r["hook ms p95"]) >= 0
     assert re.search(r"Issue 13 goal for the pipeline .*: (met|MISSED)", out)
