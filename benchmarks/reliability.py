@@ -443,6 +443,12 @@ def read_everything(saver: Any) -> None:
         repr(t.metadata)
 
 
+def jsonl_text(lines: list[dict[str, Any]]) -> str:
+    """Lines written back as the saver writes them (compact, UTF-8): untouched lines keep
+    their exact bytes."""
+    return "".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in lines)
+
+
 def tampered(seed: int) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     where_all = ("checkpoint value", "pending write", "metadata", "message body")
@@ -466,6 +472,16 @@ def tampered(seed: int) -> dict[str, dict[str, Any]]:
                 saver.conn.close()
         (name,) = [p.name for p in jsonl_base.glob("*.jsonl")]
         clean = [json.loads(x) for x in (jsonl_base / name).read_text().splitlines()]
+        # control: the clean thread written back the way tampered ones are must read fine
+        control = tmp / "control"
+        control.mkdir()
+        (control / name).write_text(jsonl_text(clean), encoding="utf-8")
+        try:
+            with quiet():
+                read_everything(JsonlSaver(control))
+            control_error = None
+        except Exception as exc:
+            control_error = f"{type(exc).__name__}: {exc}"
         trial = 0
         for saver_name in ("JsonlSaver", "SqliteSaver"):
             row = results[saver_name] = {
@@ -489,7 +505,7 @@ def tampered(seed: int) -> dict[str, dict[str, Any]]:
                             continue
                         root = tmp / f"j{trial}"
                         root.mkdir()
-                        (root / name).write_text("".join(json.dumps(x) + "\n" for x in lines))
+                        (root / name).write_text(jsonl_text(lines), encoding="utf-8")
                         open_saver: Callable[[], Any] = functools.partial(JsonlSaver, root)
                     else:
                         db = tmp / f"s{trial}.db"
@@ -521,6 +537,10 @@ def tampered(seed: int) -> dict[str, dict[str, Any]]:
                     if fired or ran:
                         row["hits"].append(f"{pname} in {where}")
         sys.path.remove(str(tmp / "mods"))
+        results["JsonlSaver"]["control"] = control_error
+        results["JsonlSaver"]["control_identical"] = (control / name).read_bytes() == (
+            jsonl_base / name
+        ).read_bytes()
     return results
 
 
@@ -658,6 +678,18 @@ def main() -> None:
     for saver_name, r in t.items():
         for (kind, where), (n, fired, ran, err) in r["by_place"].items():
             print(f"| {saver_name} | {kind} | {where} | {n} | {fired} | {ran} | {err} |")
+    control = t["JsonlSaver"]
+    if control["control"] is None:
+        same = "byte-identical to" if control["control_identical"] else "re-encoded from"
+        print(
+            f"\nControl: the untampered JSONL thread, written back the same way ({same} the "
+            "original), reads without error."
+        )
+    else:
+        print(
+            "\nCONTROL FAILED: the untampered JSONL thread written back does not read "
+            f"({control['control']}); the JsonlSaver counts above say little."
+        )
     for saver_name, r in t.items():
         if r["hits"]:
             print(f"\n{saver_name} ran or built: " + "; ".join(r["hits"]))
