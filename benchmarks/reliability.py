@@ -200,11 +200,20 @@ def read_all(root: Path) -> tuple[list[Any], list[str]]:
     return rows, ours
 
 
+def line_kind(raw: bytes) -> str:
+    try:
+        return str(json.loads(raw).get("t"))
+    except ValueError:
+        return "?"
+
+
 def bit_flips(trials: int, turns: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     counts = dict.fromkeys(("tried", "named error", "warning", "crashed", "harmless", "SILENT"), 0)
     verify_caught = verify_caught_silent = 0
     crash_types: dict[str, int] = {}
+    crash_examples: list[str] = []
+    silent_kinds: dict[str, int] = {}  # the kind of line ("ckpt", "msg", ...) flipped
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         graph = build_graph(JsonlSaver(base))
@@ -229,6 +238,10 @@ def bit_flips(trials: int, turns: int, seed: int) -> dict[str, Any]:
             except Exception as exc:
                 outcome = "crashed"
                 crash_types[type(exc).__name__] = crash_types.get(type(exc).__name__, 0) + 1
+                was = lines[i][max(0, pos - 20) : pos + 20].decode("utf-8", "replace")
+                crash_examples.append(
+                    f"{type(exc).__name__}: {str(exc)[:80]} (line {i + 1}, near {was!r})"
+                )
             else:
                 if ours:
                     outcome = "warning"
@@ -237,6 +250,9 @@ def bit_flips(trials: int, turns: int, seed: int) -> dict[str, Any]:
                 else:
                     outcome = "SILENT"
             counts[outcome] += 1
+            if outcome == "SILENT":
+                kind = line_kind(lines[i])
+                silent_kinds[kind] = silent_kinds.get(kind, 0) + 1
             flagged = run_verify(target) != 0
             verify_caught += flagged
             verify_caught_silent += flagged and outcome == "SILENT"
@@ -247,6 +263,8 @@ def bit_flips(trials: int, turns: int, seed: int) -> dict[str, Any]:
         "verify": verify_caught,
         "verify_silent": verify_caught_silent,
         "crash_types": crash_types,
+        "crash_examples": crash_examples,
+        "silent_kinds": silent_kinds,
         "lines": len(lines),
     }
 
@@ -658,6 +676,13 @@ def main() -> None:
         print(
             "\nOther exceptions: "
             + ", ".join(f"{k} x{v}" for k, v in sorted(b["crash_types"].items()))
+        )
+        for example in b["crash_examples"][:5]:
+            print(f"  {example}")
+    if b["silent_kinds"]:
+        print(
+            "SILENT flips by the kind of line flipped: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(b["silent_kinds"].items()))
         )
 
     t = tampered(args.seed)
