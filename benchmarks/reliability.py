@@ -687,6 +687,11 @@ def main() -> None:
 
     t = tampered(args.seed)
     print("\n## Tampered payloads (read back by a fresh saver: list, values, metadata, writes)\n")
+    strict = os.environ.get("LANGGRAPH_STRICT_MSGPACK", "")
+    print(
+        "SqliteSaver uses its default JsonPlusSerializer; LANGGRAPH_STRICT_MSGPACK="
+        f"{strict or '(unset: LangGraph default, permissive)'}\n"
+    )
     print(
         "| saver | payloads tried | objects constructed | code executed | errors raised "
         "| read without effect | constructed+executed / tried |"
