@@ -122,8 +122,10 @@ def transcript(seed: int, rounds: int) -> Transcript:
             messages.append(
                 AIMessage(
                     "Let me check.",
-                    tool_calls=[{"name": "run_shell", "args": {"cmd": f"grep -r x{k}"}, "id": i}
-                                for k, i in enumerate(ids)],
+                    tool_calls=[
+                        {"name": "run_shell", "args": {"cmd": f"grep -r x{k}"}, "id": i}
+                        for k, i in enumerate(ids)
+                    ],
                     id=f"a{r}.{step}",
                 )
             )
@@ -133,8 +135,9 @@ def transcript(seed: int, rounds: int) -> Transcript:
                     text, fact = plant(rng, "tool")
                     lines.insert(rng.randint(0, len(lines)), text)
                     facts.append(fact)
-                messages.append(ToolMessage("\n".join(lines), tool_call_id=i, name="run_shell",
-                                            id=f"t{i}"))
+                messages.append(
+                    ToolMessage("\n".join(lines), tool_call_id=i, name="run_shell", id=f"t{i}")
+                )
         answer = " ".join(rng.choices(FILLER, k=rng.randint(1, 4)))
         if rng.random() < 0.2:
             text, fact = plant(rng, "assistant")
@@ -154,14 +157,16 @@ def cached_counter() -> Callable[[Sequence[BaseMessage]], int]:
     return count
 
 
-Method = Callable[[list[BaseMessage], int, Callable[[Sequence[BaseMessage]], int]],
-                  list[BaseMessage]]
+Method = Callable[
+    [list[BaseMessage], int, Callable[[Sequence[BaseMessage]], int]], list[BaseMessage]
+]
 
 
 def with_strategy(make: Callable[[], CompactionStrategy]) -> Method:
     def run(messages: list[BaseMessage], budget: int, counter: Callable) -> list[BaseMessage]:
-        out, _ = compact_messages(messages, max_tokens=budget, strategy=make(),
-                                  token_counter=counter)
+        out, _ = compact_messages(
+            messages, max_tokens=budget, strategy=make(), token_counter=counter
+        )
         return out
 
     return run
@@ -171,16 +176,27 @@ def no_offload(make: Callable[[], CompactionStrategy]) -> Method:
     """The strategy without tool-result previews, to show what offloading alone adds."""
 
     def run(messages: list[BaseMessage], budget: int, counter: Callable) -> list[BaseMessage]:
-        out, _ = compact_messages(messages, max_tokens=budget, strategy=make(),
-                                  token_counter=counter, offload_threshold=None)
+        out, _ = compact_messages(
+            messages,
+            max_tokens=budget,
+            strategy=make(),
+            token_counter=counter,
+            offload_threshold=None,
+        )
         return out
 
     return run
 
 
 def trim_last(messages: list[BaseMessage], budget: int, counter: Callable) -> list[BaseMessage]:
-    return trim_messages(messages, max_tokens=budget, token_counter=counter, strategy="last",
-                         start_on="human", include_system=True)
+    return trim_messages(
+        messages,
+        max_tokens=budget,
+        token_counter=counter,
+        strategy="last",
+        start_on="human",
+        include_system=True,
+    )
 
 
 METHODS: list[tuple[str, Method]] = [
@@ -188,10 +204,14 @@ METHODS: list[tuple[str, Method]] = [
     ("SlidingWindow(), offloading off", no_offload(SlidingWindow)),
     ("SlidingWindow()", with_strategy(SlidingWindow)),
     ("KeyMessageExtraction()", with_strategy(KeyMessageExtraction)),
-    ("LLMSummary(fake extractive model)*",
-     with_strategy(lambda: LLMSummary(ExtractiveSummaryModel(), retry_delay=0))),
-    ("HybridSummary(fake extractive model)*",
-     with_strategy(lambda: HybridSummary(ExtractiveSummaryModel(), retry_delay=0))),
+    (
+        "LLMSummary(fake extractive model)*",
+        with_strategy(lambda: LLMSummary(ExtractiveSummaryModel(), retry_delay=0)),
+    ),
+    (
+        "HybridSummary(fake extractive model)*",
+        with_strategy(lambda: HybridSummary(ExtractiveSummaryModel(), retry_delay=0)),
+    ),
 ]
 
 
@@ -218,8 +238,12 @@ def main() -> None:
     for budget in (int(b) for b in args.budgets.split(",")):
         rows = []
         for name, method in METHODS:
-            hits: dict[str, list[int]] = {"all": [0, 0], "user": [0, 0], "tool": [0, 0],
-                                          "assistant": [0, 0]}
+            hits: dict[str, list[int]] = {
+                "all": [0, 0],
+                "user": [0, 0],
+                "tool": [0, 0],
+                "assistant": [0, 0],
+            }
             times, valid, within = [], 0, 0
             for t in transcripts:
                 counter = cached_counter()  # fresh cache: counting is part of the cost
@@ -236,8 +260,10 @@ def main() -> None:
             rows.append((name, hits, statistics.median(times), valid, within))
         base = rows[0][1]["all"][0] / max(rows[0][1]["all"][1], 1)
         print(f"\nBudget {budget:,} tokens per request\n")
-        print("| strategy | facts kept | vs trim last | in user msgs | in tool output "
-              "| in assistant msgs | ms / compaction (median) | valid order | within budget |")
+        print(
+            "| strategy | facts kept | vs trim last | in user msgs | in tool output "
+            "| in assistant msgs | ms / compaction (median) | valid order | within budget |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for name, hits, ms, valid, within in rows:
             share = hits["all"][0] / max(hits["all"][1], 1)
@@ -247,11 +273,15 @@ def main() -> None:
                 return f"{100 * got / max(total, 1):.0f}%"
 
             ratio = f"{share / base:.2f}x" if base else "n/a"
-            print(f"| {name} | {100 * share:.1f}% | {ratio} | {pct('user')} | {pct('tool')} "
-                  f"| {pct('assistant')} | {ms:.1f} | {valid}/{len(transcripts)} "
-                  f"| {within}/{len(transcripts)} |")
-    print("\n* ExtractiveSummaryModel is a deterministic, offline fake that copies fact-bearing "
-          "sentences; it is not an LLM. Real summaries will differ.")
+            print(
+                f"| {name} | {100 * share:.1f}% | {ratio} | {pct('user')} | {pct('tool')} "
+                f"| {pct('assistant')} | {ms:.1f} | {valid}/{len(transcripts)} "
+                f"| {within}/{len(transcripts)} |"
+            )
+    print(
+        "\n* ExtractiveSummaryModel is a deterministic, offline fake that copies fact-bearing "
+        "sentences; it is not an LLM. Real summaries will differ."
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Storage and speed: the same 400-turn chat on InMemorySaver, SqliteSaver and JsonlSaver.
 
-    .venv/bin/python benchmarks/storage.py [--turns 400]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/storage.py [--turns 400] [--agent-turns 60]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/storage.py --quick     # smoke test, < 60 s
 
 A chat graph with ``add_messages`` (``MessagesState``), one model node that
 answers with ~340 bytes of text, user messages of ~340 bytes: 273 KB of
@@ -17,6 +18,15 @@ message text over 400 turns, the shape quoted in the issue. Prints, per saver:
 then the same figures as ratios against SqliteSaver. Rows with ``DeltaChannel``
 and with dict inputs (``{"role": "user", ...}`` instead of ``HumanMessage``)
 show the two variants the README discusses.
+
+A second workload is a tool-calling agent on both hosts, LangGraph's
+``create_react_agent`` and LangChain's ``create_agent``: a scripted, deterministic
+chat model calls one tool per turn, the tool returns ~6 KB of seeded, varied text,
+then the model answers (user -> tool call -> tool result -> answer), 60 turns by
+default. ``JsonlSaver`` and ``SqliteSaver`` are run in the same process; the table
+gives bytes stored per byte of raw message text for each saver and host, and the
+ratio between the savers. The goal of issue 11: JsonlSaver at most 3x the raw
+message bytes on both hosts.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
+from scripted_agent import ScriptedToolModel, raw_message_bytes, tool_output, user_text
 
 from langgraph_ctx import JsonlSaver
 
@@ -143,10 +154,12 @@ def run(
     turns: int,
     delta: bool = False,
     dict_input: bool = False,
+    cold: bool = True,
 ) -> dict[str, Any]:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
-        saver, size, cold = make(Path(tmp))
+        saver, size, cold_kind = make(Path(tmp))
+        cold_kind = cold_kind if cold else None
         write_time = instrument_writes(saver)
         graph = build(delta, rng).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "bench"}}
@@ -170,8 +183,8 @@ def run(
         n_history = sum(1 for _ in graph.get_state_history(config))
         history = time.perf_counter() - t0
         cold_ms = None
-        if cold is not None:
-            command = [sys.executable, __file__, "--cold", cold, cold_target(saver, tmp)]
+        if cold_kind is not None:
+            command = [sys.executable, __file__, "--cold", cold_kind, cold_target(saver, tmp)]
             command += ["--delta"] if delta else []
             runs = [
                 float(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
@@ -248,30 +261,133 @@ def memory(tmp: Path):
     return saver, lambda: memory_bytes(saver), None
 
 
+AGENT_HOSTS = ("create_react_agent", "create_agent")
+TOOL_RESULT_CHARS = 6000
+
+
+def build_agent(host: str, saver: Any) -> Any:
+    """The tool-calling agent of `host` with the scripted model and a ~6 KB tool."""
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup(query: str) -> str:
+        """Look `query` up and return everything found."""
+        return tool_output(11, query, TOOL_RESULT_CHARS)
+
+    model = ScriptedToolModel(tool_name="lookup", seed=11)
+    if host == "create_react_agent":
+        import warnings
+
+        with warnings.catch_warnings():  # deprecated in LangGraph 1.x, still widely used
+            warnings.simplefilter("ignore")
+            from langgraph.prebuilt import create_react_agent
+
+            return create_react_agent(model, [lookup], checkpointer=saver)
+    from langchain.agents import create_agent
+
+    return create_agent(model, [lookup], checkpointer=saver)
+
+
+def run_agent(host: str, saver_name: str, turns: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        saver, size, _ = (jsonl if saver_name == "JsonlSaver" else sqlite)(Path(tmp))
+        agent = build_agent(host, saver)
+        config = {"configurable": {"thread_id": "bench"}}
+        t0 = time.perf_counter()
+        for turn in range(1, turns + 1):
+            out = agent.invoke({"messages": [HumanMessage(user_text(11, turn))]}, config)
+        elapsed = time.perf_counter() - t0
+        messages = out["messages"]
+        assert len(messages) == 4 * turns, (host, len(messages))
+        return {
+            "host": host,
+            "saver": saver_name,
+            "raw": raw_message_bytes(messages),
+            "stored": size(),
+            "messages": len(messages),
+            "ms_turn": 1000 * elapsed / turns,
+        }
+
+
+def agent_table(turns: int) -> None:
+    rows = [
+        run_agent(host, saver, turns)
+        for host in AGENT_HOSTS
+        for saver in ("JsonlSaver", "SqliteSaver")
+    ]
+    print(
+        f"Tool-calling agent, {turns} turns (user -> tool call -> "
+        f"~{TOOL_RESULT_CHARS // 1000} KB tool result -> answer), "
+        f"{rows[0]['messages']} messages, {rows[0]['raw'] / 1000:.0f} KB of raw message text\n"
+    )
+    print(
+        "| host | saver | raw message bytes | stored bytes | stored / raw "
+        "| vs SqliteSaver | ms/turn | goal <= 3x |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    by = {(r["host"], r["saver"]): r for r in rows}
+    for r in rows:
+        ratio = r["stored"] / r["raw"]
+        ref = by[(r["host"], "SqliteSaver")]
+        goal = ("met" if ratio <= 3 else "MISSED") if r["saver"] == "JsonlSaver" else "-"
+        print(
+            f"| {r['host']} | {r['saver']} | {r['raw']:,} | {r['stored']:,} | {ratio:.2f}x "
+            f"| {r['stored'] / ref['stored']:.3f} | {r['ms_turn']:.1f} | {goal} |"
+        )
+
+
 def fmt(value: float | None, spec: str = ".1f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=400)
+    parser.add_argument("--turns", type=int, default=None, help="chat turns (default 400)")
+    parser.add_argument(
+        "--agent-turns", type=int, default=None, help="tool-agent turns (default 60)"
+    )
+    parser.add_argument(
+        "--workload",
+        choices=("all", "chat", "agent"),
+        default="all",
+        help="run only the chat workload or only the tool-agent workload",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: 50 chat turns without the cold-process column, 12 agent turns",
+    )
     parser.add_argument("--cold", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     parser.add_argument("--delta", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cold:
         print(cold_get_state(args.cold[0], args.cold[1], args.delta))
         return
+    if args.turns is None:
+        args.turns = 50 if args.quick else 400
+    if args.agent_turns is None:
+        args.agent_turns = 12 if args.quick else 60
+    if args.workload in ("all", "chat"):
+        chat_table(args.turns, cold=not args.quick)
+    if args.workload in ("all", "agent"):
+        if args.workload == "all":
+            print()
+        agent_table(args.agent_turns)
+
+
+def chat_table(turns: int, *, cold: bool) -> None:
+    kw: dict[str, Any] = {"turns": turns, "cold": cold}
     rows = [
-        run("InMemorySaver", memory, turns=args.turns),
-        run("SqliteSaver", sqlite, turns=args.turns),
-        run("JsonlSaver", jsonl, turns=args.turns),
-        run("SqliteSaver + DeltaChannel", sqlite, turns=args.turns, delta=True),
-        run("JsonlSaver + DeltaChannel", jsonl, turns=args.turns, delta=True),
-        run("JsonlSaver, dict inputs", jsonl, turns=args.turns, dict_input=True),
+        run("InMemorySaver", memory, **kw),
+        run("SqliteSaver", sqlite, **kw),
+        run("JsonlSaver", jsonl, **kw),
+        run("SqliteSaver + DeltaChannel", sqlite, delta=True, **kw),
+        run("JsonlSaver + DeltaChannel", jsonl, delta=True, **kw),
+        run("JsonlSaver, dict inputs", jsonl, dict_input=True, **kw),
     ]
     raw = rows[0]["raw"]
     print(
-        f"{args.turns}-turn chat, {raw / 1000:.0f} KB of message text, "
+        f"{turns}-turn chat, {raw / 1000:.0f} KB of message text, "
         f"{rows[0]['n_history']} checkpoints\n"
     )
     print(

@@ -1,0 +1,366 @@
+"""The context pipeline against LangChain's own tools, on a 300-call tool agent (issue 13).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/pipeline.py              # 300 model calls
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/pipeline.py --quick      # 60 calls, smoke
+
+One `create_agent` agent per variant, the same scripted conversation for all: each user
+turn the model calls the ``fetch`` tool one to four times (results of 1-30 KB of seeded
+text), then answers; 300 model calls in all, a `JsonlSaver` keeping the thread. The
+scripted model records exactly the messages each call receives; that is what is measured.
+The budget is the "fast" preset (4,000 tokens), and every count is the package's exact
+counter (`langgraph_ctx.count_tokens`, gpt-4o rules, the tool schema included).
+
+Variants:
+
+* **pipeline**: ``middleware=[context_pipeline("fast", mode="agent").middleware()]``;
+* **SummarizationMiddleware**: LangChain's, with a deterministic fake summarizer model,
+  ``trigger=("tokens", 4000)``, ``keep=("tokens", 2000)`` (the preset's history share);
+* **trim_messages**: ``trim_messages(strategy="last", max_tokens=4000, start_on="human",
+  end_on=("human", "tool"), include_system=True)`` on the request's messages, in a small
+  ``wrap_model_call`` middleware (what ``pre_model_hook`` does for ``create_react_agent``).
+
+Both LangChain variants count with ``count_tokens_approximately``, their documented
+default (``--exact-counter`` gives them the package's exact counter instead: their hooks
+then spend most of their time tokenizing); what was *sent* is always counted exactly.
+
+Per variant: tokens sent per call (mean / p95 / max), calls over the budget, calls a
+provider would reject (a tool result without its tool call just before it, a tool call
+without its results before the next non-tool message, no user message, a system message
+that is not first), calls whose request lacks the turn's user message, and the time the
+hook itself takes per call (median / p95, and the first call apart: it loads the
+tokenizer): ``before_model`` as is, ``wrap_model_call`` minus the model call it wraps.
+Issue 13's goal: 0 / 0 / 0 for the pipeline and a median of at most 1.5 ms per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    trim_messages,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+from scripted_agent import tool_output, user_text, words
+
+from langgraph_ctx import JsonlSaver, context_pipeline, count_tokens
+
+BUDGET = 4000  # the "fast" preset's total
+MODEL = "gpt-4o"
+SYSTEM = "You are a careful research agent. Use the fetch tool, then answer briefly."
+
+
+@tool
+def fetch(query: str, kb: int) -> str:
+    """Fetch everything known about `query` (about `kb` kilobytes of text)."""
+    return tool_output(13, query, kb * 1000)
+
+
+FETCH_SCHEMA = convert_to_openai_tool(fetch)
+
+
+def plan(calls: int, seed: int) -> list[list[Any]]:
+    """The conversation: per user turn, 1-4 tool calls (their sizes in KB), then an answer."""
+    rng = random.Random(seed)
+    turns: list[list[Any]] = []
+    left = calls
+    while left > 0:
+        k = min(rng.randint(1, 4), left - 1)
+        turns.append([round(rng.uniform(0, 1) ** 2 * 29) + 1 for _ in range(k)] + ["answer"])
+        left -= k + 1
+    return turns
+
+
+class PlannedModel(BaseChatModel):
+    """Follows `steps` one call at a time, whatever it is sent, and records what it got."""
+
+    steps: list[Any]
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "planned-tool-model"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> PlannedModel:  # type: ignore[override]
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        i = len(self.received)
+        self.received.append(list(messages))
+        step = self.steps[i]
+        if step == "answer":
+            reply = AIMessage(f"Answer {i}: " + words(random.Random(i), 200))
+        else:
+            call = {"name": "fetch", "args": {"query": f"q{i}", "kb": step}, "id": f"call_{i}"}
+            reply = AIMessage("", tool_calls=[{**call, "type": "tool_call"}])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+class FakeSummarizer(BaseChatModel):
+    """A deterministic summarizer: the first words of the prompt it is given."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-summarizer"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = " ".join(str(m.content) for m in messages)[-600:]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("Summary: " + text))])
+
+
+def exact_counter(messages: Any) -> int:
+    return count_tokens(list(messages), model=MODEL)
+
+
+class TrimMiddleware(AgentMiddleware):
+    """`trim_messages` on what the model is sent (the history in the state stays whole)."""
+
+    def __init__(self, counter: Callable[[Any], int]) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        kept = trim_messages(
+            request.messages,
+            strategy="last",
+            max_tokens=BUDGET,
+            token_counter=self.counter,
+            start_on="human",
+            end_on=("human", "tool"),
+            include_system=True,
+        )
+        return handler(request.override(messages=kept))
+
+
+# ------------------------------------------------------------------------ timing
+
+
+def time_hooks(middleware: AgentMiddleware, samples: list[float]) -> None:
+    """Record the seconds each pre-model hook of `middleware` takes, per model call.
+
+    `create_agent` reads the hooks from the instance, so instance attributes wrap them:
+    ``before_model`` is timed whole, ``wrap_model_call`` without the handler it calls.
+    """
+    cls = type(middleware)
+    if cls.before_model is not AgentMiddleware.before_model:
+        before = middleware.before_model
+
+        def timed_before(state: Any, runtime: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return before(state, runtime)
+            finally:
+                samples.append(time.perf_counter() - t0)
+
+        middleware.before_model = timed_before  # type: ignore[method-assign]
+    if cls.wrap_model_call is not AgentMiddleware.wrap_model_call:
+        wrap = middleware.wrap_model_call
+
+        def timed_wrap(request: Any, handler: Callable[[Any], Any]) -> Any:
+            inside = [0.0]
+
+            def timed_handler(req: Any) -> Any:
+                t1 = time.perf_counter()
+                try:
+                    return handler(req)
+                finally:
+                    inside[0] += time.perf_counter() - t1
+
+            t0 = time.perf_counter()
+            try:
+                return wrap(request, timed_handler)
+            finally:
+                samples.append(time.perf_counter() - t0 - inside[0])
+
+        middleware.wrap_model_call = timed_wrap  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------------ checks
+
+
+def protocol_errors(messages: Sequence[BaseMessage]) -> list[str]:
+    """Why OpenAI / Anthropic would reject a request with these messages (empty: valid)."""
+    errors = []
+    if not any(isinstance(m, HumanMessage) for m in messages):
+        errors.append("no user message")
+    if any(isinstance(m, SystemMessage) for m in messages[1:]):
+        errors.append("system message not first")
+    open_calls: set[str] = set()  # tool calls of the AI message just before, not yet answered
+    answered_run = False  # inside the run of tool messages that follows an AI tool call
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            if not answered_run or m.tool_call_id not in open_calls:
+                errors.append("tool result without its tool call")
+            open_calls.discard(m.tool_call_id)
+            continue
+        if open_calls:
+            errors.append("tool call without its result")
+        open_calls = {str(c["id"]) for c in m.tool_calls} if isinstance(m, AIMessage) else set()
+        answered_run = bool(open_calls)
+    if open_calls:
+        errors.append("tool call without its result")
+    return errors
+
+
+def run_variant(
+    name: str, turns: list[list[Any]], seed: int, *, exact: bool = False
+) -> dict[str, Any]:
+    steps = [s for turn in turns for s in turn]
+    model = PlannedModel(steps=steps)
+    samples: list[float] = []
+    counter = exact_counter if exact else count_tokens_approximately
+    if name == "pipeline":
+        middleware: Any = context_pipeline(
+            "fast", model=MODEL, tools=[fetch], mode="agent"
+        ).middleware()
+        system: str | None = None  # the pipeline composes the system prompt
+    elif name == "SummarizationMiddleware":
+        middleware = SummarizationMiddleware(
+            model=FakeSummarizer(),
+            trigger=("tokens", BUDGET),
+            keep=("tokens", BUDGET // 2),
+            token_counter=counter,
+        )
+        system = SYSTEM
+    else:
+        middleware = TrimMiddleware(counter)
+        system = SYSTEM
+    time_hooks(middleware, samples)
+    latest: list[str] = []  # the user message of the turn each call belongs to
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = create_agent(
+            model,
+            [fetch],
+            system_prompt=system,
+            middleware=[middleware],
+            checkpointer=JsonlSaver(tmp),
+        )
+        config: RunnableConfig = {"configurable": {"thread_id": name}, "recursion_limit": 100}
+        for t, turn in enumerate(turns, 1):
+            text = user_text(seed, t)
+            before = len(model.received)
+            agent.invoke({"messages": [HumanMessage(text)]}, config)
+            calls = len(model.received) - before
+            assert calls == len(turn), f"{name}: turn {t} made {calls} calls, planned {len(turn)}"
+            latest += [text] * calls
+    sent = [count_tokens(m, model=MODEL, tools=[FETCH_SCHEMA]) for m in model.received]
+    invalid = [protocol_errors(m) for m in model.received]
+    missing = sum(
+        not any(isinstance(m, HumanMessage) and m.content == text for m in msgs)
+        for msgs, text in zip(model.received, latest, strict=True)
+    )
+    reasons: dict[str, int] = {}
+    for errs in invalid:
+        for e in set(errs):
+            reasons[e] = reasons.get(e, 0) + 1
+    assert len(samples) == len(sent), (name, len(samples), len(sent))
+    ms = sorted(1000 * s for s in samples)
+    return {
+        "name": name,
+        "calls": len(sent),
+        "mean": statistics.mean(sent),
+        "p95": percentile(sorted(sent), 0.95),
+        "max": max(sent),
+        "over": sum(s > BUDGET for s in sent),
+        "invalid": sum(bool(e) for e in invalid),
+        "reasons": reasons,
+        "missing": missing,
+        "median_ms": statistics.median(ms),
+        "p95_ms": percentile(ms, 0.95),
+        "first_ms": 1000 * samples[0],
+    }
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=None, help="model calls (300; quick 60)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 60 calls")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--exact-counter",
+        action="store_true",
+        help="give SummarizationMiddleware and trim_messages the package's exact counter",
+    )
+    args = parser.parse_args()
+    calls = args.calls or (60 if args.quick else 300)
+    turns = plan(calls, args.seed)
+    rows = [
+        run_variant(name, turns, args.seed, exact=args.exact_counter)
+        for name in ("pipeline", "SummarizationMiddleware", "trim_messages")
+    ]
+    history = sum(len(tool_output(13, "x", kb * 1000)) for turn in turns for kb in turn[:-1])
+    print(
+        f"Tool agent (create_agent), {calls} model calls in {len(turns)} user turns, "
+        f"{history / 1000:.0f} KB of tool results; budget {BUDGET:,} tokens ('fast'), "
+        f"counted for {MODEL} with the tool schema; LangChain variants count with "
+        f"{'the exact counter' if args.exact_counter else 'count_tokens_approximately'}\n"
+    )
+    print(
+        "| variant | calls | tokens sent mean | p95 | max | calls over budget "
+        "| protocol-invalid | missing latest user msg | hook ms median | hook ms p95 "
+        "| hook ms, first call |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['name']} | {r['calls']} | {r['mean']:,.0f} | {r['p95']:,} | {r['max']:,} "
+            f"| {r['over']} | {r['invalid']} | {r['missing']} "
+            f"| {r['median_ms']:.3f} | {r['p95_ms']:.3f} | {r['first_ms']:.1f} |"
+        )
+    print("\nRatios (variant / pipeline):\n")
+    print("| variant | tokens sent mean | max | hook ms median | hook ms p95 |")
+    print("|---|---:|---:|---:|---:|")
+    ref = rows[0]
+    for r in rows:
+        print(
+            f"| {r['name']} | {r['mean'] / ref['mean']:.3f} | {r['max'] / ref['max']:.3f} "
+            f"| {r['median_ms'] / ref['median_ms']:.3f} | {r['p95_ms'] / ref['p95_ms']:.3f} |"
+        )
+    goal = ref["over"] == ref["invalid"] == ref["missing"] == 0 and ref["median_ms"] <= 1.5
+    print(
+        f"\nIssue 13 goal for the pipeline (0 / 0 / 0, median <= 1.5 ms): "
+        f"{'met' if goal else 'MISSED'}"
+    )
+    for r in rows:
+        if r["reasons"]:
+            why = ", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items()))
+            print(f"{r['name']}: protocol-invalid calls by reason: {why}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Smoke tests of the benchmark scripts: each runs with ``--quick`` and prints its tables.
+
+The three scripts start together (one subprocess each, `sys.executable`) and each test
+checks its script's output: exit code 0, the tables and their columns, and that the
+numbers are sane (counts add up, ratios positive). No result is hard-coded: the scripts
+must print today's numbers and tomorrow's alike.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ("storage", "reliability", "pipeline")
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, subprocess.CompletedProcess[str]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    running = {
+        name: subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--quick"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in SCRIPTS
+    }
+    done = {}
+    for name, child in running.items():
+        try:
+            out, err = child.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            for other in running.values():
+                other.kill()
+            raise
+        done[name] = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    return done
+
+
+def table(output: str, header_start: str) -> list[dict[str, str]]:
+    """The rows of the Markdown table whose header starts with `header_start`."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    assert set(lines[start + 1]) <= set("|-: "), lines[start + 1]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == len(header), line
+        rows.append(dict(zip(header, cells, strict=True)))
+    assert rows, f"table {header_start!r} is empty"
+    return rows
+
+
+def number(cell: str) -> float:
+    match = re.fullmatch(r"(-?[\d,]*\.?\d+)x?", cell)
+    assert match, f"not a number: {cell!r}"
+    return float(match.group(1).replace(",", ""))
+
+
+def check_ran(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_storage_quick(outputs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    out = check_ran(outputs["storage"])
+    chat = table(out, "| saver | stored bytes |")
+    assert [r["saver"] for r in chat][:3] == ["InMemorySaver", "SqliteSaver", "JsonlSaver"]
+    for r in chat:
+        assert number(r["stored bytes"]) > 0 and number(r["per raw byte"]) > 0
+    agent = table(out, "| host | saver | raw message bytes |")
+    pairs = {(r["host"], r["saver"]) for r in agent}
+    assert pairs == {
+        (host, saver)
+        for host in ("create_react_agent", "create_agent")
+        for saver in ("JsonlSaver", "SqliteSaver")
+    }
+    for r in agent:
+        raw, stored = number(r["raw message bytes"]), number(r["stored bytes"])
+        assert raw > 12 * 6000  # 12 quick turns, one ~6 KB tool result each
+        assert stored > 0
+        assert number(r["stored / raw"]) == pytest.approx(stored / raw, abs=0.01)
+        assert number(r["vs SqliteSaver"]) > 0
+        assert r["goal <= 3x"] in (("met", "MISSED") if r["saver"] == "JsonlSaver" else ("-",))
+    # both hosts get the same conversation
+    assert len({r["raw message bytes"] for r in agent}) == 1
+
+
+def test_reliability_quick(outputs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    out = check_ran(outputs["reliability"])
+    (kill,) = table(out, "| trials |")
+    assert number(kill["trials"]) == 10
+    assert number(kill["acknowledged turns"]) >= 10  # each trial waits for one ack
+    assert 0 <= number(kill["acknowledged turns lost"]) <= number(kill["acknowledged turns"])
+
+    (flips,) = table(out, "| tried | detected |")
+    tried = number(flips["tried"])
+    assert tried == 100
+    parts = ("detected", "crashed, other exception", "harmless", "SILENT")
+    assert sum(number(flips[p]) for p in parts) == tried
+    assert number(flips["detected"]) == number(flips["of which named error"]) + number(
+        flips["of which warning"]
+    )
+    assert 0 <= number(flips["verify flagged"]) <= tried
+
+    tamper = {r["saver"]: r for r in table(out, "| saver | payloads tried |")}
+    assert set(tamper) == {"JsonlSaver", "SqliteSaver"}
+    for r in tamper.values():
+        tried = number(r["payloads tried"])
+        assert tried > 10
+        effects = ("objects constructed", "code executed", "errors raised", "read without effect")
+        assert all(number(r[e]) >= 0 for e in effects)
+        assert number(r["read without effect"]) <= tried
+
+    verify = table(out, "| checkpoints | file bytes |")
+    assert [number(r["checkpoints"]) for r in verify] == [200, 800]
+    for r in verify:
+        assert number(r["file bytes"]) > 0
+        if r["verify s"] != "timeout":
+            assert number(r["verify s"]) >= 0 and number(r["s per 1k checkpoints"]) >= 0
+
+
+def test_pipeline_quick(outputs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    out = check_ran(outputs["pipeline"])
+    rows = {r["variant"]: r for r in table(out, "| variant | calls | tokens sent mean |")}
+    assert list(rows) == ["pipeline", "SummarizationMiddleware", "trim_messages"]
+    for r in rows.values():
+        calls = number(r["calls"])
+        assert calls == 60
+        assert 0 < number(r["tokens sent mean"]) <= number(r["p95"]) <= number(r["max"])
+        for column in ("calls over budget", "protocol-invalid", "missing latest user msg"):
+            assert 0 <= number(r[column]) <= calls
+        assert 0 <= number(r["hook ms median"]) <= number(r["hook ms p95"])
+    ratios = {r["variant"]: r for r in table(out, "| variant | tokens sent mean | max |")}
+    assert number(ratios["pipeline"]["tokens sent mean"]) == 1
+    for r in ratios.values():
+        assert number(r["tokens sent mean"]) > 0 and number(r["max"]) > 0
+        assert number(r["hook ms median"]) >= 0 and number(r["hook ms p95"]) >= 0
+    assert re.search(r"Issue 13 goal for the pipeline .*: (met|MISSED)", out)
