@@ -44,7 +44,7 @@ the prompt that is sent, also right after a mode switch.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -64,9 +64,11 @@ from langgraph_ctx.nodes.compaction import CompactionNode, Trigger
 from langgraph_ctx.nodes.prompt import SystemPromptNode
 from langgraph_ctx.nodes.state import (
     PIPELINE_KEYS,
+    StateKeys,
     cursor_has_view,
     graph_step,
     run_labels,
+    schema_hints,
     stands_for,
     state_value,
     thread_id_of,
@@ -160,10 +162,16 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
     Args:
         budget: counts the request (its budget, tokenizer, tools and system prompt).
         compaction: compacts what the model sees past its trigger; None: never.
-        prompt: composes the system prompt of the current mode; None: the host adds its
-            own prompt (count it with `BudgetNode(system_prompt=...)`).
+        prompt: composes the system prompt of the current mode, after the host's own
+            (`SystemPromptNode(system_prompt=...)`, or the agent's, via the middleware);
+            None: the host sends its own prompt alone (count it with
+            `BudgetNode(system_prompt=...)`).
         record_errors: record failures found in new messages in `error_notebook`.
         name: the node name `add_to` uses.
+        keys: the names of the pipeline's state keys in the host's state (`StateKeys`, or
+            a dict such as `{"mode": "ctx_mode"}`).
+        recoverable_errors: the middleware's split of model failures (see
+            `ContextMiddleware`); None: `is_recoverable_error`.
 
     Example:
         ```python
@@ -185,12 +193,16 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         prompt: SystemPromptNode | None = None,
         record_errors: bool = True,
         name: str = "context",
+        keys: StateKeys | Mapping[str, str] | None = None,
+        recoverable_errors: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.budget = budget
         self.compaction = compaction
         self.prompt = prompt
         self.record_errors = record_errors
         self.name = name
+        self.keys = StateKeys.of(keys)
+        self.recoverable_errors = recoverable_errors
 
     # -- the one implementation ---------------------------------------------------
     def steps(
@@ -199,14 +211,41 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         config: RunnableConfig | None = None,
         *,
         tools: Sequence[Any] | None = None,
+        host_prompt: str | None = None,
     ) -> Generator[Step, Any, PreparedRequest]:
         """The pipeline as a generator of model calls (only summaries call a model).
+
+        Reads `state` and writes its update under the host's key names (`keys`); the
+        work is `canonical_steps`.
+        """
+        prepared = yield from self.canonical_steps(
+            self.keys.read(state), config, tools=tools, host_prompt=host_prompt
+        )
+        prepared.update = self.keys.write(prepared.update)
+        return prepared
+
+    def canonical_steps(
+        self,
+        state: Any,
+        config: RunnableConfig | None = None,
+        *,
+        tools: Sequence[Any] | None = None,
+        host_prompt: str | None = None,
+    ) -> Generator[Step, Any, PreparedRequest]:
+        """`steps` on a state with the pipeline's own key names (`StateKeys.read`).
 
         budget → compaction → prompt, each by its node's own function.
         `tools`: the tool schemas the request sends, when the host knows them better than
         the budget does (the middleware passes the request's tools).
+        `host_prompt`: the system prompt the host's agent was built with (the middleware
+        passes the request's): sent first, in the same system message, and counted.
+
+        Raises:
+            StateKeyConflictError: a pipeline key holds a value the pipeline cannot read
+                (the app uses the name for its own data; rename the pipeline's: `keys`).
         """
-        request = self._read(state, tools)
+        self.keys.check_values(state)
+        request = self._read(state, tools, host_prompt)
         before = self._count(request)
         update = self._prompt_writes(state, request)
         view, compacted = yield from self._compact(state, config, request, before, update)
@@ -225,15 +264,19 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         )
 
     # -- its steps ------------------------------------------------------------------
-    def _read(self, state: Any, tools: Sequence[Any] | None) -> _Request:
+    def _read(
+        self, state: Any, tools: Sequence[Any] | None, host_prompt: str | None = None
+    ) -> _Request:
         """What this model call would send: conversation, system prompt, tools."""
         messages = convert_to_messages(state_value(state, "messages") or [])
         # What the model works with: the whole history, or the active context of the
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
         conversation = active_messages(messages, state_value(state, "active_context"))
-        composed = self.prompt.compose(state) if self.prompt is not None else None
-        counted = composed if composed is not None else self.budget.system_prompt_of(state)
+        composed = self.prompt.compose(state, host=host_prompt) if self.prompt else None
+        counted = composed if composed is not None else host_prompt
+        if counted is None:
+            counted = self.budget.system_prompt_of(state)
         if tools is None:
             tools = self.budget.tools_of(state)
         # Provider usage anchors counts only when the request it measured is a prefix of
@@ -415,30 +458,71 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             ```
 
         Raises:
+            StateKeyConflictError: the state declares one of the pipeline's keys with
+                another type (the app's own key): rename the pipeline's (`keys=`).
             ValueError: the state lacks keys the pipeline writes.
         """
+        schema = getattr(builder, "state_schema", None)
+        if schema is not None:
+            self.check_schema(schema)
         channels = getattr(builder, "channels", None) or {}
-        wanted = [k for k in PIPELINE_KEYS if k != "error_notebook" or self.record_errors]
+        wanted = [
+            self.keys.name(k) for k in PIPELINE_KEYS if k != "error_notebook" or self.record_errors
+        ]
         missing = [key for key in wanted if key not in channels]
         if missing:
             raise ValueError(
                 f"the graph state lacks {missing}, which the context pipeline writes "
                 "(LangGraph would drop them); build the graph on ContextState "
-                "(langgraph_ctx.nodes.state) or a subclass of it"
+                "(langgraph_ctx.nodes.state), a subclass of it, or "
+                "pipeline.state_schema(YourState)"
             )
         node = name or self.name or "context"
         builder.add_node(node, self)
         builder.add_edge(node, before)
         return node
 
+    def check_schema(self, schema: Any) -> None:
+        """Raise `StateKeyConflictError` if `schema` declares a pipeline key otherwise.
+
+        `add_to` calls it; call it yourself for the `state_schema` of
+        `create_react_agent` or `create_agent`, whose hooks cannot see it.
+        """
+        self.keys.check_schema(schema_hints(schema), where=f"state schema {schema.__name__}")
+
+    def state_schema(self, base: type | None = None) -> type:
+        """A state schema with the pipeline's keys under this pipeline's names.
+
+        `base`: your state (`MessagesState`, `AgentState` or your own subclass);
+        default `MessagesState`. Without renamed keys and base: `ContextState`.
+
+        Example:
+            ```python
+            pipeline = context_pipeline("fast", keys={"mode": "ctx_mode"})
+            builder = StateGraph(pipeline.state_schema(AppState))
+            ```
+        """
+        if base is None and not self.keys.renamed:
+            from langgraph_ctx.nodes.state import ContextState
+
+            return ContextState
+        if base is None:
+            from langgraph.graph import MessagesState
+
+            base = MessagesState
+        return self.keys.schema(base)
+
     def middleware(self, **kwargs: Any) -> ContextMiddleware:
         """This pipeline as a LangChain `AgentMiddleware` for `create_agent`.
 
         Needs the `agents` extra (`pip install 'langgraph-ctx[agents]'`). Keyword
-        arguments go to `ContextMiddleware` (timeouts, retries of the model call).
+        arguments go to `ContextMiddleware` (timeouts, retries of the model call, which
+        failures raise, tool errors).
         """
         from langgraph_ctx.nodes.middleware import ContextMiddleware
 
+        if self.recoverable_errors is not None:
+            kwargs.setdefault("recoverable_errors", self.recoverable_errors)
         return ContextMiddleware(self, **kwargs)
 
     def __repr__(self) -> str:
@@ -466,6 +550,8 @@ def context_pipeline(
     token_counter: TokenCounter | None = None,
     record_errors: bool = True,
     name: str = "context",
+    keys: StateKeys | Mapping[str, str] | None = None,
+    recoverable_errors: Callable[[BaseException], bool] | None = None,
 ) -> ContextPipeline:
     """Budget, compaction and system prompt, ready to put before the model node.
 
@@ -474,10 +560,13 @@ def context_pipeline(
             None for the model's whole context window.
         model: the model name, or the chat model (its name and bound tools are read).
         tools: the tools the model is given (their schemas count in the budget).
-        prompt: the prompt parts (`PromptParts`; default texts if None). `False`: do not
-            compose a prompt, the host adds its own (pass it as `system_prompt` to count it).
+        prompt: the prompt parts (`PromptParts`; default texts if None). `False`: send no
+            mode sections; the host's prompt alone (the agent's, or the one the host sends
+            itself: pass it as `system_prompt` to count it).
         mode: the mode when the state has no `mode`.
-        system_prompt: a host's own system prompt, counted when `prompt=False`.
+        system_prompt: the host's own system prompt. Sent first, verbatim, then the
+            mode's sections, as one system message, and counted in the budget. With
+            `prompt=False` it is only counted (the host sends it).
         compaction: a configured `CompactionNode`; None builds one from `strategy`,
             `trigger`, `target` and `offload_threshold`; `False`: never compact.
         strategy: `"extract"`, `"window"` or a strategy object (`LLMSummary(llm)`, ...).
@@ -489,6 +578,10 @@ def context_pipeline(
             built-in tokenizer rules.
         record_errors: record failures in `error_notebook`.
         name: the node name `add_to` uses.
+        keys: rename the pipeline's state keys when the app already uses a name
+            (`{"mode": "ctx_mode"}` or `StateKeys(mode="ctx_mode")`).
+        recoverable_errors: for `.middleware()`: which model failures become LLM_ERROR
+            replies (`error -> bool`); the others raise. Default `is_recoverable_error`.
 
     Example:
         ```python
@@ -508,11 +601,15 @@ def context_pipeline(
             offload_threshold=offload_threshold,
             token_counter=token_counter,
         )
-    prompt_node = None if prompt is False else SystemPromptNode(prompt, mode=mode)
+    prompt_node = None
+    if prompt is not False:
+        prompt_node = SystemPromptNode(prompt, mode=mode, system_prompt=system_prompt)
     return ContextPipeline(
         budget_node,
         compaction=compaction or None,
         prompt=prompt_node,
         record_errors=record_errors,
         name=name,
+        keys=keys,
+        recoverable_errors=recoverable_errors,
     )
