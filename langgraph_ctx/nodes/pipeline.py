@@ -44,11 +44,18 @@ the prompt that is sent, also right after a mode switch.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from langgraph_ctx.context.active_context import active_messages
@@ -511,6 +518,69 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
 
             base = MessagesState
         return self.keys.schema(base)
+
+    def with_system_prompt(self, text: str | None) -> ContextPipeline:
+        """A copy of this pipeline whose host prompt is `text` (sent first, counted).
+
+        With `prompt=False` the copy only counts `text`: the host sends it.
+        """
+        pipeline = copy.copy(self)
+        if self.prompt is not None:
+            pipeline.prompt = copy.copy(self.prompt)
+            pipeline.prompt.system_prompt = text or None
+        else:
+            pipeline.budget = copy.copy(self.budget)
+            pipeline.budget.system_prompt = text or None
+        return pipeline
+
+    def create_react_agent(
+        self,
+        model: Any,
+        tools: Sequence[Any] | Any,
+        *,
+        prompt: str | SystemMessage | None = None,
+        state_schema: type | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`langgraph.prebuilt.create_react_agent` with this pipeline as its `pre_model_hook`.
+
+        LangGraph applies `create_react_agent(prompt=...)` after the hook, as a second
+        system message the pipeline cannot see or count. Here `prompt` goes into the
+        pipeline instead: the model gets one system message, your prompt first
+        (verbatim), then the mode's sections, all counted. `state_schema` defaults to
+        `ContextAgentState` (with renamed keys: `AgentState` plus the renamed keys) and is
+        checked for keys the app uses otherwise. Other arguments go to `create_react_agent`.
+
+        Example:
+            ```python
+            agent = pipeline.create_react_agent(llm, tools, prompt="ALWAYS ANSWER IN FRENCH.",
+                                                checkpointer=JsonlSaver("./chats"))
+            ```
+
+        Raises:
+            StateKeyConflictError: `state_schema` declares a pipeline key otherwise.
+        """
+        from langgraph.prebuilt import create_react_agent
+        from langgraph.prebuilt.chat_agent_executor import AgentState
+
+        from langgraph_ctx.nodes.state import ContextAgentState
+
+        if state_schema is None:
+            state_schema = self.keys.schema(AgentState) if self.keys.renamed else ContextAgentState
+        self.check_schema(state_schema)
+        text = prompt.text if isinstance(prompt, SystemMessage) else prompt
+        if prompt is not None and not isinstance(text, str):
+            raise TypeError("prompt: a str or a SystemMessage (the pipeline composes it)")
+        pipeline = self.with_system_prompt(text) if text else self
+        host_sends = pipeline.prompt is None  # prompt=False: the agent sends the prompt itself
+        return create_react_agent(
+            model,
+            tools,
+            prompt=prompt if host_sends else None,
+            pre_model_hook=pipeline,
+            state_schema=state_schema,
+            **kwargs,
+        )
 
     def middleware(self, **kwargs: Any) -> ContextMiddleware:
         """This pipeline as a LangChain `AgentMiddleware` for `create_agent`.

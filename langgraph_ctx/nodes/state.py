@@ -375,12 +375,17 @@ class StateKeys:
         `source`: where the keys' declarations come from (default `ContextKeys`; the
         middleware passes its own, with private keys marked).
 
+        Raises:
+            StateKeyConflictError: `base` declares one of these keys with another type
+                (the app's own key: rename the pipeline's).
+
         Example:
             ```python
             State = StateKeys(mode="ctx_mode").schema(MessagesState)
             builder = StateGraph(State)
             ```
         """
+        self.check_schema(schema_hints(base), where=f"state schema {base.__name__}")
         hints = get_type_hints(source or ContextKeys, include_extras=True)
         annotations = {self.name(k): v for k, v in hints.items() if k in _KEY_NAMES}
         title = name or f"{base.__name__}WithContextKeys"
@@ -400,8 +405,17 @@ def schema_hints(schema: Any) -> dict[str, Any]:
     """The declared types of a state schema (TypedDict, dataclass or pydantic model)."""
     try:
         return get_type_hints(schema, include_extras=True)
-    except Exception:  # an unresolvable forward reference: fall back to the raw names
-        return dict(getattr(schema, "__annotations__", {}) or {})
+    except Exception:
+        pass
+    hints: dict[str, Any] = {}
+    for cls in reversed(getattr(schema, "__mro__", [schema])):
+        own = getattr(cls, "__annotations__", {}) or {}
+        try:
+            resolved = get_type_hints(cls, include_extras=True)
+        except Exception:  # a forward reference we cannot resolve: compare nothing
+            resolved = {}
+        hints.update({key: resolved.get(key, Any) for key in own})
+    return hints
 
 
 class BudgetState(TypedDict):
