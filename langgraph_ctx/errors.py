@@ -211,7 +211,7 @@ class StateKeyConflictError(LangGraphCtxError, ValueError):
             "schema: pipeline.state_schema(...))"
         )
 
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:  # picklable across processes
         return _rebuild_conflict, (self.key, str(self), self.canonical)
 
 

@@ -154,7 +154,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         self.tool_errors = tool_errors
         self.keys: StateKeys = pipeline.keys
         if self.keys.renamed:  # create_agent merges this schema into the agent's state
-            self.state_schema = self.keys.schema(  # type: ignore[misc]
+            self.state_schema = self.keys.schema(  # type: ignore[misc,assignment]
                 AgentState, source=ContextMiddlewareState, name="ContextMiddlewareStateRenamed"
             )
 
@@ -172,7 +172,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
 
     def _request(self, request: ModelRequest, prepared: PreparedRequest) -> ModelRequest:
         if prepared.system_prompt is None:
-            return request.override(messages=prepared.conversation)
+            return request.override(messages=prepared.conversation)  # type: ignore[arg-type]
         head, *rest = prepared.messages
         return request.override(system_message=head, messages=rest)  # type: ignore[arg-type]
 

@@ -40,6 +40,10 @@ whole history: the conversation starts where the context started, behind a loade
 archive if there is one (`langgraph_ctx.context.active_context.active_messages`).
 Writing the prompt and counting it happen in the same step, so the budget always counts
 the prompt that is sent, also right after a mode switch.
+
+One module (over 600 lines) because the algorithm (one private method a step) and its
+doors into the three hosts (`add_to`, `create_react_agent`, `middleware`, `state_schema`)
+change together: each door decides which host prompt, tools and key names the steps get.
 """
 
 from __future__ import annotations

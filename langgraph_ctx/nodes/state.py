@@ -107,7 +107,7 @@ def compaction_log_reducer(
 
     def add(left: Sequence[dict[str, Any]] | None, right: Any) -> list[dict[str, Any]]:
         new = [right] if isinstance(right, Mapping) else list(right or [])
-        return [*(left or []), *new][-size:]
+        return [dict(r) for r in (*(left or []), *new)][-size:]
 
     add.__name__ = f"add_compaction_records_last_{size}"
     return add
