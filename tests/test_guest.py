@@ -23,6 +23,7 @@ from typing_extensions import NotRequired
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.budget import ContextBudget
+from langgraph_ctx.context.compaction.conversation import is_summary_class_message
 from langgraph_ctx.context.llm_error import error_status, is_llm_error, is_recoverable_error
 from langgraph_ctx.context.notebook import ErrorRecord, notebook_reducer
 from langgraph_ctx.context.prompt import PromptParts, compose_system_prompt
@@ -136,8 +137,13 @@ def test_the_hosts_prompt_comes_first_in_one_counted_system_message(
             "Lyon compte 545 000 habitants.",
         ]
     )
-    pipeline = context_pipeline("planning", tools=[lookup], prompt=PARTS, mode="agent")
-    app = build(host, saver, model, pipeline, tools=[lookup], host_prompt=FRENCH)
+    # A StateGraph app gives its prompt to the pipeline; the agents keep their own argument.
+    in_pipeline = FRENCH if host == "state_graph" else None
+    pipeline = context_pipeline(
+        "planning", tools=[lookup], prompt=PARTS, mode="agent", system_prompt=in_pipeline
+    )
+    app = build(host, saver, model, pipeline, tools=[lookup],
+                host_prompt=None if in_pipeline else FRENCH)  # fmt: skip
     state = app.invoke({"messages": [("user", "How big is Lyon?")]}, config("p1"))
 
     expected = f"{FRENCH}\n\n{compose_system_prompt('agent', PARTS)}"
@@ -166,6 +172,38 @@ def test_context_pipeline_system_prompt_is_sent_in_a_plain_react_agent(saver: Js
     agent.invoke({"messages": [("user", "hi")]})
     [system] = system_messages(model.received[-1])
     assert system.content.startswith(FRENCH + "\n\nYou are an agent")
+
+
+def test_the_agents_prompt_then_the_pipelines_then_the_modes(saver: JsonlSaver) -> None:
+    model = StreamingScript(script=["Bonjour."])
+    pipeline = context_pipeline("fast", system_prompt="Cite sources.")
+    app = build("create_agent", saver, model, pipeline, host_prompt=FRENCH)
+    app.invoke({"messages": [("user", "hi")]}, config("p1b"))
+    [system] = system_messages(model.received[-1])
+    assert system.content.startswith(f"{FRENCH}\n\nCite sources.\n\nYou are a helpful")
+
+
+@pytest.mark.parametrize("host", ["state_graph", "react_agent"])
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_system_message_opening_the_history_joins_the_one_system_message(
+    host: str, rewrite: bool, saver: JsonlSaver
+) -> None:
+    model = StreamingScript(script=[lambda msgs: f"compris, {len(msgs)}"])
+    compaction = CompactionNode("window", trigger=("messages", 5), target=450,
+                                rewrite_messages=rewrite)  # fmt: skip
+    pipeline = context_pipeline("planning", mode="agent", compaction=compaction)
+    app = build(host, saver, model, pipeline)
+    first = {"messages": [SystemMessage(FRENCH, id="host-prompt"), ("user", words(0))]}
+    state = app.invoke(first, config("p1s"))
+    for i in range(1, 6):
+        state = app.invoke({"messages": [("user", words(i))]}, config("p1s"))
+    assert state["compaction_log"], "the small trigger must have compacted"
+    for sent in model.received:  # one system message, besides the running summaries
+        [system] = [m for m in system_messages(sent) if not is_summary_class_message(m)]
+        assert system.content.startswith(f"{FRENCH}\n\nYou are an agent")
+    assert state["messages"][0].content == FRENCH  # the history keeps the host's prompt
+    assert (len(state["messages"]) < 13) is rewrite  # 1 + 6 turns of 2, unless rewritten
+    assert state["context_usage"].used == exact(model.received[-1])
 
 
 def test_create_agent_with_prompt_false_sends_the_hosts_prompt_alone(saver: JsonlSaver) -> None:

@@ -68,7 +68,13 @@ from langgraph_ctx.context.compaction.core import StrategyLike
 from langgraph_ctx.context.llm_error import is_llm_error
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import errors_in
-from langgraph_ctx.context.prompt import Mode, PromptParts, is_system_prompt_message, model_input
+from langgraph_ctx.context.prompt import (
+    Mode,
+    PromptParts,
+    host_system_prompts,
+    is_system_prompt_message,
+    model_input,
+)
 from langgraph_ctx.context.tokens import TokenCounter
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, Trigger
@@ -137,6 +143,8 @@ class _Request:
     """Whether provider usage may anchor the count (the measured request is a prefix)."""
     view_active: bool
     """Whether compaction's view was active when the step began."""
+    host_messages: list[BaseMessage]
+    """The host's system messages that opened the conversation (sent in the prompt)."""
 
 
 def _newest_ai_has_usage(messages: Sequence[BaseMessage]) -> bool:
@@ -284,6 +292,15 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
         conversation = active_messages(messages, state_value(state, "active_context"))
+        host_messages: list[BaseMessage] = []
+        if self.prompt is not None:
+            # The host's own system messages at the start go first in the one system
+            # message the pipeline sends, not as further system messages after it.
+            host_messages, rest = host_system_prompts(conversation)
+            if host_messages:
+                conversation = rest
+                texts = [m.text for m in host_messages if m.text.strip()]
+                host_prompt = "\n\n".join([*([host_prompt] if host_prompt else []), *texts])
         composed = self.prompt.compose(state, host=host_prompt) if self.prompt else None
         counted = composed if composed is not None else host_prompt
         if counted is None:
@@ -306,6 +323,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             tools=list(tools or []),
             calibrate=calibrate,
             view_active=view_active(state),
+            host_messages=host_messages,
         )
 
     def _count(self, request: _Request) -> ContextUsage:
@@ -355,6 +373,9 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         view = request.conversation
         if "messages" in written:  # rewrite_messages=True
             view = [m for m in written["messages"] if not isinstance(m, RemoveMessage)]
+            if request.host_messages:  # the history keeps the host's own prompt
+                removed = [m for m in written["messages"] if isinstance(m, RemoveMessage)]
+                update["messages"] = [*removed, *request.host_messages, *view]
         elif written.get("llm_input_messages") is not None:
             view = list(written["llm_input_messages"])
             view = self._keep_llm_error(request.conversation, view, update)
