@@ -82,6 +82,10 @@ def main() -> None:
     for i, text in enumerate(TURNS, 1):
         out = graph.invoke({"messages": [("user", text)]}, config)
         seen = turn(f"chat {i}", text, out, seen)
+    # What chat mode actually sends: the persona is configured, but chat mode leaves it
+    # out (by design; the pipeline warned once: PersonaDroppedWarning).
+    sent = "included" if "Juniper" in out["system_prompt"] else "left out in chat mode"
+    print(f"  system prompt sent: {out['system_prompt'].splitlines()[0]!r} ... (persona {sent})")
 
     # 2. Agent mode: a new system prefix, the same history.
     text = "Act as my planning agent now: list the next three tasks."

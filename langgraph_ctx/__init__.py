@@ -70,6 +70,8 @@ _EXPORTS: dict[str, str] = {
     "ContextState": "langgraph_ctx.nodes.state",
     "ContextAgentState": "langgraph_ctx.nodes.state",
     "ContextKeys": "langgraph_ctx.nodes.state",
+    "StateKeys": "langgraph_ctx.nodes.state",
+    "compaction_history": "langgraph_ctx.nodes.state",
     "ModelNode": "langgraph_ctx.nodes.errors",
     "ModelCallPolicy": "langgraph_ctx.nodes.errors",
     "record_tool_errors": "langgraph_ctx.nodes.errors",
@@ -77,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "ContextMiddleware": "langgraph_ctx.nodes.middleware",
     "LLMError": "langgraph_ctx.context.llm_error",
     "is_llm_error": "langgraph_ctx.context.llm_error",
+    "is_recoverable_error": "langgraph_ctx.context.llm_error",
     "ErrorRecord": "langgraph_ctx.context.notebook",
     # context-switching tools
     "context_tools": "langgraph_ctx.tools.context",
@@ -86,6 +89,8 @@ _EXPORTS: dict[str, str] = {
     "ActiveContext": "langgraph_ctx.context.active_context",
     "PromptPartError": "langgraph_ctx.errors",
     "ModelTimeoutError": "langgraph_ctx.errors",
+    "StateKeyConflictError": "langgraph_ctx.errors",
+    "PersonaDroppedWarning": "langgraph_ctx.errors",
 }
 
 # Optional extras: a missing package named here raises `MissingExtraError`
@@ -112,7 +117,7 @@ if TYPE_CHECKING:
         prepare_compaction,
         read_tool_result,
     )
-    from langgraph_ctx.context.llm_error import LLMError, is_llm_error
+    from langgraph_ctx.context.llm_error import LLMError, is_llm_error, is_recoverable_error
     from langgraph_ctx.context.notebook import ErrorRecord
     from langgraph_ctx.context.prompt import (
         PromptParts,
@@ -130,9 +135,11 @@ if TYPE_CHECKING:
         LockTimeoutError,
         LogChangedError,
         ModelTimeoutError,
+        PersonaDroppedWarning,
         PlotUnavailableError,
         PromptPartError,
         SqliteSourceError,
+        StateKeyConflictError,
         StorageUnavailableError,
         ThreadExistsError,
         ThreadNotFoundError,
@@ -149,7 +156,13 @@ if TYPE_CHECKING:
     from langgraph_ctx.nodes.middleware import ContextMiddleware
     from langgraph_ctx.nodes.pipeline import ContextPipeline, context_pipeline
     from langgraph_ctx.nodes.prompt import SystemPromptNode
-    from langgraph_ctx.nodes.state import ContextAgentState, ContextKeys, ContextState
+    from langgraph_ctx.nodes.state import (
+        ContextAgentState,
+        ContextKeys,
+        ContextState,
+        StateKeys,
+        compaction_history,
+    )
     from langgraph_ctx.saver.jsonl import JsonlSaver
     from langgraph_ctx.saver.log import CheckpointInfo
     from langgraph_ctx.saver.redis import RedisLogSaver

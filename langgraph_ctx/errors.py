@@ -361,3 +361,52 @@ class WrongKeyTypeError(LangGraphCtxError, TypeError):
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
         return type(self), (self.where, self.key, self.found, self.expected)
+
+
+class StateKeyConflictError(LangGraphCtxError, ValueError):
+    """A state key of the context pipeline already means something else in the host's app.
+
+    Raised when the pipeline is added to a graph whose state declares one of the
+    pipeline's keys with another type (`ContextPipeline.add_to`, `check_schema`), or when
+    such a key holds a value the pipeline cannot read (an app's own `mode="thorough"`).
+    The way out is named in the message: rename the pipeline's key,
+    `context_pipeline(keys={"mode": "ctx_mode"})`.
+
+    Example:
+        ```python
+        try:
+            pipeline.add_to(builder, before="model")
+        except StateKeyConflictError as err:
+            err.key  # 'mode'
+        ```
+    """
+
+    def __init__(self, key: str, problem: str, *, canonical: str | None = None) -> None:
+        self.key = key
+        self.canonical = canonical or key
+        super().__init__(
+            f"state key {key!r}: {problem}. If {key!r} is your app's own key, give the "
+            f"pipeline's another name: context_pipeline(..., keys={{{self.canonical!r}: "
+            f"'ctx_{self.canonical}'}}) (and the same keys= for ModelNode and the state "
+            "schema: pipeline.state_schema(...))"
+        )
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:  # picklable across processes
+        return _rebuild_conflict, (self.key, str(self), self.canonical)
+
+
+def _rebuild_conflict(key: str, text: str, canonical: str) -> StateKeyConflictError:
+    error = StateKeyConflictError.__new__(StateKeyConflictError)
+    Exception.__init__(error, text)
+    error.key, error.canonical = key, canonical
+    return error
+
+
+class PersonaDroppedWarning(UserWarning):
+    """A persona is configured but the current mode's prompt leaves it out (chat mode).
+
+    Chat mode never carries the persona (by design: `langgraph_ctx.context.prompt`);
+    the warning says so once per prompt node, so a configured persona is never silently
+    absent. Silence it with `warnings.filterwarnings("ignore", category=PersonaDroppedWarning)`
+    or by building the pipeline with `mode="agent"`.
+    """

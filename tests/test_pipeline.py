@@ -264,7 +264,7 @@ async def test_the_pipeline_as_create_agent_middleware(
     pipeline = context_pipeline(
         ContextBudget(total=1_800, output_reserve=200), prompt=PARTS, mode="agent", target=0.6
     )
-    agent = agent_with_middleware(saver, model, pipeline)
+    agent = agent_with_middleware(saver, model, pipeline, tool_errors=True)
 
     async def run(inputs: dict[str, Any]) -> dict[str, Any]:
         if asynchronous:

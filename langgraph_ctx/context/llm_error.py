@@ -48,7 +48,9 @@ __all__ = [
     "ErrorKind",
     "LLMError",
     "classify_error",
+    "error_status",
     "is_llm_error",
+    "is_recoverable_error",
     "llm_error_block",
     "llm_error_message",
     "read_llm_error",
@@ -115,6 +117,109 @@ def classify_error(error: BaseException) -> ErrorKind:
     ):
         return "network"
     return "error"
+
+
+#: Status codes a retry or a "continue" can get past: timeout, conflict, too early, rate
+#: limit, and every 5xx (including Anthropic's 529 "overloaded").
+RECOVERABLE_STATUS: Final[frozenset[int]] = frozenset({408, 409, 425, 429})
+
+#: Provider exception class names (openai, anthropic, ...) of requests no retry fixes:
+#: the key, the permissions, the model name or the request itself is wrong.
+CONFIGURATION_ERRORS: Final[frozenset[str]] = frozenset(
+    {
+        "authenticationerror",
+        "permissiondeniederror",
+        "badrequesterror",
+        "notfounderror",
+        "unprocessableentityerror",
+        "invalidrequesterror",
+    }
+)
+
+#: Provider exception class names of failures "continue" can fix.
+TRANSIENT_ERRORS: Final[frozenset[str]] = frozenset(
+    {
+        "apitimeouterror",
+        "apiconnectionerror",
+        "ratelimiterror",
+        "internalservererror",
+        "serviceunavailableerror",
+        "overloadederror",
+        "remoteprotocolerror",  # httpx: the server closed the stream mid-way
+        "incompleteread",
+        "chunkedencodingerror",
+    }
+)
+
+
+def _as_status(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and 100 <= value <= 599:
+        return value
+    if isinstance(value, str) and value.isdigit() and 100 <= int(value) <= 599:
+        return int(value)
+    return None
+
+
+def error_status(error: BaseException) -> int | None:
+    """The HTTP status of a provider's exception, if it carries one.
+
+    Read from `status_code`, `response.status_code`, `http_status` or `status`, then
+    `code` (only when it is an HTTP status: `code` is often a provider's error name).
+
+    Example:
+        ```python
+        class APIStatusError(Exception):
+            status_code = 401
+        error_status(APIStatusError()), error_status(ValueError())   # (401, None)
+        ```
+    """
+    for attribute in ("status_code", "http_status", "status", "code"):
+        status = _as_status(getattr(error, attribute, None))
+        if status is not None:
+            return status
+    response = getattr(error, "response", None)
+    return _as_status(getattr(response, "status_code", None))
+
+
+def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> bool:
+    """Whether "continue" (or a retry) can get past a failed model call.
+
+    The default split of `ModelNode` and the middleware: True keeps the failure in the
+    conversation as an `LLM_ERROR` reply; False raises it to the app (a wrong API key,
+    model name or request would fail the same way again, and must not reach end users
+    as a chat reply).
+
+    - recoverable: a stream cut mid-way (`streamed`), timeouts (`TimeoutError`,
+      `asyncio.TimeoutError`, `ModelTimeoutError`, `APITimeoutError`, httpx timeouts),
+      connection errors, rate limits and server errors (status 408, 409, 425, 429, 5xx;
+      `RateLimitError`, `InternalServerError`, ...);
+    - not recoverable: other 4xx statuses (400, 401, 403, 404, 422, ...) and the
+      provider types `AuthenticationError`, `PermissionDeniedError`, `BadRequestError`,
+      `NotFoundError`, `UnprocessableEntityError`;
+    - anything else (no status, an unknown type) stays recoverable, as before.
+
+    The status code wins over the type name; the provider SDKs need not be installed
+    (only attributes and class names are read).
+
+    Example:
+        ```python
+        class AuthenticationError(Exception):
+            status_code = 401
+        is_recoverable_error(AuthenticationError()), is_recoverable_error(TimeoutError())
+        # (False, True)
+        ```
+    """
+    if streamed:
+        return True
+    status = error_status(error)
+    if status is not None:
+        return status in RECOVERABLE_STATUS or status >= 500 or status < 400
+    names = {cls.__name__.lower() for cls in type(error).__mro__}
+    if names & TRANSIENT_ERRORS:
+        return True
+    return not names & CONFIGURATION_ERRORS
 
 
 def _unfinished_calls(partial: BaseMessage | None) -> list[str]:

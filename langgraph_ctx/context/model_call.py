@@ -19,8 +19,8 @@ outcome.result, outcome.error, outcome.partial   # the reply, or what failed and
 `drive_async` awaits. That is the only difference, so sync and async cannot drift apart.
 The retry rule lives in `ModelCallPolicy.attempts` alone: retry a failure (or a reply the
 caller's `check` rejects) `max_retries` times, waiting `retry_delay * 2**n`, unless output
-was already streamed (a retry would show it twice); interrupts (`GraphBubbleUp`) and the
-`raise_on` types propagate.
+was already streamed (a retry would show it twice); interrupts (`GraphBubbleUp`), the
+`raise_on` types and the failures `recoverable` rejects (before any output) propagate.
 """
 
 from __future__ import annotations
@@ -174,6 +174,12 @@ class ModelCallPolicy:
         max_retries: retries of a failure that happened before any output was streamed.
         retry_delay: seconds before the first retry; doubles for each further one.
         raise_on: exception types that propagate instead of becoming an LLM_ERROR message.
+        recoverable: which failures the caller keeps (as an LLM_ERROR message, or a
+            fallback): `recoverable(error)` False raises the error at once, without
+            retries. None keeps every failure. Failures after streamed output are always
+            kept (the partial reply is worth keeping; "continue" resumes from it). The
+            model node and the middleware use `is_recoverable_error`
+            (`langgraph_ctx.context.llm_error`): wrong keys, models and requests raise.
         partial_output: capture what the model streams before it fails (this makes
             LangChain stream the call); summaries, which keep nothing partial, turn it off.
     """
@@ -184,6 +190,7 @@ class ModelCallPolicy:
     retry_delay: float = 1.0
     raise_on: tuple[type[BaseException], ...] = field(default=())
     partial_output: bool = True
+    recoverable: Callable[[BaseException], bool] | None = None
 
     def __post_init__(self) -> None:
         for name in ("timeout", "chunk_timeout"):
@@ -214,13 +221,16 @@ class ModelCallPolicy:
                 outcome.rejected = check(outcome.result)
             if not outcome.failed:
                 return outcome, count
+            streamed = outcome.partial is not None and bool(
+                outcome.partial.content or outcome.partial.tool_call_chunks
+            )
             if isinstance(error, GraphBubbleUp) or (
                 error is not None and self.raise_on and isinstance(error, self.raise_on)
             ):
                 raise error
-            streamed = outcome.partial is not None and (
-                outcome.partial.content or outcome.partial.tool_call_chunks
-            )
+            recoverable = self.recoverable
+            if error is not None and recoverable and not streamed and not recoverable(error):
+                raise error  # no retry and no "continue" fixes it: the app must see it
             if count > self.max_retries or streamed:
                 return outcome, count
             yield Wait(self.retry_delay * 2 ** (count - 1))

@@ -48,6 +48,7 @@ from typing import Any, Final, Literal, NamedTuple, get_args
 from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from langgraph_ctx.context.active_context import is_loaded_context_message
 from langgraph_ctx.context.budget import is_summary_message
 from langgraph_ctx.context.compaction.conversation import is_summary_class_message
 from langgraph_ctx.errors import PromptPartError
@@ -68,6 +69,7 @@ __all__ = [
     "RunContext",
     "WorkflowStep",
     "compose_system_prompt",
+    "host_system_prompts",
     "is_system_prompt_message",
     "model_input",
     "prompt_sections",
@@ -531,3 +533,39 @@ def model_input(
         rest.append(message)
     head: list[BaseMessage] = [system_prompt_message(system_prompt)] if system_prompt else []
     return [*head, *leading, *summaries, *rest]
+
+
+def host_system_prompts(
+    messages: Sequence[BaseMessage],
+) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """The host's own system messages opening `messages`, and the messages without them.
+
+    The pipeline sends their text first in its one system message (before the mode's
+    sections) instead of as further system messages. The composed prompt, the running
+    summary and a loaded archive are not the host's: they stay in the messages. Only the
+    opening run of system messages is read, so the cost does not grow with the history.
+
+    Example:
+        ```python
+        host_system_prompts([SystemMessage("Be brief."), HumanMessage("hi")])
+        # ([SystemMessage('Be brief.')], [HumanMessage('hi')])
+        ```
+    """
+    host: list[BaseMessage] = []
+    ours: list[BaseMessage] = []
+    end = 0
+    while end < len(messages) and _is_system(messages[end]):
+        message = messages[end]
+        if (
+            is_system_prompt_message(message)
+            or is_summary_message(message)
+            or is_summary_class_message(message)
+            or is_loaded_context_message(message)
+        ):
+            ours.append(message)
+        else:
+            host.append(message)
+        end += 1
+    if not host:
+        return [], list(messages)
+    return host, [*ours, *messages[end:]]

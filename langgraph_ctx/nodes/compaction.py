@@ -19,8 +19,11 @@ Past the trigger the node compacts to the target and writes:
 - `llm_input_messages`: what the model sees (the `pre_model_hook` convention of
   `create_react_agent`, which calls the model with `llm_input_messages or messages`);
 - `running_summary`: the structured running summary (summary strategies), as JSON;
-- `compaction_log`: one more `CompactionRecord`, as JSON (declare the key with an
-  `operator.add` reducer, as `CompactionState` does);
+- `compaction_log`: one more `CompactionRecord`, as JSON. Declare the key with the
+  `add_compaction_records` reducer, as `CompactionState` does: the state keeps the last 10
+  records (`COMPACTION_LOG_SIZE`, a few KB each); every record stays in the checkpoint of
+  the step that made it, and `compaction_history(graph.get_state_history(config))`
+  collects them all, oldest first.
 - `compaction_cursor`: where it stopped reading, and the token counts so far.
 
 `messages` stays whole, so the checkpointer's log keeps every message: compaction marks,
@@ -572,3 +575,4 @@ def _marker(count: int, tokens: int) -> BaseMessage:
         "without a model summary; they remain in the conversation log.",
         id="langgraph-ctx-compaction-marker",
     )
+

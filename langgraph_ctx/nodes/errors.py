@@ -12,7 +12,11 @@ builder.add_node("tools", ToolNode(tools, wrap_tool_call=record_tool_errors,
 `ModelNode` calls the model with what the context pipeline prepared (`llm_input_messages`,
 else `messages`) and appends its reply. When the call raises or runs out of time it
 appends instead an assistant message with the text streamed so far and an `LLM_ERROR`
-block (`langgraph_ctx.context.llm_error`), and records the failure in `error_notebook`.
+block (`langgraph_ctx.context.llm_error`), and records the failure in `error_notebook`,
+when "continue" can fix the failure: a timeout, a connection error, a rate limit or server
+error after the retries, a stream cut mid-way. Failures no retry fixes (a wrong key, model
+or request: 400/401/403/404/422, `AuthenticationError`, ...) raise: the app must see them,
+its end users must not (`is_recoverable_error`; `recoverable_errors=` changes the split).
 The run ends normally; the message is part of the history, so the next request sends it
 back and a user's "continue" resumes from it.
 
@@ -51,12 +55,12 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from langgraph_ctx.context.llm_error import llm_error_message
+from langgraph_ctx.context.llm_error import is_recoverable_error, llm_error_message
 from langgraph_ctx.context.model_call import ModelCallPolicy, Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import ErrorRecord, llm_error_record, tool_error_record
 from langgraph_ctx.context.prompt import read_run_context
 from langgraph_ctx.errors import PromptPartError
-from langgraph_ctx.nodes.state import graph_step, run_labels, stands_for, state_value
+from langgraph_ctx.nodes.state import StateKeys, graph_step, run_labels, stands_for, state_value
 
 __all__ = [
     "ModelCallPolicy",  # defined in langgraph_ctx.context.model_call, exported here too
@@ -79,7 +83,8 @@ def reply_tags(state: Any, default_mode: str | None = None) -> dict[str, Any]:
         run = read_run_context(state_value(state, "run_context"))
     except PromptPartError:
         run = None
-    if run is not None and run.step is not None and run.status == "active":
+    active = tags.get("mode") == "run" and run is not None and run.status == "active"
+    if active and run is not None and run.step is not None:
         tags["step_id"] = run.step.id
     return {k: v for k, v in tags.items() if v is not None}
 
@@ -102,7 +107,11 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
         model: the chat model (or any runnable taking messages and returning a message).
         tools: tools to bind to the model (`model.bind_tools(tools)`); or bind them yourself.
         timeout / chunk_timeout / max_retries / retry_delay / raise_on: `ModelCallPolicy`.
+        recoverable_errors: `error -> bool`: True keeps a failure as an LLM_ERROR message,
+            False raises it. Default `is_recoverable_error`; `lambda e: True` keeps all.
         mode: the mode replies are tagged with when the state has none.
+        keys: the pipeline's key names in this state (`StateKeys`, or a dict such as
+            `{"mode": "ctx_mode"}`): give the same as to `context_pipeline(keys=...)`.
 
     Example:
         ```python
@@ -122,7 +131,9 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
         max_retries: int = 0,
         retry_delay: float = 1.0,
         raise_on: tuple[type[BaseException], ...] = (),
+        recoverable_errors: Callable[[BaseException], bool] | None = None,
         mode: str | None = None,
+        keys: StateKeys | Mapping[str, str] | None = None,
     ) -> None:
         self.model: Runnable[Any, Any] = (
             model.bind_tools(list(tools)) if tools else model  # type: ignore[attr-defined]
@@ -133,8 +144,10 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
             max_retries=max_retries,
             retry_delay=retry_delay,
             raise_on=tuple(raise_on),
+            recoverable=recoverable_errors or is_recoverable_error,
         )
         self.mode = mode
+        self.keys = StateKeys.of(keys)
         self._warned = False
 
     def input_messages(self, state: Any) -> list[BaseMessage]:
@@ -162,6 +175,7 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
         self, state: Any, config: RunnableConfig | None = None
     ) -> Generator[Step, Any, dict[str, Any]]:
         """The node's work as a generator of step requests (see `drive_sync`)."""
+        state = self.keys.read(state)
         messages = self.input_messages(state)
         outcome, attempts = yield from self.policy.attempts(
             lambda: self.model.invoke(messages, config),
@@ -172,7 +186,7 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
             reply = outcome.result
             if isinstance(reply, AIMessage):
                 reply = tag_reply(reply, tags)
-            return {"messages": [reply]}
+            return {"messages": [reply]}  # (messages is never renamed)
         message = llm_error_message(
             outcome.error,
             partial=outcome.partial,
@@ -182,7 +196,8 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
         record = llm_error_record(
             message, step=graph_step(config), mode=tags.get("mode"), run_id=tags.get("run_id")
         )
-        return {"messages": [message], "error_notebook": [record] if record else []}
+        update = {"messages": [message], "error_notebook": [record] if record else []}
+        return self.keys.write(update)
 
     # -- Runnable doors: sync and async share `steps` --------------------------------------
     def invoke(
@@ -204,7 +219,9 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
 # ---------------------------------------------------------------------------
 
 
-def _tool_failed(request: Any, error: Exception, default_mode: str | None) -> Command[Any]:
+def _tool_failed(
+    request: Any, error: Exception, default_mode: str | None, keys: StateKeys
+) -> Command[Any]:
     call = request.tool_call
     message = ToolMessage(
         id=str(uuid4()),
@@ -213,55 +230,75 @@ def _tool_failed(request: Any, error: Exception, default_mode: str | None) -> Co
         name=call.get("name"),
         status="error",
     )
-    record = tool_error_record(message, error=error, **_tool_context(request, default_mode))
-    return Command(update={"messages": [message], "error_notebook": [record]})
+    record = tool_error_record(message, error=error, **_tool_context(request, default_mode, keys))
+    return Command(update=keys.write({"messages": [message], "error_notebook": [record]}))
 
 
-def _tool_checked(request: Any, result: Any, default_mode: str | None) -> Any:
+def _tool_checked(request: Any, result: Any, default_mode: str | None, keys: StateKeys) -> Any:
     if isinstance(result, ToolMessage) and result.status == "error":
-        record: ErrorRecord = tool_error_record(result, **_tool_context(request, default_mode))
-        return Command(update={"messages": [result], "error_notebook": [record]})
+        context = _tool_context(request, default_mode, keys)
+        record: ErrorRecord = tool_error_record(result, **context)
+        return Command(update=keys.write({"messages": [result], "error_notebook": [record]}))
     return result
 
 
-def _tool_context(request: Any, default_mode: str | None) -> dict[str, Any]:
+def _tool_context(request: Any, default_mode: str | None, keys: StateKeys) -> dict[str, Any]:
     state = getattr(request, "state", None)
-    labels = run_labels(state, default_mode) if state is not None else {"mode": default_mode}
-    return {"step": graph_step(None), **labels}
+    if state is None:
+        return {"step": graph_step(None), "mode": default_mode}
+    return {"step": graph_step(None), **run_labels(keys.read(state), default_mode)}
 
 
 def record_tool_errors(
-    request: Any, execute: Callable[[Any], Any], *, default_mode: str | None = None
+    request: Any,
+    execute: Callable[[Any], Any],
+    *,
+    default_mode: str | None = None,
+    catch: bool = True,
+    keys: StateKeys | None = None,
 ) -> Any:
     """`ToolNode(wrap_tool_call=...)`: a failing tool call becomes an error result, recorded.
 
     A tool that raises gives the model a `ToolMessage(status="error")` naming the error
     (instead of failing the run), and the failure goes to `error_notebook`, as does an
     error result `ToolNode` produced itself. Interrupts propagate. `default_mode` names
-    the mode in records when the state has none.
+    the mode in records when the state has none. `catch=False` records error results
+    only and lets exceptions propagate (the tool node's own handling decides);
+    `keys`: the pipeline's key names in this state.
 
     Example:
         ```python
         ToolNode(tools, wrap_tool_call=record_tool_errors, awrap_tool_call=arecord_tool_errors)
         ```
     """
+    keys = keys or StateKeys()
     try:
         result = execute(request)
     except GraphBubbleUp:
         raise
     except Exception as err:  # the tool failed: the model gets to see it
-        return _tool_failed(request, err, default_mode)
-    return _tool_checked(request, result, default_mode)
+        if not catch:
+            raise
+        return _tool_failed(request, err, default_mode, keys)
+    return _tool_checked(request, result, default_mode, keys)
 
 
 async def arecord_tool_errors(
-    request: Any, execute: Callable[[Any], Awaitable[Any]], *, default_mode: str | None = None
+    request: Any,
+    execute: Callable[[Any], Awaitable[Any]],
+    *,
+    default_mode: str | None = None,
+    catch: bool = True,
+    keys: StateKeys | None = None,
 ) -> Any:
     """Async `record_tool_errors` (`ToolNode(awrap_tool_call=...)`)."""
+    keys = keys or StateKeys()
     try:
         result = await execute(request)
     except GraphBubbleUp:
         raise
     except Exception as err:  # the tool failed: the model gets to see it
-        return _tool_failed(request, err, default_mode)
-    return _tool_checked(request, result, default_mode)
+        if not catch:
+            raise
+        return _tool_failed(request, err, default_mode, keys)
+    return _tool_checked(request, result, default_mode, keys)

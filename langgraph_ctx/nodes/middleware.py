@@ -13,25 +13,28 @@ agent.invoke({"messages": [("user", "hi")], "mode": "run", "run_context": {...}}
 ```
 
 Around every model call (`wrap_model_call`) it runs the pipeline on the agent state, with
-the tools the request really sends: the system prompt of the state's `mode` replaces the
-request's system message (unless the pipeline was built with `prompt=False`), compaction
-replaces the messages the model sees, and `context_usage`, the compaction record and the
-running summary are written to the agent state (`ExtendedModelResponse`). The state's
-`messages` keep the whole history.
+the tools the request really sends. The agent's own `system_prompt` stays: the request's
+system message becomes that prompt, verbatim, followed by the mode's sections (one system
+message; with `prompt=False`, the agent's prompt alone), counted in the budget.
+Compaction replaces the messages the model sees, and `context_usage`, the compaction
+record and the running summary are written to the agent state (`ExtendedModelResponse`).
+The state's `messages` keep the whole history.
 
-The model call itself runs under a `ModelCallPolicy`: a failure or a timeout becomes an
-assistant message with the partial reply and an `LLM_ERROR` block (the agent run ends
-with it; "continue" resumes from it), recorded in `error_notebook`. With
-`tool_errors=True` (default) a tool that raises gives the model an error result instead
-of failing the run, and is recorded too.
+The model call itself runs under a `ModelCallPolicy`. A failure "continue" can fix (a
+timeout, a connection error, a rate limit or server error after the retries, a stream cut
+mid-way) becomes an assistant message with the partial reply and an `LLM_ERROR` block (the
+agent run ends with it; "continue" resumes from it), recorded in `error_notebook`. A
+failure no retry fixes (a wrong key, model or request: 400/401/403/404/422) raises, as it
+would without the middleware; `recoverable_errors=` changes the split.
 
-Do not also pass `system_prompt=` to `create_agent` while the pipeline composes one: the
-composed prompt replaces it.
+Tools keep the agent's own error handling (`tool_errors=False`, default): a tool that
+raises fails the run as it would without the middleware, and error results the tool node
+made are recorded in `error_notebook`. `tool_errors=True` turns tools that raise into
+error results for the model, recorded too.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -57,7 +60,7 @@ from typing_extensions import NotRequired
 
 from langgraph_ctx.context.active_context import ActiveContext, replace_active_context
 from langgraph_ctx.context.budget import ContextUsage
-from langgraph_ctx.context.llm_error import llm_error_message
+from langgraph_ctx.context.llm_error import is_recoverable_error, llm_error_message
 from langgraph_ctx.context.model_call import Attempt, ModelCallPolicy, drive_async, drive_sync
 from langgraph_ctx.context.notebook import ErrorRecord, add_errors, llm_error_record
 from langgraph_ctx.context.prompt import Mode, RunContext
@@ -68,7 +71,7 @@ from langgraph_ctx.nodes.errors import (
     tag_reply,
 )
 from langgraph_ctx.nodes.pipeline import ContextPipeline, PreparedRequest
-from langgraph_ctx.nodes.state import cursor_has_view, graph_step
+from langgraph_ctx.nodes.state import StateKeys, add_compaction_records, cursor_has_view, graph_step
 
 __all__ = ["ContextMiddleware", "ContextMiddlewareState"]
 
@@ -86,7 +89,7 @@ class ContextMiddlewareState(AgentState):
     llm_input_messages: NotRequired[Annotated[list[AnyMessage], PrivateStateAttr]]
     context_usage: NotRequired[ContextUsage]
     running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+    compaction_log: NotRequired[Annotated[list[dict[str, Any]], add_compaction_records]]
     compaction_cursor: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
     error_notebook: NotRequired[Annotated[list[ErrorRecord], add_errors]]
     active_context: NotRequired[Annotated[ActiveContext | None, replace_active_context]]
@@ -110,7 +113,13 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         pipeline: the `ContextPipeline` to run before each model call.
         timeout / chunk_timeout / max_retries / retry_delay / raise_on: the model call's
             `ModelCallPolicy` (see `langgraph_ctx.context.model_call`).
-        tool_errors: turn tools that raise into error results, recorded in the notebook.
+        recoverable_errors: `error -> bool`: True keeps a failed model call as an
+            LLM_ERROR reply, False raises it. Default `is_recoverable_error` (timeouts,
+            connection errors, 408/409/425/429/5xx keep; other 4xx and the providers'
+            `AuthenticationError`, `BadRequestError`, ... raise). `lambda e: True`: keep all.
+        tool_errors: False (default): the agent's own tool error handling; error results
+            are recorded in the notebook. True: tools that raise become error results for
+            the model (the run goes on), recorded.
 
     Example:
         ```python
@@ -129,7 +138,8 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         max_retries: int = 0,
         retry_delay: float = 1.0,
         raise_on: tuple[type[BaseException], ...] = (),
-        tool_errors: bool = True,
+        recoverable_errors: Callable[[BaseException], bool] | None = None,
+        tool_errors: bool = False,
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
@@ -139,19 +149,30 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
             max_retries=max_retries,
             retry_delay=retry_delay,
             raise_on=tuple(raise_on),
+            recoverable=recoverable_errors or is_recoverable_error,
         )
         self.tool_errors = tool_errors
+        self.keys: StateKeys = pipeline.keys
+        if self.keys.renamed:  # create_agent merges this schema into the agent's state
+            self.state_schema = self.keys.schema(  # type: ignore[misc,assignment]
+                AgentState, source=ContextMiddlewareState, name="ContextMiddlewareStateRenamed"
+            )
 
     # -- shared by both doors ---------------------------------------------------------
     def _state(self, request: ModelRequest) -> dict[str, Any]:
-        state = {**dict(request.state or {}), "messages": list(request.messages)}
-        if self.pipeline.prompt is None and request.system_message is not None:
-            state["system_prompt"] = request.system_message.text  # the host's prompt, counted
-        return state
+        """The agent state with the pipeline's own key names, and the request's messages."""
+        state = self.keys.read(dict(request.state or {}))
+        return {**state, "messages": list(request.messages)}
+
+    def _steps(self, request: ModelRequest, state: dict[str, Any]) -> Any:
+        host = request.system_message.text if request.system_message is not None else None
+        return self.pipeline.canonical_steps(
+            state, _current_config(), tools=request.tools, host_prompt=host or None
+        )
 
     def _request(self, request: ModelRequest, prepared: PreparedRequest) -> ModelRequest:
         if prepared.system_prompt is None:
-            return request.override(messages=prepared.conversation)
+            return request.override(messages=prepared.conversation)  # type: ignore[arg-type]
         head, *rest = prepared.messages
         return request.override(system_message=head, messages=rest)  # type: ignore[arg-type]
 
@@ -198,6 +219,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
             if record is not None:
                 update["error_notebook"] = [*update.get("error_notebook", []), record]
             response = ModelResponse(result=[message])
+        update = self.keys.write(update)
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     # -- the model call: sync and async doors over the same steps -----------------------
@@ -207,7 +229,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ExtendedModelResponse:
         state = self._state(request)
-        prepared = drive_sync(self.pipeline.steps(state, _current_config(), tools=request.tools))
+        prepared = drive_sync(self._steps(request, state))
         ready = self._request(request, prepared)
         outcome, attempts = drive_sync(self.policy.attempts(call=lambda: handler(ready)))
         return self._response(state, prepared, outcome, attempts)
@@ -219,23 +241,29 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
     ) -> ExtendedModelResponse:
         state = self._state(request)
         await self.pipeline.load_tokenizer()
-        prepared = await drive_async(
-            self.pipeline.steps(state, _current_config(), tools=request.tools)
-        )
+        prepared = await drive_async(self._steps(request, state))
         ready = self._request(request, prepared)
         outcome, attempts = await drive_async(self.policy.attempts(acall=lambda: handler(ready)))
         return self._response(state, prepared, outcome, attempts)
 
     # -- tool calls -------------------------------------------------------------------------
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        if not self.tool_errors:
-            return handler(request)
-        return record_tool_errors(request, handler, default_mode=self._default_mode)
+        return record_tool_errors(
+            request,
+            handler,
+            default_mode=self._default_mode,
+            catch=self.tool_errors,
+            keys=self.keys,
+        )
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        if not self.tool_errors:
-            return await handler(request)
-        return await arecord_tool_errors(request, handler, default_mode=self._default_mode)
+        return await arecord_tool_errors(
+            request,
+            handler,
+            default_mode=self._default_mode,
+            catch=self.tool_errors,
+            keys=self.keys,
+        )
 
     @property
     def _default_mode(self) -> str | None:

@@ -40,15 +40,26 @@ whole history: the conversation starts where the context started, behind a loade
 archive if there is one (`langgraph_ctx.context.active_context.active_messages`).
 Writing the prompt and counting it happen in the same step, so the budget always counts
 the prompt that is sent, also right after a mode switch.
+
+One module (over 600 lines) because the algorithm (one private method a step) and its
+doors into the three hosts (`add_to`, `create_react_agent`, `middleware`, `state_schema`)
+change together: each door decides which host prompt, tools and key names the steps get.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+import copy
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from langgraph_ctx.context.active_context import active_messages
@@ -57,16 +68,24 @@ from langgraph_ctx.context.compaction.core import StrategyLike
 from langgraph_ctx.context.llm_error import is_llm_error
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import errors_in
-from langgraph_ctx.context.prompt import Mode, PromptParts, is_system_prompt_message, model_input
+from langgraph_ctx.context.prompt import (
+    Mode,
+    PromptParts,
+    host_system_prompts,
+    is_system_prompt_message,
+    model_input,
+)
 from langgraph_ctx.context.tokens import TokenCounter
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, Trigger
 from langgraph_ctx.nodes.prompt import SystemPromptNode
 from langgraph_ctx.nodes.state import (
     PIPELINE_KEYS,
+    StateKeys,
     cursor_has_view,
     graph_step,
     run_labels,
+    schema_hints,
     stands_for,
     state_value,
     thread_id_of,
@@ -124,6 +143,8 @@ class _Request:
     """Whether provider usage may anchor the count (the measured request is a prefix)."""
     view_active: bool
     """Whether compaction's view was active when the step began."""
+    host_messages: list[BaseMessage]
+    """The host's system messages that opened the conversation (sent in the prompt)."""
 
 
 def _newest_ai_has_usage(messages: Sequence[BaseMessage]) -> bool:
@@ -160,10 +181,16 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
     Args:
         budget: counts the request (its budget, tokenizer, tools and system prompt).
         compaction: compacts what the model sees past its trigger; None: never.
-        prompt: composes the system prompt of the current mode; None: the host adds its
-            own prompt (count it with `BudgetNode(system_prompt=...)`).
+        prompt: composes the system prompt of the current mode, after the host's own
+            (`SystemPromptNode(system_prompt=...)`, or the agent's, via the middleware);
+            None: the host sends its own prompt alone (count it with
+            `BudgetNode(system_prompt=...)`).
         record_errors: record failures found in new messages in `error_notebook`.
         name: the node name `add_to` uses.
+        keys: the names of the pipeline's state keys in the host's state (`StateKeys`, or
+            a dict such as `{"mode": "ctx_mode"}`).
+        recoverable_errors: the middleware's split of model failures (see
+            `ContextMiddleware`); None: `is_recoverable_error`.
 
     Example:
         ```python
@@ -185,12 +212,16 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         prompt: SystemPromptNode | None = None,
         record_errors: bool = True,
         name: str = "context",
+        keys: StateKeys | Mapping[str, str] | None = None,
+        recoverable_errors: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.budget = budget
         self.compaction = compaction
         self.prompt = prompt
         self.record_errors = record_errors
         self.name = name
+        self.keys = StateKeys.of(keys)
+        self.recoverable_errors = recoverable_errors
 
     # -- the one implementation ---------------------------------------------------
     def steps(
@@ -199,14 +230,41 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         config: RunnableConfig | None = None,
         *,
         tools: Sequence[Any] | None = None,
+        host_prompt: str | None = None,
     ) -> Generator[Step, Any, PreparedRequest]:
         """The pipeline as a generator of model calls (only summaries call a model).
+
+        Reads `state` and writes its update under the host's key names (`keys`); the
+        work is `canonical_steps`.
+        """
+        prepared = yield from self.canonical_steps(
+            self.keys.read(state), config, tools=tools, host_prompt=host_prompt
+        )
+        prepared.update = self.keys.write(prepared.update)
+        return prepared
+
+    def canonical_steps(
+        self,
+        state: Any,
+        config: RunnableConfig | None = None,
+        *,
+        tools: Sequence[Any] | None = None,
+        host_prompt: str | None = None,
+    ) -> Generator[Step, Any, PreparedRequest]:
+        """`steps` on a state with the pipeline's own key names (`StateKeys.read`).
 
         budget → compaction → prompt, each by its node's own function.
         `tools`: the tool schemas the request sends, when the host knows them better than
         the budget does (the middleware passes the request's tools).
+        `host_prompt`: the system prompt the host's agent was built with (the middleware
+        passes the request's): sent first, in the same system message, and counted.
+
+        Raises:
+            StateKeyConflictError: a pipeline key holds a value the pipeline cannot read
+                (the app uses the name for its own data; rename the pipeline's: `keys`).
         """
-        request = self._read(state, tools)
+        self.keys.check_values(state)
+        request = self._read(state, tools, host_prompt)
         before = self._count(request)
         update = self._prompt_writes(state, request)
         view, compacted = yield from self._compact(state, config, request, before, update)
@@ -225,15 +283,28 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         )
 
     # -- its steps ------------------------------------------------------------------
-    def _read(self, state: Any, tools: Sequence[Any] | None) -> _Request:
+    def _read(
+        self, state: Any, tools: Sequence[Any] | None, host_prompt: str | None = None
+    ) -> _Request:
         """What this model call would send: conversation, system prompt, tools."""
         messages = convert_to_messages(state_value(state, "messages") or [])
         # What the model works with: the whole history, or the active context of the
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
         conversation = active_messages(messages, state_value(state, "active_context"))
-        composed = self.prompt.compose(state) if self.prompt is not None else None
-        counted = composed if composed is not None else self.budget.system_prompt_of(state)
+        host_messages: list[BaseMessage] = []
+        if self.prompt is not None:
+            # The host's own system messages at the start go first in the one system
+            # message the pipeline sends, not as further system messages after it.
+            host_messages, rest = host_system_prompts(conversation)
+            if host_messages:
+                conversation = rest
+                texts = [m.text for m in host_messages if m.text.strip()]
+                host_prompt = "\n\n".join([*([host_prompt] if host_prompt else []), *texts])
+        composed = self.prompt.compose(state, host=host_prompt) if self.prompt else None
+        counted = composed if composed is not None else host_prompt
+        if counted is None:
+            counted = self.budget.system_prompt_of(state)
         if tools is None:
             tools = self.budget.tools_of(state)
         # Provider usage anchors counts only when the request it measured is a prefix of
@@ -252,6 +323,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             tools=list(tools or []),
             calibrate=calibrate,
             view_active=view_active(state),
+            host_messages=host_messages,
         )
 
     def _count(self, request: _Request) -> ContextUsage:
@@ -301,6 +373,9 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         view = request.conversation
         if "messages" in written:  # rewrite_messages=True
             view = [m for m in written["messages"] if not isinstance(m, RemoveMessage)]
+            if request.host_messages:  # the history keeps the host's own prompt
+                removed = [m for m in written["messages"] if isinstance(m, RemoveMessage)]
+                update["messages"] = [*removed, *request.host_messages, *view]
         elif written.get("llm_input_messages") is not None:
             view = list(written["llm_input_messages"])
             view = self._keep_llm_error(request.conversation, view, update)
@@ -415,30 +490,134 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             ```
 
         Raises:
+            StateKeyConflictError: the state declares one of the pipeline's keys with
+                another type (the app's own key): rename the pipeline's (`keys=`).
             ValueError: the state lacks keys the pipeline writes.
         """
+        schema = getattr(builder, "state_schema", None)
+        if schema is not None:
+            self.check_schema(schema)
         channels = getattr(builder, "channels", None) or {}
-        wanted = [k for k in PIPELINE_KEYS if k != "error_notebook" or self.record_errors]
+        wanted = [
+            self.keys.name(k) for k in PIPELINE_KEYS if k != "error_notebook" or self.record_errors
+        ]
         missing = [key for key in wanted if key not in channels]
         if missing:
             raise ValueError(
                 f"the graph state lacks {missing}, which the context pipeline writes "
                 "(LangGraph would drop them); build the graph on ContextState "
-                "(langgraph_ctx.nodes.state) or a subclass of it"
+                "(langgraph_ctx.nodes.state), a subclass of it, or "
+                "pipeline.state_schema(YourState)"
             )
         node = name or self.name or "context"
         builder.add_node(node, self)
         builder.add_edge(node, before)
         return node
 
+    def check_schema(self, schema: Any) -> None:
+        """Raise `StateKeyConflictError` if `schema` declares a pipeline key otherwise.
+
+        `add_to` calls it; call it yourself for the `state_schema` of
+        `create_react_agent` or `create_agent`, whose hooks cannot see it.
+        """
+        self.keys.check_schema(schema_hints(schema), where=f"state schema {schema.__name__}")
+
+    def state_schema(self, base: type | None = None) -> type:
+        """A state schema with the pipeline's keys under this pipeline's names.
+
+        `base`: your state (`MessagesState`, `AgentState` or your own subclass);
+        default `MessagesState`. Without renamed keys and base: `ContextState`.
+
+        Example:
+            ```python
+            pipeline = context_pipeline("fast", keys={"mode": "ctx_mode"})
+            builder = StateGraph(pipeline.state_schema(AppState))
+            ```
+        """
+        if base is None and not self.keys.renamed:
+            from langgraph_ctx.nodes.state import ContextState
+
+            return ContextState
+        if base is None:
+            from langgraph.graph import MessagesState
+
+            base = MessagesState
+        return self.keys.schema(base)
+
+    def with_system_prompt(self, text: str | None) -> ContextPipeline:
+        """A copy of this pipeline whose host prompt is `text` (sent first, counted).
+
+        With `prompt=False` the copy only counts `text`: the host sends it.
+        """
+        pipeline = copy.copy(self)
+        if self.prompt is not None:
+            pipeline.prompt = copy.copy(self.prompt)
+            pipeline.prompt.system_prompt = text or None
+        else:
+            pipeline.budget = copy.copy(self.budget)
+            pipeline.budget.system_prompt = text or None
+        return pipeline
+
+    def create_react_agent(
+        self,
+        model: Any,
+        tools: Sequence[Any] | Any,
+        *,
+        prompt: str | SystemMessage | None = None,
+        state_schema: type | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`langgraph.prebuilt.create_react_agent` with this pipeline as its `pre_model_hook`.
+
+        LangGraph applies `create_react_agent(prompt=...)` after the hook, as a second
+        system message the pipeline cannot see or count. Here `prompt` goes into the
+        pipeline instead: the model gets one system message, your prompt first
+        (verbatim), then the mode's sections, all counted. `state_schema` defaults to
+        `ContextAgentState` (with renamed keys: `AgentState` plus the renamed keys) and is
+        checked for keys the app uses otherwise. Other arguments go to `create_react_agent`.
+
+        Example:
+            ```python
+            agent = pipeline.create_react_agent(llm, tools, prompt="ALWAYS ANSWER IN FRENCH.",
+                                                checkpointer=JsonlSaver("./chats"))
+            ```
+
+        Raises:
+            StateKeyConflictError: `state_schema` declares a pipeline key otherwise.
+        """
+        from langgraph.prebuilt import create_react_agent
+        from langgraph.prebuilt.chat_agent_executor import AgentState
+
+        from langgraph_ctx.nodes.state import ContextAgentState
+
+        if state_schema is None:
+            state_schema = self.keys.schema(AgentState) if self.keys.renamed else ContextAgentState
+        self.check_schema(state_schema)
+        text = prompt.text if isinstance(prompt, SystemMessage) else prompt
+        if prompt is not None and not isinstance(text, str):
+            raise TypeError("prompt: a str or a SystemMessage (the pipeline composes it)")
+        pipeline = self.with_system_prompt(text) if text else self
+        host_sends = pipeline.prompt is None  # prompt=False: the agent sends the prompt itself
+        return create_react_agent(
+            model,
+            tools,
+            prompt=prompt if host_sends else None,
+            pre_model_hook=pipeline,
+            state_schema=state_schema,
+            **kwargs,
+        )
+
     def middleware(self, **kwargs: Any) -> ContextMiddleware:
         """This pipeline as a LangChain `AgentMiddleware` for `create_agent`.
 
         Needs the `agents` extra (`pip install 'langgraph-ctx[agents]'`). Keyword
-        arguments go to `ContextMiddleware` (timeouts, retries of the model call).
+        arguments go to `ContextMiddleware` (timeouts, retries of the model call, which
+        failures raise, tool errors).
         """
         from langgraph_ctx.nodes.middleware import ContextMiddleware
 
+        if self.recoverable_errors is not None:
+            kwargs.setdefault("recoverable_errors", self.recoverable_errors)
         return ContextMiddleware(self, **kwargs)
 
     def __repr__(self) -> str:
@@ -466,6 +645,8 @@ def context_pipeline(
     token_counter: TokenCounter | None = None,
     record_errors: bool = True,
     name: str = "context",
+    keys: StateKeys | Mapping[str, str] | None = None,
+    recoverable_errors: Callable[[BaseException], bool] | None = None,
 ) -> ContextPipeline:
     """Budget, compaction and system prompt, ready to put before the model node.
 
@@ -474,10 +655,13 @@ def context_pipeline(
             None for the model's whole context window.
         model: the model name, or the chat model (its name and bound tools are read).
         tools: the tools the model is given (their schemas count in the budget).
-        prompt: the prompt parts (`PromptParts`; default texts if None). `False`: do not
-            compose a prompt, the host adds its own (pass it as `system_prompt` to count it).
+        prompt: the prompt parts (`PromptParts`; default texts if None). `False`: send no
+            mode sections; the host's prompt alone (the agent's, or the one the host sends
+            itself: pass it as `system_prompt` to count it).
         mode: the mode when the state has no `mode`.
-        system_prompt: a host's own system prompt, counted when `prompt=False`.
+        system_prompt: the host's own system prompt. Sent first, verbatim, then the
+            mode's sections, as one system message, and counted in the budget. With
+            `prompt=False` it is only counted (the host sends it).
         compaction: a configured `CompactionNode`; None builds one from `strategy`,
             `trigger`, `target` and `offload_threshold`; `False`: never compact.
         strategy: `"extract"`, `"window"` or a strategy object (`LLMSummary(llm)`, ...).
@@ -489,6 +673,10 @@ def context_pipeline(
             built-in tokenizer rules.
         record_errors: record failures in `error_notebook`.
         name: the node name `add_to` uses.
+        keys: rename the pipeline's state keys when the app already uses a name
+            (`{"mode": "ctx_mode"}` or `StateKeys(mode="ctx_mode")`).
+        recoverable_errors: for `.middleware()`: which model failures become LLM_ERROR
+            replies (`error -> bool`); the others raise. Default `is_recoverable_error`.
 
     Example:
         ```python
@@ -508,11 +696,15 @@ def context_pipeline(
             offload_threshold=offload_threshold,
             token_counter=token_counter,
         )
-    prompt_node = None if prompt is False else SystemPromptNode(prompt, mode=mode)
+    prompt_node = None
+    if prompt is not False:
+        prompt_node = SystemPromptNode(prompt, mode=mode, system_prompt=system_prompt)
     return ContextPipeline(
         budget_node,
         compaction=compaction or None,
         prompt=prompt_node,
         record_errors=record_errors,
         name=name,
+        keys=keys,
+        recoverable_errors=recoverable_errors,
     )

@@ -26,6 +26,11 @@ The node reads `mode` and `run_context` from the state and writes:
   (`model_input`: your own leading system messages and the running summary first, other
   historical system messages left out).
 
+The host's own prompt (`system_prompt=`, or the one an agent was built with, which the
+middleware passes on) comes first, verbatim, then the mode's sections: the model gets one
+system message. A persona that the current mode leaves out (chat mode never carries it)
+is not silently absent: the node warns once (`PersonaDroppedWarning`).
+
 It never writes `messages`: the prompt is not part of the history, so switching `mode`
 changes only the system prefix of the next request. When `CompactionNode` runs before it,
 the conversation is compaction's view (`llm_input_messages`); otherwise `messages`.
@@ -36,6 +41,7 @@ and compaction, counting the prompt in the budget of the same step.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +57,7 @@ from langgraph_ctx.context.prompt import (
     read_mode,
     read_run_context,
 )
+from langgraph_ctx.errors import PersonaDroppedWarning
 from langgraph_ctx.nodes.state import state_value, view_active
 
 __all__ = ["SystemPromptNode", "conversation_view"]
@@ -79,13 +86,17 @@ class SystemPromptNode(Runnable[Any, dict[str, Any]]):
         mode: the mode when the state has none (`"chat"`, `"agent"`, `"run"`).
         output_key: where the model input goes (`llm_input_messages`, the convention of
             `create_react_agent(pre_model_hook=...)`).
+        system_prompt: the host's own prompt: sent first, verbatim, in the same system
+            message as the mode's sections.
 
     Example:
         ```python
         node = SystemPromptNode(PromptParts(persona="You are Ada."), mode="agent")
         update = node.invoke({"messages": [("user", "hi")]})
         update["llm_input_messages"][0].content.startswith("You are an agent")  # True
-        node.compose({"mode": "chat"})  # the chat prompt: no persona
+        node.compose({"mode": "chat"})  # the chat prompt: no persona (warns once)
+        SystemPromptNode(system_prompt="ALWAYS ANSWER IN FRENCH.").compose({})
+        # 'ALWAYS ANSWER IN FRENCH.\n\nYou are a helpful assistant ...'
         ```
     """
 
@@ -95,18 +106,39 @@ class SystemPromptNode(Runnable[Any, dict[str, Any]]):
         *,
         mode: Mode = "chat",
         output_key: str = "llm_input_messages",
+        system_prompt: str | None = None,
     ) -> None:
         self.parts = parts or PromptParts()
         self.mode: Mode = read_mode(mode)
         self.output_key = output_key
+        self.system_prompt = system_prompt or None
+        self._persona_warned = False
 
-    def compose(self, state: Any) -> str:
-        """The system prompt for `state` (its `mode` and `run_context`)."""
-        return compose_system_prompt(
-            read_mode(state_value(state, "mode"), self.mode),
-            self.parts,
-            run=read_run_context(state_value(state, "run_context")),
+    def compose(self, state: Any, *, host: str | None = None) -> str:
+        """The system prompt for `state` (its `mode` and `run_context`).
+
+        `host`: the prompt the host's agent was built with (the middleware passes the
+        request's); it goes first, then this node's `system_prompt` (unless the same),
+        then the mode's sections, each separated by a blank line.
+        """
+        mode = read_mode(state_value(state, "mode"), self.mode)
+        if mode == "chat" and self.parts.persona and not self._persona_warned:
+            self._persona_warned = True
+            warnings.warn(
+                "PromptParts.persona is set, but the prompt of mode 'chat' leaves it out "
+                "(chat mode never carries the persona): the model gets no persona until "
+                "the state's mode is 'agent' or 'run'. Use mode='agent', or put the persona "
+                "in system_prompt= to send it in every mode.",
+                PersonaDroppedWarning,
+                stacklevel=2,
+            )
+        own = compose_system_prompt(
+            mode, self.parts, run=read_run_context(state_value(state, "run_context"))
         )
+        hosts = [host] if host else []
+        if self.system_prompt and self.system_prompt != host:
+            hosts.append(self.system_prompt)
+        return "\n\n".join([*hosts, own])
 
     def request(self, text: str | None, conversation: Sequence[Any]) -> list[BaseMessage]:
         """What the model is sent: the prompt `text`, then the conversation (`model_input`)."""

@@ -1,0 +1,536 @@
+"""The pipeline is a guest in the host's app (issue 13, points 1, 2, 3, 4, 7, 9).
+
+Each point through the three hosts: a `StateGraph` with `ModelNode`, `create_react_agent`
+with the pipeline as `pre_model_hook`, and LangChain's `create_agent` with the middleware.
+The scripted model (`StreamingScript`) records exactly what it receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import warnings
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.prebuilt.chat_agent_executor import AgentState
+from typing_extensions import NotRequired
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.context.budget import ContextBudget
+from langgraph_ctx.context.compaction.conversation import is_summary_class_message
+from langgraph_ctx.context.llm_error import error_status, is_llm_error, is_recoverable_error
+from langgraph_ctx.context.notebook import ErrorRecord, notebook_reducer
+from langgraph_ctx.context.prompt import PromptParts, compose_system_prompt
+from langgraph_ctx.context.tokens import count_tokens
+from langgraph_ctx.errors import PersonaDroppedWarning, StateKeyConflictError
+from langgraph_ctx.nodes.compaction import CompactionNode
+from langgraph_ctx.nodes.errors import ModelNode
+from langgraph_ctx.nodes.pipeline import ContextPipeline, context_pipeline
+from langgraph_ctx.nodes.state import (
+    COMPACTION_LOG_SIZE,
+    ContextState,
+    StateKeys,
+    compaction_history,
+)
+from langgraph_ctx.testing import Cut, StreamingScript
+
+HOSTS = ["state_graph", "react_agent", "create_agent"]
+FRENCH = "ALWAYS ANSWER IN FRENCH."
+PARTS = PromptParts(persona="You are Ada, a careful analyst.")
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up facts about a city."""
+    return f"{city}: population 545,000"
+
+
+@tool
+def explode(what: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"cannot explode {what}")
+
+
+def config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def exact(messages: list[BaseMessage], tools: list[Any] = ()) -> int:
+    return count_tokens(messages, model="gpt-4o", tools=list(tools) or None)
+
+
+def system_messages(sent: list[BaseMessage]) -> list[BaseMessage]:
+    return [m for m in sent if m.type == "system"]
+
+
+def build(
+    host: str,
+    saver: JsonlSaver,
+    model: StreamingScript,
+    pipeline: ContextPipeline,
+    *,
+    tools: list[Any] = (),
+    host_prompt: str | None = None,
+    state_schema: type | None = None,
+    tool_node: ToolNode | None = None,
+    **model_call: Any,
+) -> Any:
+    """The app, in one of the three hosts, with the pipeline added the documented way.
+
+    `host_prompt`: the app's own system prompt, given where each host takes it
+    (`context_pipeline(system_prompt=...)`, `pipeline.create_react_agent(prompt=...)`,
+    `create_agent(system_prompt=...)`). `model_call`: `ModelNode` / middleware settings.
+    """
+    tools = list(tools)
+    if host == "state_graph":
+        if host_prompt is not None:
+            pipeline = pipeline.with_system_prompt(host_prompt)
+        builder = StateGraph(state_schema or pipeline.state_schema())
+        builder.add_node(
+            "model", ModelNode(model, tools=tools or None, keys=pipeline.keys, **model_call)
+        )
+        entry = pipeline.add_to(builder, before="model")
+        builder.add_edge(START, entry)
+        if tools:
+            builder.add_node("tools", tool_node or ToolNode(tools))
+            builder.add_conditional_edges("model", tools_condition)
+            builder.add_edge("tools", entry)
+        return builder.compile(checkpointer=saver)
+    if host == "react_agent":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent
+            return pipeline.create_react_agent(
+                model,
+                tool_node or tools,
+                prompt=host_prompt,
+                state_schema=state_schema,
+                checkpointer=saver,
+            )
+    from langchain.agents import create_agent
+
+    return create_agent(
+        model,
+        tools,
+        system_prompt=host_prompt,
+        middleware=[pipeline.middleware(**model_call)],
+        state_schema=state_schema,
+        checkpointer=saver,
+    )
+
+
+# -- 1. the host's system prompt ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_the_hosts_prompt_comes_first_in_one_counted_system_message(
+    host: str, saver: JsonlSaver
+) -> None:
+    model = StreamingScript(
+        script=[
+            AIMessage("", tool_calls=[{"name": "lookup", "args": {"city": "Lyon"}, "id": "c1"}]),
+            "Lyon compte 545 000 habitants.",
+        ]
+    )
+    # A StateGraph app gives its prompt to the pipeline; the agents keep their own argument.
+    in_pipeline = FRENCH if host == "state_graph" else None
+    pipeline = context_pipeline(
+        "planning", tools=[lookup], prompt=PARTS, mode="agent", system_prompt=in_pipeline
+    )
+    app = build(host, saver, model, pipeline, tools=[lookup],
+                host_prompt=None if in_pipeline else FRENCH)  # fmt: skip
+    state = app.invoke({"messages": [("user", "How big is Lyon?")]}, config("p1"))
+
+    expected = f"{FRENCH}\n\n{compose_system_prompt('agent', PARTS)}"
+    assert len(model.received) == 2
+    for sent in model.received:  # both calls: before and after the tool
+        [system] = system_messages(sent)
+        assert sent[0] is system or sent[0] == system
+        assert system.content == expected
+    system_tokens = exact([SystemMessage(expected)]) - exact([])
+    assert state["context_usage"].breakdown["system"] == system_tokens
+    assert state["context_usage"].used == exact(model.received[-1], [lookup])
+
+
+def test_context_pipeline_system_prompt_is_sent_in_a_plain_react_agent(saver: JsonlSaver) -> None:
+    from langgraph.prebuilt import create_react_agent
+
+    from langgraph_ctx.nodes.state import ContextAgentState
+
+    model = StreamingScript(script=["Bonjour."])
+    pipeline = context_pipeline("fast", system_prompt=FRENCH, mode="agent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        agent = create_react_agent(
+            model, [lookup], pre_model_hook=pipeline, state_schema=ContextAgentState
+        )
+    agent.invoke({"messages": [("user", "hi")]})
+    [system] = system_messages(model.received[-1])
+    assert system.content.startswith(FRENCH + "\n\nYou are an agent")
+
+
+def test_the_agents_prompt_then_the_pipelines_then_the_modes(saver: JsonlSaver) -> None:
+    model = StreamingScript(script=["Bonjour."])
+    pipeline = context_pipeline("fast", system_prompt="Cite sources.")
+    app = build("create_agent", saver, model, pipeline, host_prompt=FRENCH)
+    app.invoke({"messages": [("user", "hi")]}, config("p1b"))
+    [system] = system_messages(model.received[-1])
+    assert system.content.startswith(f"{FRENCH}\n\nCite sources.\n\nYou are a helpful")
+
+
+@pytest.mark.parametrize("host", ["state_graph", "react_agent"])
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_system_message_opening_the_history_joins_the_one_system_message(
+    host: str, rewrite: bool, saver: JsonlSaver
+) -> None:
+    model = StreamingScript(script=[lambda msgs: f"compris, {len(msgs)}"])
+    compaction = CompactionNode("window", trigger=("messages", 5), target=450,
+                                rewrite_messages=rewrite)  # fmt: skip
+    pipeline = context_pipeline("planning", mode="agent", compaction=compaction)
+    app = build(host, saver, model, pipeline)
+    first = {"messages": [SystemMessage(FRENCH, id="host-prompt"), ("user", words(0))]}
+    state = app.invoke(first, config("p1s"))
+    for i in range(1, 6):
+        state = app.invoke({"messages": [("user", words(i))]}, config("p1s"))
+    assert state["compaction_log"], "the small trigger must have compacted"
+    for sent in model.received:  # one system message, besides the running summaries
+        [system] = [m for m in system_messages(sent) if not is_summary_class_message(m)]
+        assert system.content.startswith(f"{FRENCH}\n\nYou are an agent")
+    assert state["messages"][0].content == FRENCH  # the history keeps the host's prompt
+    assert (len(state["messages"]) < 13) is rewrite  # 1 + 6 turns of 2, unless rewritten
+    assert state["context_usage"].used == exact(model.received[-1])
+
+
+def test_create_agent_with_prompt_false_sends_the_hosts_prompt_alone(saver: JsonlSaver) -> None:
+    model = StreamingScript(script=["Bonjour."])
+    pipeline = context_pipeline("fast", prompt=False)
+    app = build("create_agent", saver, model, pipeline, host_prompt=FRENCH)
+    state = app.invoke({"messages": [("user", "hi")]}, config("p1f"))
+    [system] = system_messages(model.received[-1])
+    assert system.content == FRENCH
+    assert state["context_usage"].breakdown["system"] == exact([SystemMessage(FRENCH)]) - exact([])
+
+
+# -- 2. a persona the mode drops is never silently absent ---------------------------------------
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_persona_chat_mode_drops_warns_once_and_is_sent_in_agent_mode(
+    host: str, saver: JsonlSaver
+) -> None:
+    model = StreamingScript(script=["hello", "hello again", "as Ada"])
+    app = build(host, saver, model, context_pipeline("fast", prompt=PARTS, mode="chat"))
+    with pytest.warns(PersonaDroppedWarning, match="persona") as caught:
+        app.invoke({"messages": [("user", "hi")]}, config("p2"))
+        app.invoke({"messages": [("user", "and again")]}, config("p2"))
+    assert len([w for w in caught if w.category is PersonaDroppedWarning]) == 1
+    assert all("You are Ada" not in system_messages(s)[0].content for s in model.received)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PersonaDroppedWarning)  # agent mode: no warning
+        app.invoke({"messages": [("user", "who are you?")], "mode": "agent"}, config("p2"))
+    assert "You are Ada, a careful analyst." in system_messages(model.received[-1])[0].content
+
+
+# -- 3. configuration errors raise, failures "continue" can fix become LLM_ERROR -----------------
+
+
+def provider_error(name: str, status: int | None = None, **attrs: Any) -> BaseException:
+    """An exception shaped like a provider SDK's (openai / anthropic are not installed)."""
+    namespace: dict[str, Any] = dict(attrs)
+    if status is not None:
+        namespace["status_code"] = status
+    return type(name, (Exception,), namespace)(f"status {status}")
+
+
+class _Response:
+    status_code = 403
+
+
+@pytest.mark.parametrize(
+    ("error", "recoverable"),
+    [
+        (provider_error("AuthenticationError", 401), False),
+        (provider_error("PermissionDeniedError", 403), False),
+        (provider_error("BadRequestError", 400), False),
+        (provider_error("NotFoundError", 404), False),
+        (provider_error("UnprocessableEntityError", 422), False),
+        (provider_error("AuthenticationError"), False),  # by name, no status
+        (provider_error("APIStatusError", response=_Response()), False),  # response.status_code
+        (provider_error("GoogleError", http_status=401), False),
+        (provider_error("GrpcLike", code=404), False),
+        (provider_error("RateLimitError", 429), True),
+        (provider_error("InternalServerError", 500), True),
+        (provider_error("OverloadedError", 529), True),
+        (provider_error("APITimeoutError"), True),
+        (provider_error("APIConnectionError"), True),
+        (provider_error("ReadTimeout"), True),  # httpx
+        (provider_error("RemoteProtocolError"), True),  # httpx: stream closed mid-way
+        (provider_error("ErrorWithCode", code="invalid_api_key"), True),  # not a status
+        (asyncio.TimeoutError(), True),
+        (ConnectionResetError(), True),
+        (ValueError("unknown"), True),  # unknown failures stay LLM_ERROR, as before
+    ],
+)
+def test_which_failures_continue_can_fix(error: BaseException, recoverable: bool) -> None:
+    assert is_recoverable_error(error) is recoverable
+    assert is_recoverable_error(error, streamed=True)  # a stream cut mid-way
+
+
+def test_the_status_is_read_from_the_usual_attributes() -> None:
+    assert error_status(provider_error("A", 401)) == 401
+    assert error_status(provider_error("B", response=_Response())) == 403
+    assert error_status(provider_error("C", code="401")) == 401
+    assert error_status(provider_error("D", code="rate_limited")) is None
+    assert error_status(ValueError()) is None
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_wrong_api_key_raises_instead_of_becoming_a_chat_reply(
+    host: str, saver: JsonlSaver
+) -> None:
+    auth = provider_error("AuthenticationError", 401)
+    model = StreamingScript(script=[auth, "never"])
+    retries = {} if host == "react_agent" else {"max_retries": 2, "retry_delay": 0.01}
+    app = build(host, saver, model, context_pipeline("fast"), **retries)
+    with pytest.raises(type(auth), match="status 401"):
+        app.invoke({"messages": [("user", "hi")]}, config("p3"))
+    assert len(model.received) == 1  # no retry either: it would fail the same way
+
+
+@pytest.mark.parametrize("host", ["state_graph", "create_agent"])
+def test_rate_limits_and_cut_streams_stay_llm_error_replies(host: str, saver: JsonlSaver) -> None:
+    limited = provider_error("RateLimitError", 429)
+    cut = Cut("Voici le plan : d'abord", 3, error=provider_error("AuthenticationError", 401))
+    model = StreamingScript(script=[limited, limited, cut, "suite"])
+    app = build(host, saver, model, context_pipeline("fast"), max_retries=1, retry_delay=0.01)
+    state = app.invoke({"messages": [("user", "plan")]}, config("p3b"))
+    assert is_llm_error(state["messages"][-1]) and len(model.received) == 2  # retried once
+    state = app.invoke({"messages": [("user", "again")]}, config("p3b"))
+    failed = state["messages"][-1]
+    assert is_llm_error(failed) and failed.content.startswith("Voici le plan\n\nLLM_ERROR")
+    assert [r["error_type"] for r in state["error_notebook"]] == [
+        "RateLimitError",
+        "AuthenticationError",
+    ]
+
+
+@pytest.mark.parametrize("host", ["state_graph", "create_agent"])
+def test_recoverable_errors_changes_the_split(host: str, saver: JsonlSaver) -> None:
+    model = StreamingScript(script=[provider_error("AuthenticationError", 401), "ok"])
+    pipeline = context_pipeline("fast", recoverable_errors=lambda error: True)
+    setting = {"recoverable_errors": pipeline.recoverable_errors} if host == "state_graph" else {}
+    app = build(host, saver, model, pipeline, **setting)
+    state = app.invoke({"messages": [("user", "hi")]}, config("p3c"))
+    assert is_llm_error(state["messages"][-1])
+
+    strict = StreamingScript(script=[provider_error("RateLimitError", 429)])
+    never: Callable[[BaseException], bool] = lambda error: False  # noqa: E731
+    app = build(host, saver, strict, context_pipeline("fast", recoverable_errors=never),
+                **({"recoverable_errors": never} if host == "state_graph" else {}))  # fmt: skip
+    with pytest.raises(Exception, match="status 429"):
+        app.invoke({"messages": [("user", "hi")]}, config("p3d"))
+
+
+# -- 4. tool errors follow the host's own handling -----------------------------------------------
+
+
+def explode_call(call_id: str = "c1") -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "explode", "args": {"what": "moon"}, "id": call_id}])
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_tool_that_raises_fails_the_run_as_without_the_pipeline(
+    host: str, saver: JsonlSaver
+) -> None:
+    model = StreamingScript(script=[explode_call(), "done"])
+    app = build(host, saver, model, context_pipeline("fast"), tools=[explode])
+    with pytest.raises(RuntimeError, match="cannot explode moon"):
+        app.invoke({"messages": [("user", "blow it up")]}, config("p4"))
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_tool_errors_the_host_handles_are_recorded(host: str, saver: JsonlSaver) -> None:
+    model = StreamingScript(script=[explode_call(), "it failed"])
+    handled = ToolNode([explode], handle_tool_errors=True)
+    if host == "create_agent":  # create_agent builds its own ToolNode: the middleware catches
+        app = build(host, saver, model, context_pipeline("fast"), tools=[explode],
+                    tool_errors=True)  # fmt: skip
+    else:
+        app = build(host, saver, model, context_pipeline("fast"), tools=[explode],
+                    tool_node=handled)  # fmt: skip
+    state = app.invoke({"messages": [("user", "blow it up")]}, config("p4b"))
+    assert state["messages"][2].status == "error"
+    assert model.received[-1][-1].status == "error"  # the model saw the error result
+    [record] = state["error_notebook"]
+    assert record["tool_name"] == "explode" and record["kind"] == "tool_error"
+
+
+# -- 7. app-owned state keys --------------------------------------------------------------------
+
+
+class AppState(MessagesState):
+    mode: str  # the app's own: "thorough" or "quick"
+
+
+class AppContextState(ContextState):
+    mode: str  # type: ignore[misc]  # the app's own, over the pipeline's
+
+
+class AppAgentState(AgentState):  # create_react_agent's
+    mode: NotRequired[str]
+
+
+def app_langchain_state() -> type:
+    """The same app state on `create_agent`'s own `AgentState`."""
+    from langchain.agents.middleware.types import AgentState as LangChainAgentState
+
+    return type("AppLangChainState", (LangChainAgentState,), {"__annotations__": {"mode": str}})
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_an_app_key_of_the_same_name_is_a_clear_error(host: str, saver: JsonlSaver) -> None:
+    model = StreamingScript(script=["ok"])
+    pipeline = context_pipeline("fast")
+    if host == "state_graph":
+        with pytest.raises(StateKeyConflictError, match=r"'mode'.*keys=\{'mode': 'ctx_mode'\}"):
+            build(host, saver, model, pipeline, state_schema=AppContextState)  # add_to
+        with pytest.raises(StateKeyConflictError, match="'mode'"):
+            pipeline.state_schema(AppState)
+        return
+    if host == "react_agent":
+        schema = type("ReactState", (AppAgentState,), {"__annotations__": {}})
+        with pytest.raises(StateKeyConflictError, match="'mode'") as raised:
+            build(host, saver, model, pipeline, state_schema=schema)
+        assert raised.value.key == "mode"
+        return
+    app = build(host, saver, model, pipeline, state_schema=app_langchain_state())
+    with pytest.raises(StateKeyConflictError, match=r"holds 'thorough'.*ctx_mode"):
+        app.invoke({"messages": [("user", "hi")], "mode": "thorough"}, config("p7"))
+    assert model.received == []  # caught before the model call
+
+
+def test_a_plain_react_agent_with_an_app_mode_fails_clearly_at_the_first_call() -> None:
+    from langgraph.prebuilt import create_react_agent
+
+    model = StreamingScript(script=["ok"])
+    from langgraph_ctx.nodes.state import ContextAgentState
+
+    state = type("S", (ContextAgentState,), {"__annotations__": {"mode": NotRequired[str]}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        agent = create_react_agent(
+            model, [lookup], pre_model_hook=context_pipeline("fast"), state_schema=state
+        )
+    with pytest.raises(StateKeyConflictError, match="'mode'"):
+        agent.invoke({"messages": [("user", "hi")], "mode": "thorough"})
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_renamed_keys_leave_the_apps_own_keys_alone(host: str, saver: JsonlSaver) -> None:
+    model = StreamingScript(script=["quick answer", "agent answer"])
+    pipeline = context_pipeline("fast", prompt=PARTS, keys={"mode": "ctx_mode"})
+    if host == "state_graph":
+        schema: type | None = pipeline.state_schema(AppState)
+    elif host == "react_agent":
+        schema = pipeline.keys.schema(AppAgentState)
+    else:
+        schema = app_langchain_state()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PersonaDroppedWarning)
+        app = build(host, saver, model, pipeline, state_schema=schema)
+        state = app.invoke({"messages": [("user", "hi")], "mode": "thorough"}, config("p7b"))
+    assert state["mode"] == "thorough" and state["ctx_mode"] == "chat"  # the default, written
+    assert "- active: chat" in system_messages(model.received[-1])[0].content
+
+    state = app.invoke(
+        {"messages": [("user", "go")], "mode": "quick", "ctx_mode": "agent"}, config("p7b")
+    )
+    assert state["mode"] == "quick" and state["ctx_mode"] == "agent"
+    assert "- active: agent" in system_messages(model.received[-1])[0].content
+    if host != "react_agent":  # the react agent's own model node does not tag replies
+        assert state["messages"][-1].response_metadata["langgraph_ctx"]["mode"] == "agent"
+
+
+def test_state_keys_validation() -> None:
+    with pytest.raises(ValueError, match="not keys of the pipeline"):
+        StateKeys.of({"moed": "x"})
+    with pytest.raises(ValueError, match="two of the pipeline's keys"):
+        StateKeys.of({"mode": "system_prompt"})
+    with pytest.raises(ValueError, match="'messages'"):
+        StateKeys.of({"mode": "messages"})
+    keys = StateKeys.of({"mode": "ctx_mode"})
+    assert keys.read({"mode": "thorough", "ctx_mode": "agent"}) == {"mode": "agent"}
+    assert keys.write({"mode": "chat", "messages": []}) == {"ctx_mode": "chat", "messages": []}
+    # A subclass of ContextState, reducers of its own: no conflict.
+    class Mine(ContextState):
+        error_notebook: Annotated[list[ErrorRecord], notebook_reducer(200)]
+        compaction_log: Annotated[list[dict[str, Any]], operator.add]
+
+    context_pipeline("fast").check_schema(Mine)
+
+
+# -- 9. no stale run tags; a bounded compaction_log ---------------------------------------------
+
+RUN = {"workflow_id": "wf", "run_id": "r1", "step": {"id": "s1", "brief": "Collect."}}
+
+
+@pytest.mark.parametrize("host", ["state_graph", "create_agent"])
+def test_replies_after_a_completed_run_carry_no_run_id(host: str, saver: JsonlSaver) -> None:
+    model = StreamingScript(script=["step done", "about the run", "chatting"])
+    app = build(host, saver, model, context_pipeline("fast"))
+    state = app.invoke(
+        {"messages": [("user", "go")], "mode": "run", "run_context": RUN}, config("p9")
+    )
+    assert state["messages"][-1].response_metadata["langgraph_ctx"] == {
+        "mode": "run",
+        "run_id": "r1",
+        "step_id": "s1",
+    }
+    done = {**RUN, "status": "completed"}
+    state = app.invoke({"messages": [("user", "how was it?")], "run_context": done}, config("p9"))
+    assert state["messages"][-1].response_metadata["langgraph_ctx"] == {"mode": "run"}
+    state = app.invoke({"messages": [("user", "thanks")], "mode": "chat"}, config("p9"))
+    assert state["messages"][-1].response_metadata["langgraph_ctx"] == {"mode": "chat"}
+
+
+def test_notebook_records_of_a_react_agent_after_a_completed_run_carry_no_run_id(
+    saver: JsonlSaver,
+) -> None:
+    model = StreamingScript(script=[explode_call(), "failed", explode_call("c2"), "failed again"])
+    handled = ToolNode([explode], handle_tool_errors=True)
+    app = build("react_agent", saver, model, context_pipeline("fast"), tool_node=handled)
+    state = app.invoke(
+        {"messages": [("user", "go")], "mode": "run", "run_context": RUN}, config("p9r")
+    )
+    assert state["error_notebook"][-1]["run_id"] == "r1"
+    done = {**RUN, "status": "completed"}
+    state = app.invoke({"messages": [("user", "retry")], "run_context": done}, config("p9r"))
+    assert state["error_notebook"][-1]["run_id"] is None
+
+
+def words(i: int) -> str:
+    return f"turn {i}: the depot at /srv/depot/{i}.csv holds {i * 37} pallets " + "padding " * 30
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_compaction_log_keeps_a_window_and_the_history_keeps_all(
+    host: str, saver: JsonlSaver
+) -> None:
+    model = StreamingScript(script=[lambda msgs: f"noted {len(msgs)}"])
+    compaction = CompactionNode("window", trigger=("messages", 4), target=400)
+    pipeline = context_pipeline(ContextBudget(total=4_000, output_reserve=200),
+                                compaction=compaction)  # fmt: skip
+    app = build(host, saver, model, pipeline)
+    turns = COMPACTION_LOG_SIZE + 4
+    for i in range(turns):
+        state = app.invoke({"messages": [("user", words(i))]}, config("p9c"))
+    history = compaction_history(app.get_state_history(config("p9c")))
+    assert len(history) > COMPACTION_LOG_SIZE
+    assert len(state["compaction_log"]) == COMPACTION_LOG_SIZE
+    assert state["compaction_log"] == history[-COMPACTION_LOG_SIZE:]
