@@ -187,8 +187,9 @@ def _require_server_packages() -> None:
     for module in ("langgraph_api", "langgraph_cli", "langgraph_sdk"):
         pytest.importorskip(
             module,
-            reason=f"{module} is not installed: the LangGraph server test needs the "
-            "`server` extra (pip install 'langgraph-ctx[server]'; `make test` installs it)",
+            reason=f"{module} cannot be imported: the LangGraph server test needs the "
+            "`server` extra, pip install 'langgraph-ctx[server]' (`make test` installs it; "
+            "its langgraph-api needs Python 3.11+)",
         )
 
 
