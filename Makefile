@@ -35,12 +35,12 @@ test: $(VENV)/.installed redis-server
 	LANGGRAPH_CTX_REQUIRE_REDIS=1 $(PY) -m pytest -q
 	$(MAKE) --no-print-directory dist-check
 
-# What PyPI would get: build the sdist and the wheel (in a clean build
+# What PyPI would get: build the sdist, then the wheel from it (in a clean build
 # environment, as a release does) into a temporary directory and let twine
 # check their metadata and README rendering.
 dist-check: $(VENV)/.installed
 	@out=$$(mktemp -d) && \
-	  $(PY) -m build --sdist --wheel --outdir "$$out" . >"$$out/build.log" 2>&1 \
+	  $(PY) -m build --outdir "$$out" . >"$$out/build.log" 2>&1 \
 	    || { cat "$$out/build.log"; rm -rf "$$out"; exit 1; }; \
 	  $(PY) -m twine check --strict "$$out"/*.whl "$$out"/*.tar.gz; status=$$?; \
 	  rm -rf "$$out"; exit $$status

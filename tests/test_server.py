@@ -331,6 +331,21 @@ def test_a_run_lands_in_the_thread_file(server: DevServer) -> None:
     messages = stored.checkpoint["channel_values"]["messages"]
     assert [m.content for m in messages] == ["hello", "noted: hello"]
 
+    # a streamed turn goes to the same file; the thread is found by search
+    chunks = list(
+        client.runs.stream(
+            thread_id,
+            "assistant",
+            input={"messages": [{"role": "user", "content": "again"}]},
+            stream_mode="values",
+        )
+    )
+    values = [c.data for c in chunks if c.event == "values"]
+    assert [m["content"] for m in values[-1]["messages"]][-2:] == ["again", "noted: again"]
+    assert _contents(client.threads.get_state(thread_id))[-1] == "noted: again"
+    found = client.threads.search(metadata={"graph_id": "assistant"}, limit=100)
+    assert thread_id in [t["thread_id"] for t in found]
+
 
 def test_an_interrupt_pauses_and_a_command_resumes(server: DevServer) -> None:
     client = server.client()
