@@ -4,7 +4,8 @@ The factories in `langgraph_ctx.server` are checked on their own first (no serve
 needed). Then a real ``langgraph dev`` (from the ``server`` extra) serves a copy of
 ``examples/server/`` on 127.0.0.1 and `langgraph_sdk` runs a thread through it: a
 run, an interrupt and its resume, ``threads.copy``, delete, and restarts (clean and
-``kill -9``) on the same directory with the state intact. Those tests are skipped,
+``kill -9``) on the same directory with the state intact; and once more with
+``LANGGRAPH_CTX_REDIS_URL`` set, on a real redis-server. Those tests are skipped,
 with the reason, only when the server package cannot be imported.
 """
 
@@ -431,3 +432,27 @@ def test_state_survives_a_restart_and_a_kill(server: DevServer) -> None:
     assert _contents(client.threads.get_state(crashed)) == ["remember me", "noted: remember me"]
     _say(client, crashed, "still here")
     assert _contents(client.threads.get_state(crashed))[-1] == "noted: still here"
+
+
+def test_the_server_keeps_threads_in_redis_when_its_url_is_set(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    _require_server_packages()
+    app = tmp_path / "app"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("chats", ".langgraph_api"))
+    dev = DevServer(app, env={ENV_REDIS_URL: redis_server.url, ENV_REDIS_PREFIX: "dev-server"})
+    try:
+        client = dev.start().client()
+        thread_id = _booked_thread(client)
+        copy = client.threads.copy(thread_id)["thread_id"]
+        dev.stop()
+        client = dev.start().client()
+        assert _contents(client.threads.get_state(thread_id)) == BOOKED
+        assert _contents(client.threads.get_state(copy)) == BOOKED
+    finally:
+        dev.stop()
+    assert not (app / "chats").exists()  # nothing went to the directory
+    with RedisLogSaver.from_url(redis_server.url, prefix="dev-server") as saver:
+        stored = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+    assert stored is not None
+    assert [m.content for m in stored.checkpoint["channel_values"]["messages"]] == BOOKED
