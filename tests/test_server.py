@@ -175,6 +175,26 @@ def test_the_example_checkpointer_follows_the_server_contract(
     assert config["env"][ENV_DIR] == "./chats"
 
 
+def test_the_example_graph_books_only_after_a_yes(tmp_path: Path) -> None:
+    """The example app's graph on its own: a plain turn, then an interrupt and resume."""
+    import importlib.util
+
+    from langgraph.types import Command
+
+    spec = importlib.util.spec_from_file_location("example_graph", EXAMPLE / "graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    graph = module.builder.compile(checkpointer=JsonlSaver(tmp_path / "chats"))
+    config = {"configurable": {"thread_id": "example"}}
+    graph.invoke({"messages": [HumanMessage("hello")]}, config)
+    paused = graph.invoke({"messages": [HumanMessage("book a table")]}, config)
+    assert paused["__interrupt__"][0].value == {"question": "Book a table?"}
+    done = graph.invoke(Command(resume="yes"), config)
+    assert done["bookings"] == ["a table"]
+    assert [m.content for m in done["messages"]] == BOOKED
+
+
 # ------------------------------------------------------ a real langgraph dev
 
 
