@@ -100,10 +100,13 @@ def test_a_wheel_built_from_this_tree_carries_what_pypi_needs(tmp_path: Path) ->
     assert meta.get_all("License-File") == ["LICENSE"]
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert meta.get_all("Classifier") == _project()["classifiers"]
-    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    urls = {
+        label: url
+        for label, url in (str(u).split(", ", 1) for u in meta.get_all("Project-URL", []))
+    }
     assert urls == _project()["urls"]
     assert meta["Description-Content-Type"] == "text/markdown"
-    assert "server" in meta.get_all("Provides-Extra")
+    assert "server" in meta.get_all("Provides-Extra", [])
     assert "langgraph_ctx/server.py" in names and "langgraph_ctx/py.typed" in names
 
     checked = subprocess.run(
