@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint clean redis-server
+.PHONY: demo test lint clean redis-server dist-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +33,20 @@ redis-server:
 test: $(VENV)/.installed redis-server
 	$(PY) -m ruff check langgraph_ctx tests examples benchmarks
 	LANGGRAPH_CTX_REQUIRE_REDIS=1 $(PY) -m pytest -q
+	$(MAKE) --no-print-directory dist-check
+
+# What PyPI would get: build the sdist, then the wheel from it (in a clean build
+# environment, as a release does) into a temporary directory and let twine
+# check their metadata and README rendering.
+dist-check: $(VENV)/.installed
+	@out=$$(mktemp -d) && \
+	  $(PY) -m build --outdir "$$out" . >"$$out/build.log" 2>&1 \
+	    || { cat "$$out/build.log"; rm -rf "$$out"; exit 1; }; \
+	  $(PY) -m twine check --strict "$$out"/*.whl "$$out"/*.tar.gz; status=$$?; \
+	  rm -rf "$$out"; exit $$status
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check langgraph_ctx tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info
