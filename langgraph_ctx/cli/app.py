@@ -20,21 +20,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import signal
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.core import TyperGroup
 
-from langgraph_ctx import browse
 from langgraph_ctx.errors import LangGraphCtxError, ThreadExistsError, ThreadNotFoundError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DIR_ENV = "LANGGRAPH_CTX_DIR"
 DEFAULT_DIR = "chats"
@@ -52,6 +54,8 @@ class CliError(Exception):
 def _console(stderr: bool = False) -> Console:
     """Rich output: colours and wrapping on a terminal (unless ``NO_COLOR``); neither
     when piped, so lines stay whole for ``grep``."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     # NO_COLOR (https://no-color.org): no escape codes at all, bold and dim included.
     colors = None if os.environ.get("NO_COLOR") else "auto"
@@ -63,6 +67,9 @@ def _console(stderr: bool = False) -> Console:
 
 def _print(renderable: Any) -> None:
     console = _console()
+    needed = console.measure(renderable).minimum
+    if needed > console.width:  # ids that cannot fit: longer lines, never cut ids
+        console.width = needed
     if console.is_terminal:
         console.print(renderable)
         return
@@ -91,6 +98,16 @@ def _show_warning(
 ) -> None:
     text = str(message).strip().splitlines()
     typer.echo(f"warning: {text[0] if text else category.__name__}", err=True)
+
+
+_PYDANTIC_PREFIX = re.compile(r"\b(?:Value|Type|Assertion) error, ")
+
+
+def _usage_message(exc: Exception) -> str:
+    """click's usage message on one line, without the ``Value error,`` pydantic puts
+    before a bad enum value (the accepted values stay: ``'xml' is not one of ...``)."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    return " ".join(_PYDANTIC_PREFIX.sub("", message).split())
 
 
 class _Group(TyperGroup):
@@ -123,7 +140,7 @@ class _Group(TyperGroup):
                 raise
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            typer.echo(f"error: {exc.format_message()}{hint}", err=True)
+            typer.echo(f"error: {_usage_message(exc)}{hint}", err=True)
             sys.exit(getattr(exc, "exit_code", 2))
         except typer.Abort:
             if not standalone_mode:
@@ -151,6 +168,9 @@ app = typer.Typer(
     help="Inspect, repair and move LangGraph conversations saved by JsonlSaver.",
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich's help formatter imports markdown-it, pygments and rich.traceback,
+    # a quarter of a second before ``--help`` prints anything.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -206,6 +226,25 @@ def _root(
         raise typer.Exit(0)
 
 
+def _dir_after_command(ctx: typer.Context, value: Path | None) -> Path | None:
+    """``threads --dir chats`` as well as ``--dir chats threads``: the later one wins."""
+    if value is not None:
+        ctx.obj = _State(value)
+    return value
+
+
+DirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--dir",
+        "-d",
+        help=f"The JsonlSaver directory (default: ${DIR_ENV}, else ./{DEFAULT_DIR}).",
+        show_default=False,
+        callback=_dir_after_command,
+    ),
+]
+"""Every command takes ``--dir`` too (its callback sets the state `_state` reads)."""
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 CheckpointOpt = Annotated[
     str | None,
@@ -216,7 +255,12 @@ CheckpointOpt = Annotated[
     ),
 ]
 MessagesKeyOpt = Annotated[
-    str, typer.Option("--messages-key", help="The state key holding the conversation.")
+    str | None,
+    typer.Option(
+        "--messages-key",
+        help="The state key holding the conversation (default: messages).",
+        show_default=False,
+    ),
 ]
 
 
@@ -224,18 +268,31 @@ MessagesKeyOpt = Annotated[
 
 
 @app.command()
-def threads(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List threads: message counts, checkpoints, size, last activity."""
+def threads(
+    ctx: typer.Context,
+    archives: Annotated[
+        bool,
+        typer.Option("--archives", help="Also list context archives (<thread>.ctx.<id> threads)."),
+    ] = False,
+    directory: DirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List threads: message counts, checkpoints, size, last activity.
+
+    Context archives (the forks chat_context_new makes) are counted in their thread's
+    notes and listed with --archives.
+    """
+    from langgraph_ctx import browse
     from langgraph_ctx.cli.render import threads_table
 
-    summaries = browse.thread_summaries(_state(ctx).saver())
+    summaries = browse.thread_summaries(_state(ctx).saver(), include_archives=archives)
     if as_json:
         _echo_json([s.to_dict() for s in summaries])
         return
     if not summaries:
         typer.echo(f"no threads in {_state(ctx).root}")
         return
-    _print(threads_table(summaries))
+    _print(threads_table(summaries, width=_console().width))
 
 
 @app.command()
@@ -249,8 +306,10 @@ def history(
         int | None, typer.Option("--limit", "-n", min=1, help="Only the newest N checkpoints.")
     ] = None,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """Checkpoints of a thread, oldest first: id, step, source, node, time."""
+    from langgraph_ctx import browse
     from langgraph_ctx.cli.render import history_table
 
     state = _state(ctx)
@@ -267,10 +326,12 @@ def show(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
     checkpoint: CheckpointOpt = None,
-    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = None,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """The transcript: roles, tool calls and results, compactions, running summary."""
+    from langgraph_ctx import browse
     from langgraph_ctx.cli.render import transcript_view
 
     state = _state(ctx)
@@ -278,7 +339,9 @@ def show(
     with _thread_errors(state):
         info = browse.resolve_checkpoint(saver, thread, checkpoint)
     values, pending_writes = browse.checkpoint_state(saver, info)
-    t = browse.transcript(values, messages_key=messages_key, pending_writes=pending_writes)
+    t = browse.transcript(
+        values, messages_key=messages_key or browse.MESSAGES_KEY, pending_writes=pending_writes
+    )
     if as_json:
         _echo_json(
             {
@@ -309,10 +372,12 @@ def diff(
     all_channels: Annotated[
         bool, typer.Option("--all-channels", help="Include LangGraph's internal channels.")
     ] = False,
-    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = None,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """What changed between two checkpoints: messages, then other channels."""
+    from langgraph_ctx import browse
     from langgraph_ctx.cli.render import diff_view
 
     state = _state(ctx)
@@ -322,7 +387,7 @@ def diff(
             thread,
             a,
             b,
-            messages_key=messages_key,
+            messages_key=messages_key or browse.MESSAGES_KEY,
             include_internal=all_channels,
         )
     if as_json:
@@ -378,7 +443,7 @@ def usage(
             help="Count this system prompt too (a 'system_prompt' state key wins).",
         ),
     ] = None,
-    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = None,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -388,8 +453,10 @@ def usage(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """The token breakdown of a state against a budget (the BudgetNode bar)."""
+    from langgraph_ctx import browse
     from langgraph_ctx.context.budget import ContextUsage
 
     state = _state(ctx)
@@ -402,7 +469,7 @@ def usage(
         values,
         model=model,
         budget=chosen,
-        messages_key=messages_key,
+        messages_key=messages_key or browse.MESSAGES_KEY,
         system_prompt=system_prompt,
     )
     recorded = values.get("context_usage")
@@ -423,7 +490,7 @@ def usage(
                 thread,
                 model=model,
                 budget=chosen,
-                messages_key=messages_key,
+                messages_key=messages_key or browse.MESSAGES_KEY,
                 system_prompt=system_prompt,
             )
         if not series:
@@ -473,14 +540,19 @@ def export(
             "--output", "-o", help="Write to this file (default: stdout).", dir_okay=False
         ),
     ] = None,
-    messages_key: MessagesKeyOpt = browse.MESSAGES_KEY,
+    messages_key: MessagesKeyOpt = None,
+    directory: DirOpt = None,
 ) -> None:
     """Messages in OpenAI's chat format (role, content, tool_calls, ...), for evals."""
+    from langgraph_ctx import browse
+
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
         info = browse.resolve_checkpoint(saver, thread, checkpoint)
-    messages = browse.find_messages(browse.state_values(saver, info), messages_key)
+    messages = browse.find_messages(
+        browse.state_values(saver, info), messages_key or browse.MESSAGES_KEY
+    )
     text = browse.export_messages(messages, fmt.value)  # type: ignore[arg-type]
     if output is None:
         typer.echo(text, nl=False)
@@ -510,6 +582,7 @@ def verify(
         ),
     ] = True,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """Check every file: each line parses, references resolve, checkpoints decode.
 
@@ -558,8 +631,11 @@ def fork(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """Copy a thread to a new id, whole or as it was at a checkpoint."""
+    from langgraph_ctx import browse
+
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
@@ -590,8 +666,11 @@ def revert(
         ),
     ],
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """Roll a thread back to a checkpoint; the previous file is kept as <thread>.jsonl.1."""
+    from langgraph_ctx import browse
+
     state = _state(ctx)
     saver = state.saver()
     with _thread_errors(state):
@@ -615,18 +694,86 @@ class PruneStrategy(str, Enum):
 @app.command()
 def prune(
     ctx: typer.Context,
-    thread: Annotated[list[str], typer.Argument(metavar="THREAD", help="Threads to prune.")],
+    thread: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[THREAD]...",
+            help="Threads to prune (default with --older-than: every thread).",
+            show_default=False,
+        ),
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Only threads idle this long (newest checkpoint): 30d, 12h, 2w, 90m, 45s.",
+            show_default=False,
+        ),
+    ] = None,
+    keep_latest: Annotated[
+        bool,
+        typer.Option(
+            "--keep-latest",
+            help="Keep each thread's latest checkpoint and its pending writes "
+            "(the default for named threads; with --older-than the default is delete).",
+        ),
+    ] = False,
     strategy: Annotated[
-        PruneStrategy,
+        PruneStrategy | None,
         typer.Option(
             "--strategy",
             help="keep_latest: keep each namespace's latest checkpoint; delete: remove threads.",
+            show_default=False,
         ),
-    ] = PruneStrategy.keep_latest,
+    ] = None,
+    archives: Annotated[
+        bool,
+        typer.Option(
+            "--archives",
+            help="With --older-than: also sweep context archives on their own age "
+            "(they are always deleted with their thread).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
-    """Drop old checkpoints (no backup is kept), or delete threads."""
+    """Drop old checkpoints or delete threads (no backup is kept); with --older-than,
+    the threads idle that long (retention, like the server's thread TTL).
+
+    A thread's context archives (<thread>.ctx.<id>) are deleted with it. --keep-latest
+    keeps what a thread waiting at an interrupt needs to resume.
+    """
+    if keep_latest and strategy is PruneStrategy.delete:
+        raise typer.BadParameter(
+            "give --keep-latest or --strategy delete, not both", param_hint="--keep-latest"
+        )
+    if keep_latest:
+        strategy = PruneStrategy.keep_latest
+    if older_than is not None:
+        _sweep(ctx, thread or None, older_than, strategy, archives, dry_run, yes, as_json)
+        return
+    if not thread:
+        raise typer.BadParameter("name threads to prune, or pass --older-than", param_hint="THREAD")
+    if archives:
+        raise typer.BadParameter("--archives goes with --older-than", param_hint="--archives")
+    _prune_threads(ctx, thread, strategy or PruneStrategy.keep_latest, dry_run, yes, as_json)
+
+
+def _prune_threads(
+    ctx: typer.Context,
+    thread: list[str],
+    strategy: PruneStrategy,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    from langgraph_ctx import browse
+    from langgraph_ctx.context.archive import archive_threads_of, delete_archives
+
     state = _state(ctx)
     saver = state.saver()
     before: dict[str, tuple[int, int]] = {}
@@ -634,6 +781,26 @@ def prune(
         for tid in thread:
             infos = browse.require_thread(saver, tid)
             before[tid] = (len(infos), Path(saver.path(tid)).stat().st_size)
+    every = list(saver.storage.thread_ids())
+    going = {tid: archive_threads_of(tid, every) for tid in thread}
+    if dry_run:
+        plan = [
+            {
+                "thread_id": tid,
+                "action": strategy.value,
+                "checkpoints_before": before[tid][0],
+                **({"archives": going[tid]} if strategy is PruneStrategy.delete else {}),
+            }
+            for tid in thread
+        ]
+        if as_json:
+            _echo_json(plan)
+            return
+        for p in plan:
+            verb = "would delete" if strategy is PruneStrategy.delete else "would prune"
+            extra = f", {len(p['archives'])} context archive(s)" if p.get("archives") else ""
+            typer.echo(f"{verb} {p['thread_id']} ({p['checkpoints_before']} checkpoints{extra})")
+        return
     if not yes:
         what = (
             "delete"
@@ -646,7 +813,15 @@ def prune(
     for tid in thread:
         count, size = before[tid]
         if strategy is PruneStrategy.delete:
-            results.append({"thread_id": tid, "deleted": True, "checkpoints_before": count})
+            removed = delete_archives(saver, tid, thread_ids=every)
+            result: dict[str, Any] = {
+                "thread_id": tid,
+                "deleted": True,
+                "checkpoints_before": count,
+            }
+            if removed:
+                result["archives"] = removed
+            results.append(result)
             continue
         infos = saver.checkpoint_infos(tid)
         head = browse.head_info(infos)
@@ -669,13 +844,122 @@ def prune(
 
     for r in results:
         if r["deleted"]:
-            typer.echo(f"deleted {r['thread_id']} ({r['checkpoints_before']} checkpoints)")
+            extra = f", {len(r['archives'])} context archive(s)" if r.get("archives") else ""
+            typer.echo(f"deleted {r['thread_id']} ({r['checkpoints_before']} checkpoints{extra})")
             continue
         typer.echo(
             f"pruned {r['thread_id']}: {r['checkpoints_before']} -> {r['checkpoints_after']} "
             f"checkpoints, {human_size(r['bytes_before'])} -> {human_size(r['bytes_after'])}"
         )
         typer.echo(f"head: {r['head']}")
+
+
+def _sweep(
+    ctx: typer.Context,
+    thread: list[str] | None,
+    older_than: str,
+    strategy: PruneStrategy | None,
+    archives: bool,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """``prune --older-than``: `retention.sweep`, planned first, confirmed, then done."""
+    from langgraph_ctx import browse
+    from langgraph_ctx.saver.retention import parse_age, sweep
+
+    try:
+        age = parse_age(older_than)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--older-than") from None
+    state = _state(ctx)
+    saver = state.saver()
+    if thread:
+        with _thread_errors(state):
+            for tid in thread:
+                browse.require_thread(saver, tid)
+    options = {
+        "older_than": age,
+        "keep_latest": strategy is PruneStrategy.keep_latest,
+        "include_archives": archives,
+    }
+    plan = sweep(saver, dry_run=True, threads=thread, **options)  # type: ignore[arg-type]
+    if not dry_run and plan.actions and not yes:
+        _print_sweep(plan, as_json=False, err=True)
+        typer.confirm(f"{_sweep_summary(plan)}? This cannot be undone", abort=True, err=True)
+    if not dry_run and plan.actions:
+        chosen = [a.thread_id for a in plan.actions]  # only what was shown and confirmed
+        plan = sweep(saver, threads=chosen, **options)  # type: ignore[arg-type]
+    _print_sweep(plan, as_json=as_json)
+
+
+def _sweep_summary(report: Any) -> str:
+    parts = []
+    if report.deleted:
+        archives = sum(len(a.archives) for a in report.actions)
+        extra = f" and {archives} context archive(s)" if archives else ""
+        parts.append(f"delete {len(report.deleted)} thread(s){extra}")
+    if report.pruned:
+        parts.append(f"drop all but the latest checkpoints of {len(report.pruned)} thread(s)")
+    return " and ".join(parts) or "nothing"
+
+
+def _print_sweep(report: Any, *, as_json: bool, err: bool = False) -> None:
+    from langgraph_ctx import browse
+
+    if as_json:
+        _echo_json(report.to_dict())
+        return
+    when = browse.format_ts(report.cutoff)
+    if not report.actions:
+        typer.echo(f"nothing to prune: no thread idle since before {when} UTC", err=err)
+    for a in report.actions:
+        verb = {"delete": "deleted", "keep_latest": "pruned"}[a.action]
+        if report.dry_run or err:
+            verb = {"delete": "would delete", "keep_latest": "would prune"}[a.action]
+        change = (
+            f"{a.checkpoints_before} checkpoints"
+            if a.action == "delete"
+            else f"{a.checkpoints_before} -> {a.checkpoints_after} checkpoints"
+        )
+        extra = f", {len(a.archives)} context archive(s)" if a.archives else ""
+        typer.echo(
+            f"{verb} {a.thread_id}: {change}{extra}, last active "
+            f"{browse.format_ts(a.last_activity)} UTC",
+            err=err,
+        )
+    for tid, why in report.errors.items():
+        typer.echo(f"warning: skipped {tid}: {why}", err=True)
+
+
+@contextmanager
+def _deferred_interrupt() -> Iterator[Callable[[], None]]:
+    """Ctrl-C as a request to stop at the next safe point, not an exception anywhere.
+
+    A ``KeyboardInterrupt`` raised inside a C extension's callback (ormsgpack's
+    ``ext_hook`` while a checkpoint is decoded) comes out as ``ValueError: ext_hook
+    failed``; so SIGINT only sets a flag, and the returned ``check`` raises
+    ``KeyboardInterrupt`` where the caller calls it (between two checkpoints).
+    """
+    requested = False
+
+    def _handler(signum: int, frame: Any) -> None:
+        nonlocal requested
+        requested = True
+
+    def check() -> None:
+        if requested:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, _handler)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield check
+        return
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @app.command("import")
@@ -694,13 +978,33 @@ def import_(
             "--force", help="Replace threads that exist (the old file becomes <thread>.jsonl.1)."
         ),
     ] = False,
+    skip_existing: Annotated[
+        bool,
+        typer.Option(
+            "--skip-existing",
+            help="Leave threads that already exist as they are (resume an interrupted import).",
+        ),
+    ] = False,
     check: Annotated[
         bool,
         typer.Option("--check", help="Compare every imported checkpoint with the database."),
     ] = False,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
-    """Migrate a SqliteSaver database into JSONL threads (same state and history)."""
+    """Migrate a SqliteSaver database into JSONL threads (same state and history).
+
+    Ctrl-C stops between two checkpoints: the threads already imported stay, complete,
+    and ``--skip-existing`` imports the rest.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     from langgraph_ctx.migrate import (
         compare_with_sqlite,
         count_checkpoints,
@@ -709,40 +1013,63 @@ def import_(
         sqlite_thread_ids,
     )
 
+    if force and skip_existing:
+        raise typer.BadParameter("give --force or --skip-existing, not both", param_hint="--force")
     state = _state(ctx)
     if state.root.exists() and not state.root.is_dir():
         raise CliError(f"not a directory: {state.root}")
     wanted = only or sqlite_thread_ids(source)
-    if not force and state.root.is_dir():
-        existing = [t for t in wanted if Path(state.saver().path(t)).exists()]
-        if existing:
-            shown = ", ".join(existing[:5]) + (" ..." if len(existing) > 5 else "")
-            raise CliError(
-                f"{len(existing)} thread(s) already exist in {state.root}: {shown}; "
-                "pass --force to replace them (the old files are kept as .jsonl.1)"
-            )
-    total = count_checkpoints(source, wanted)
+    existing = (
+        [t for t in wanted if Path(state.saver().path(t)).exists()] if state.root.is_dir() else []
+    )
+    if existing and not (force or skip_existing):
+        shown = ", ".join(existing[:5]) + (" ..." if len(existing) > 5 else "")
+        raise CliError(
+            f"{len(existing)} thread(s) already exist in {state.root}: {shown}; "
+            "pass --skip-existing to import only the others, or --force to replace them "
+            "(the old files are kept as .jsonl.1)"
+        )
+    todo = [t for t in wanted if t not in set(existing)] if skip_existing else wanted
+    total = count_checkpoints(source, todo)
     console = _console(stderr=True)
-    with Progress(
-        TextColumn("importing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("checkpoints"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=as_json or not console.is_terminal,
-    ) as progress:
+    with (
+        _deferred_interrupt() as stop_requested,
+        Progress(
+            TextColumn("importing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("checkpoints"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=as_json or not console.is_terminal,
+        ) as progress,
+    ):
         task = progress.add_task("import", total=total)
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            stop_requested()
+
         try:
             report = import_sqlite(
                 source,
                 state.root,
                 threads=only or None,
                 force=force,
-                progress=lambda n: progress.advance(task, n),
+                skip_existing=skip_existing,
+                progress=advance,
             )
         except ThreadExistsError as exc:
-            raise CliError(f"{exc} (pass --force to replace it)") from None
+            raise CliError(f"{exc} (pass --skip-existing or --force)") from None
+        except KeyboardInterrupt:
+            progress.stop()
+            done = [t for t in todo if t not in existing and Path(state.saver().path(t)).exists()]
+            typer.echo(
+                f"interrupted: {len(done)} of {len(todo)} thread(s) imported, complete; "
+                "run the same command with --skip-existing to import the rest",
+                err=True,
+            )
+            sys.exit(130)
     problems: list[str] = []
     if check:
         for t in report.threads:
@@ -759,6 +1086,8 @@ def import_(
                 f"{t.thread_id}: {t.checkpoints} checkpoints, {t.writes} writes -> {t.path}"
                 f"{replaced}"
             )
+        if report.skipped:
+            typer.echo(f"skipped {len(report.skipped)} existing thread(s)")
         typer.echo(
             f"imported {len(report.threads)} thread(s), {report.checkpoints} checkpoints "
             f"from {sqlite_path(source)}"
@@ -794,6 +1123,7 @@ def copy(
     ] = None,
     all_threads: Annotated[bool, typer.Option("--all", help="Copy every thread.")] = False,
     as_json: JsonOpt = False,
+    directory: DirOpt = None,
 ) -> None:
     """Copy threads between --dir and Redis or another directory, line for line."""
     from langgraph_ctx.storage.transfer import copy_thread_between
@@ -857,6 +1187,12 @@ def _open_store(where: str, prefix: str | None) -> Any:
             ) from None
         kwargs = {"prefix": prefix} if prefix else {}
         return RedisStorage.from_url(where, **kwargs)
+    if "://" in where:
+        scheme = where.split("://", 1)[0]
+        raise CliError(
+            f"unsupported store {scheme}:// in {where!r}: use redis://, rediss://, "
+            "unix:// or a directory path"
+        )
     if prefix:
         raise typer.BadParameter("--prefix applies to Redis only", param_hint="--prefix")
     path = Path(where)

@@ -40,6 +40,7 @@ from langgraph_ctx.context.archive.contents import (
 from langgraph_ctx.context.archive.entries import ArchivedContext, new_context_id, normalize_title
 from langgraph_ctx.context.archive.forks import (
     archive_thread_id,
+    archive_threads_of,
     find_checkpoint,
     fork_thread,
     root_config,
@@ -55,6 +56,7 @@ __all__ = [
     "ArchiveOutcome",
     "ArchiveSummarizer",
     "ContextArchive",
+    "delete_archives",
 ]
 
 ArchiveSummarizer = Callable[[Sequence[BaseMessage]], str]
@@ -234,3 +236,26 @@ class ContextArchive:
         return ArchiveOutcome(
             status="archived", entry=entry, same_title=same, summary_error=summary_error
         )
+
+
+def delete_archives(
+    saver: BaseCheckpointSaver[Any], thread_id: str, *, thread_ids: Sequence[str] | None = None
+) -> list[str]:
+    """Delete the context archives of `thread_id` (archives of archives too) and their
+    indexes: what goes with a thread when it is deleted. Returns the archive threads.
+
+    `thread_ids` is the store's listing when the caller has it (else it is read from
+    ``saver.storage``, a `LogSaver`'s store; a saver without one has nothing listed).
+    Deepest archives first, each with ``saver.delete_thread``, so a saver whose
+    ``delete_thread`` also deletes archives finds nothing left to do below.
+    """
+    if thread_ids is None:
+        storage = getattr(saver, "storage", None)
+        thread_ids = list(storage.thread_ids()) if storage is not None else []
+    archives = archive_threads_of(thread_id, thread_ids)
+    index = index_for(saver)
+    for archive in sorted(archives, key=len, reverse=True):
+        saver.delete_thread(archive)
+        index.delete(archive)
+    index.delete(thread_id)
+    return archives
