@@ -175,7 +175,8 @@ def plan_sweep(
     ids = [t.thread_id for t in threads]
     deleted: set[str] = set()
     actions: list[SweepAction] = []
-    for thread in sorted(threads, key=lambda t: (t.last_activity, t.thread_id)):
+    never = datetime.max.replace(tzinfo=timezone.utc)
+    for thread in sorted(threads, key=lambda t: (_when(t.last_activity) or never, t.thread_id)):
         if thread.thread_id in deleted:
             continue  # an archive already going with its thread
         if archive_owner(thread.thread_id) is not None and not include_archives:
