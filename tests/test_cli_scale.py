@@ -5,25 +5,35 @@ that survives Ctrl-C and resumes with ``--skip-existing``, context archives hidd
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import ormsgpack
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
 from typer.testing import CliRunner
 
 from langgraph_ctx import JsonlSaver
+from langgraph_ctx.browse import usage_series
 from langgraph_ctx.cli.app import app
+from langgraph_ctx.cli.plot import usage_figure, usage_headline
 from langgraph_ctx.context.archive import ContextArchive, is_archive_thread
+from langgraph_ctx.context.budget import _COLORS, ContextBudget, compute_usage
+from langgraph_ctx.context.tokens import MessageTokenCounter
 from langgraph_ctx.migrate import compare_with_sqlite
+from langgraph_ctx.nodes.budget import BudgetNode, BudgetState
 
-from .cli_scenarios import chat_graph, config
+from .cli_scenarios import build_directory, chat_graph, config
 
 runner = CliRunner()
 LONG_IDS = [
@@ -239,3 +249,104 @@ def test_import_interrupted_then_resumed(
         app, ["-d", str(root), "import", str(database), "--force", "--skip-existing"]
     )
     assert both.exit_code == 2 and "not both" in both.stderr
+
+
+# ----------------------------------------------------------- plots and the notebook bar
+
+
+@pytest.fixture(scope="module")
+def trip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("trip") / "chats"
+    build_directory(root)
+    return root
+
+
+def test_usage_headlines_what_was_sent(trip: Path, tmp_path: Path) -> None:
+    series = usage_series(JsonlSaver(trip), "trip", model="gpt-4o")
+    last = series[-1]
+    assert last.view_used is not None and last.view_used < last.used  # compacted
+    assert usage_headline(series) == (
+        f"last turn: {last.view_used:,} of {last.total:,} tokens sent to the model "
+        f"(compacted from {last.used:,})"
+    )
+    fig = usage_figure(series, title="trip", model="gpt-4o")
+    assert usage_headline(series) in fig.axes[0].get_title(loc="left")
+    plain = usage_series(JsonlSaver(trip), "chat", model="gpt-4o")
+    assert usage_headline(plain).startswith(f"last turn: {plain[-1].used:,} of 128,000 tokens sent")
+
+    out = runner.invoke(app, ["-d", str(trip), "usage", "trip", "-m", "gpt-4o"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(
+        runner.invoke(app, ["-d", str(trip), "usage", "trip", "-m", "gpt-4o", "--json"]).stdout
+    )
+    sent, history = data["sent"]["used"], data["usage"]["used"]
+    assert sent < history
+    assert out.stdout.splitlines()[0] == (
+        f"sent to the model: {sent:,} of 128,000 tokens (compacted from {history:,})"
+    )
+
+
+def test_plot_ticks_are_whole_numbers(trip: Path) -> None:
+    series = usage_series(JsonlSaver(trip), "trip", model="gpt-4o")
+    many = [
+        replace(series[0], turn=n, used=n % 3, breakdown={"history": n % 3}) for n in range(1, 45)
+    ]
+    for data in (series, series[:1], many):
+        ax = usage_figure(data).axes[0]
+        for ticks in (ax.get_xticks(), ax.get_yticks()):
+            assert len(ticks) and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_plot_counts_the_tools_the_budget_node_saw(tmp_path: Path) -> None:
+    """Tool schemas are not in the state; the BudgetNode's recorded usage has them."""
+
+    @tool
+    def weather(city: str, days: int = 3) -> str:
+        """The forecast for a city, day by day, with wind and rain."""
+        return f"{city}: sunny"
+
+    def bot(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"reply {len(state['messages'])}")]}
+
+    builder = StateGraph(BudgetState)
+    builder.add_node("budget", BudgetNode(model="gpt-4o", tools=[weather]))
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "budget")
+    builder.add_edge("budget", "bot")
+    saver = JsonlSaver(tmp_path / "chats")
+    graph = builder.compile(checkpointer=saver)
+    for text in ["hi", "and tomorrow?"]:
+        graph.invoke({"messages": [("user", text)]}, config("t"))
+    recorded = graph.get_state(config("t")).values["context_usage"].breakdown["tools"]
+    assert recorded > 20
+    series = usage_series(saver, "t", model="gpt-4o")
+    assert [t.breakdown["tools"] for t in series] == [recorded, recorded]
+    assert all(
+        t.used == sum(v for k, v in t.breakdown.items() if k != "output_reserve") for t in series
+    )
+    fig = usage_figure(series)
+    labels = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert "tools" in labels
+
+
+def test_html_bar_swatches_are_aligned_and_visible() -> None:
+    usage = compute_usage(
+        [HumanMessage("plan a trip to Lisbon"), AIMessage("sure")],
+        ContextBudget.preset("fast"),
+        counter=MessageTokenCounter("gpt-4o"),
+        system_prompt="Be brief.",
+    )
+    page = usage._repr_html_()
+    table = page[page.index("<table") : page.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)
+    header, body = rows[0], rows[1:]
+    assert len(body) == len(usage.breakdown)
+    assert all(r.count("<td") == header.count("<th") == 5 for r in body)  # one column each
+    for row, key in zip(body, [k for k, _ in usage._ordered()], strict=True):
+        swatch = re.match(r'<td style="([^"]*)"><div style="([^"]*)"></div></td>', row)
+        assert swatch, row
+        cell, square = swatch.groups()
+        assert "vertical-align:middle" in cell
+        assert "width:10px" in square and "height:10px" in square
+        assert f"background:{_COLORS[key]}" in square and "border:1px solid" in square
+    assert re.search(r'<th style="[^"]*text-align:right">tokens</th>', header)

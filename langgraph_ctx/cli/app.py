@@ -472,6 +472,17 @@ def usage(
         messages_key=messages_key or browse.MESSAGES_KEY,
         system_prompt=system_prompt,
     )
+    sent = None  # what a CompactionNode's view sent the model, when it made one
+    if messages_key in (None, browse.MESSAGES_KEY) and browse.find_messages(
+        values, browse.VIEW_KEY
+    ):
+        sent = browse.usage_at(
+            values,
+            model=model,
+            budget=chosen,
+            messages_key=browse.VIEW_KEY,
+            system_prompt=system_prompt,
+        )
     recorded = values.get("context_usage")
     if isinstance(recorded, dict):
         try:
@@ -503,6 +514,7 @@ def usage(
             "usage": result.model_dump(mode="json"),
             "bar": str(result),
             "recorded": recorded.model_dump(mode="json") if recorded else None,
+            "sent": sent.model_dump(mode="json") if sent else None,
         }
         if series is not None:
             out["plot"] = str(plot)
@@ -511,7 +523,7 @@ def usage(
         return
     from langgraph_ctx.cli.render import usage_view
 
-    _print(usage_view(result, recorded))
+    _print(usage_view(result, recorded, sent=sent))
     if series is not None:
         typer.echo(f"wrote {plot} ({len(series)} turn{'s' if len(series) != 1 else ''})")
 

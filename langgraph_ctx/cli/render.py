@@ -447,9 +447,27 @@ def diff_view(d: StateDiff) -> RenderableType:
 # ------------------------------------------------------------------------ usage
 
 
-def usage_view(usage: ContextUsage, recorded: ContextUsage | None = None) -> RenderableType:
-    """The one-line bar, then tokens per component with their share and budget."""
-    parts: list[RenderableType] = [Text(str(usage))]
+def usage_view(
+    usage: ContextUsage, recorded: ContextUsage | None = None, *, sent: ContextUsage | None = None
+) -> RenderableType:
+    """The one-line bar, then tokens per component with their share and budget.
+
+    With ``sent`` (the compacted view a `CompactionNode` gave the model) the headline is
+    what the model was sent, and the history's own count follows.
+    """
+    parts: list[RenderableType] = []
+    if sent is not None and sent.used != usage.used:
+        parts.append(
+            Text(
+                f"sent to the model: {sent.used:,} of {sent.total:,} tokens "
+                f"(compacted from {usage.used:,})",
+                style="bold",
+            )
+        )
+        parts.append(Text(str(sent)))
+        parts.append(Text(""))
+        parts.append(Text("the full history, as it would be sent uncompacted:", style="bold"))
+    parts.append(Text(str(usage)))
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("component")
     table.add_column("tokens", justify="right")
