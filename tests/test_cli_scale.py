@@ -281,9 +281,9 @@ def test_usage_headlines_what_was_sent(trip: Path, tmp_path: Path) -> None:
     )
     sent, history = data["sent"]["used"], data["usage"]["used"]
     assert sent < history
-    assert out.stdout.splitlines()[0] == (
-        f"sent to the model: {sent:,} of 128,000 tokens (compacted from {history:,})"
-    )
+    lines = out.stdout.splitlines()
+    headline = f"sent to the model: {sent:,} of 128,000 tokens (compacted from {history:,}):"
+    assert headline in lines and lines[lines.index(headline) + 1].startswith("[")
 
 
 def test_plot_ticks_are_whole_numbers(trip: Path) -> None:

@@ -452,22 +452,10 @@ def usage_view(
 ) -> RenderableType:
     """The one-line bar, then tokens per component with their share and budget.
 
-    With ``sent`` (the compacted view a `CompactionNode` gave the model) the headline is
-    what the model was sent, and the history's own count follows.
+    With ``sent`` (the compacted view a `CompactionNode` gave the model), what the
+    model was sent follows the table, before what the `BudgetNode` recorded.
     """
-    parts: list[RenderableType] = []
-    if sent is not None and sent.used != usage.used:
-        parts.append(
-            Text(
-                f"sent to the model: {sent.used:,} of {sent.total:,} tokens "
-                f"(compacted from {usage.used:,})",
-                style="bold",
-            )
-        )
-        parts.append(Text(str(sent)))
-        parts.append(Text(""))
-        parts.append(Text("the full history, as it would be sent uncompacted:", style="bold"))
-    parts.append(Text(str(usage)))
+    parts: list[RenderableType] = [Text(str(usage))]
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("component")
     table.add_column("tokens", justify="right")
@@ -495,6 +483,16 @@ def usage_view(
     )
     for note in usage.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
+    if sent is not None and sent.used != usage.used:
+        parts.append(Text(""))
+        parts.append(
+            Text(
+                f"sent to the model: {sent.used:,} of {sent.total:,} tokens "
+                f"(compacted from {usage.used:,}):",
+                style="bold",
+            )
+        )
+        parts.append(Text(str(sent)))
     if recorded is not None:
         parts.append(Text(""))
         parts.append(Text("recorded by BudgetNode at this checkpoint:", style="bold"))
