@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -58,7 +58,7 @@ def _console(stderr: bool = False) -> Console:
 
     stream = sys.stderr if stderr else sys.stdout
     # NO_COLOR (https://no-color.org): no escape codes at all, bold and dim included.
-    colors = None if os.environ.get("NO_COLOR") else "auto"
+    colors: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
     console = Console(file=stream, highlight=False, color_system=colors)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(file=stream, highlight=False, color_system=colors, width=_PIPE_WIDTH)
@@ -796,7 +796,7 @@ def _prune_threads(
     every = list(saver.storage.thread_ids())
     going = {tid: archive_threads_of(tid, every) for tid in thread}
     if dry_run:
-        plan = [
+        plan: list[dict[str, Any]] = [
             {
                 "thread_id": tid,
                 "action": strategy.value,
