@@ -19,6 +19,7 @@ archive.messages(entry)                            # the archived context's mess
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,8 @@ __all__ = [
     "ContextArchive",
     "delete_archives",
 ]
+
+_log = logging.getLogger(__name__)
 
 ArchiveSummarizer = Callable[[Sequence[BaseMessage]], str]
 """Makes the short summary of an archived context from its messages (may call a model)."""
@@ -244,18 +247,26 @@ def delete_archives(
     """Delete the context archives of `thread_id` (archives of archives too) and their
     indexes: what goes with a thread when it is deleted. Returns the archive threads.
 
-    `thread_ids` is the store's listing when the caller has it (else it is read from
-    ``saver.storage``, a `LogSaver`'s store; a saver without one has nothing listed).
-    Deepest archives first, each with ``saver.delete_thread``, so a saver whose
-    ``delete_thread`` also deletes archives finds nothing left to do below.
+    Which archives: the thread's index (one read, no listing of the store), or, given the
+    store's listing in `thread_ids`, every `<thread>.ctx.<id>` thread in it (orphans
+    included). Deepest first, each with ``saver.delete_thread``, so a saver whose
+    ``delete_thread`` also deletes archives finds nothing left below. An unreadable index
+    is left as it is, with its archives (`ContextArchiveError` is logged, not raised):
+    deleting the thread must not fail on it.
     """
-    if thread_ids is None:
-        storage = getattr(saver, "storage", None)
-        thread_ids = list(storage.thread_ids()) if storage is not None else []
-    archives = archive_threads_of(thread_id, thread_ids)
     index = index_for(saver)
+    if thread_ids is not None:
+        archives = archive_threads_of(thread_id, thread_ids)
+    else:
+        try:
+            archives = [e.archive_thread_id for e in index.read(thread_id)]
+        except ContextArchiveError as exc:
+            _log.warning("kept the context archives of %r: %s", thread_id, exc)
+            return []
     for archive in sorted(archives, key=len, reverse=True):
         saver.delete_thread(archive)
-        index.delete(archive)
-    index.delete(thread_id)
+        with contextlib.suppress(ContextArchiveError):
+            index.delete(archive)
+    with contextlib.suppress(ContextArchiveError):
+        index.delete(thread_id)
     return archives
