@@ -293,3 +293,43 @@ def test_prune_strategy_delete_takes_the_archives(tmp_path: Path) -> None:
     assert result.stdout.strip() == "deleted a (9 checkpoints, 1 context archive(s))"
     assert list(saver.storage.thread_ids()) == []
     assert fork not in saver.storage.thread_ids()
+
+
+# ------------------------------------------------- the saver: list, delete and sweep
+
+
+def test_saver_hides_deletes_and_sweeps_archives(backend: Any) -> None:
+    """`list_threads` hides context archives, `delete_thread` (and ``prune(strategy=
+    "delete")``) takes them along, `saver.sweep` is the retention API: JSONL and Redis."""
+    saver = backend.saver()
+    graph = chat_graph(saver)
+    for tid in ["a", "b"]:
+        for text in ["hi", "plan a trip", "somewhere warm"]:
+            graph.invoke({"messages": [("user", text)]}, config(tid))
+    fork_a, fork_b = _archive(saver, "a"), _archive(saver, "b")
+    nested = _archive(saver, fork_a)  # an archive of an archive
+
+    assert sorted(saver.list_threads()) == ["a", "b"]
+    assert sorted(saver.list_threads(include_archives=True)) == sorted(
+        ["a", "b", fork_a, fork_b, nested]
+    )
+    saver.delete_thread("a")
+    assert sorted(saver.list_threads(include_archives=True)) == sorted(["b", fork_b])
+    assert ContextArchive(saver).entries("a") == []  # its index is gone too
+
+    dry = saver.sweep(older_than="1d", dry_run=True)
+    assert dry.deleted == [] and dry.dry_run
+    saver.prune(["b"], strategy="delete")
+    assert saver.list_threads(include_archives=True) == []
+
+
+def test_saver_sweep_keeps_what_an_interrupt_needs(tmp_path: Path) -> None:
+    saver = JsonlSaver(tmp_path / "chats")
+    CALLS.clear()
+    _waiting_agent_thread(saver)
+    before = saver.get_tuple(config("trip"))
+    assert saver.sweep(older_than="0s", keep_latest=True).pruned == ["trip"]
+    after = saver.get_tuple(config("trip"))
+    assert after is not None and before is not None
+    assert after.pending_writes == before.pending_writes
+    assert after.checkpoint["id"] == before.checkpoint["id"]

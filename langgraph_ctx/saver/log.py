@@ -30,8 +30,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Literal, ParamSpec, TypeVar
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -80,6 +80,9 @@ from langgraph_ctx.errors import (
 )
 from langgraph_ctx.storage.base import LogStorage
 from langgraph_ctx.storage.thread_ids import check_thread_id
+
+if TYPE_CHECKING:
+    from langgraph_ctx.saver.retention import SweepReport
 
 OnCorrupt = Literal["raise", "skip"]
 
@@ -1112,11 +1115,15 @@ class LogSaver(BaseCheckpointSaver[int]):
                 self._commit(thread_id, index, batch)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's log and its revert backups."""
+        """Delete the thread's log, its revert backups and its context archives
+        (``<thread>.ctx.<id>`` threads, with their index)."""
         thread_id = check_thread_id(thread_id)
         with self.storage.locked(thread_id, exclusive=True):
             self.storage.delete(thread_id)
             self._indexes.pop(thread_id, None)
+        from langgraph_ctx.context.archive.store import delete_archives
+
+        delete_archives(self, thread_id)
 
     @_retry_on_change
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -1410,8 +1417,9 @@ class LogSaver(BaseCheckpointSaver[int]):
                     )
         return out
 
-    def list_threads(self) -> list[str]:
-        """Every thread id that has a log.
+    def list_threads(self, *, include_archives: bool = False) -> list[str]:
+        """Every thread id that has a log; context archives (``<thread>.ctx.<id>``, the
+        forks ``chat_context_new`` makes) only with ``include_archives``.
 
         Example:
             ```python
@@ -1419,7 +1427,10 @@ class LogSaver(BaseCheckpointSaver[int]):
                 print(thread_id)
             ```
         """
-        return list(self.storage.thread_ids())
+        from langgraph_ctx.context.archive.forks import is_archive_thread
+
+        ids = self.storage.thread_ids()
+        return [t for t in ids if include_archives or not is_archive_thread(t)]
 
     @staticmethod
     def _head_config(thread_id: Any, index: _Index) -> RunnableConfig:
@@ -1497,6 +1508,32 @@ class LogSaver(BaseCheckpointSaver[int]):
     async def arevert(self, thread_id: str, checkpoint_id: str) -> RunnableConfig:
         """Async `revert`."""
         return await asyncio.to_thread(self.revert, thread_id, checkpoint_id)
+
+    def sweep(
+        self,
+        *,
+        older_than: str | timedelta,
+        keep_latest: bool = False,
+        dry_run: bool = False,
+        include_archives: bool = False,
+    ) -> SweepReport:
+        """Delete (or, with ``keep_latest``, trim) threads idle longer than ``older_than``
+        (``"30d"``, a `timedelta`): `langgraph_ctx.saver.retention.sweep` on this saver.
+
+        Example:
+            ```python
+            saver.sweep(older_than="30d", dry_run=True).deleted   # what would go
+            ```
+        """
+        from langgraph_ctx.saver.retention import sweep
+
+        return sweep(
+            self,
+            older_than=older_than,
+            keep_latest=keep_latest,
+            dry_run=dry_run,
+            include_archives=include_archives,
+        )
 
 
 # ------------------------------------------------------------------- helpers
