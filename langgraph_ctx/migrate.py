@@ -88,6 +88,8 @@ class ImportReport:
     source: str
     target: str
     threads: list[ImportedThread] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Threads left as they were because they already existed (``skip_existing=True``)."""
 
     @property
     def checkpoints(self) -> int:
@@ -351,6 +353,7 @@ def import_sqlite(
     *,
     threads: Sequence[str] | None = None,
     force: bool = False,
+    skip_existing: bool = False,
     serde: SerializerProtocol | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
@@ -362,9 +365,14 @@ def import_sqlite(
         threads: Thread ids to import (default: every thread of the database).
         force: Replace threads that already exist in ``target``; each old log is kept
             as that thread's newest revert backup (``<thread>.jsonl.1``).
+        skip_existing: Leave threads that already exist in ``target`` as they are
+            (listed in `ImportReport.skipped`): how an interrupted import resumes.
         serde: How the database's values were serialized (default: LangGraph's
             `JsonPlusSerializer`, what `SqliteSaver` uses unless given another).
-        progress: Called with 1 after each imported checkpoint.
+        progress: Called with 1 after each imported checkpoint. An exception it raises
+            (``KeyboardInterrupt`` included) stops the import between two checkpoints:
+            the threads already moved into place stay, complete; the one being
+            staged is dropped.
 
     Returns:
         The threads written, with their files and counts.
@@ -373,9 +381,12 @@ def import_sqlite(
         FileNotFoundError: no such database file.
         SqliteSourceError: not a `SqliteSaver` database.
         ThreadNotFoundError: one of ``threads`` is not in the database.
-        ThreadExistsError: a thread already exists in ``target`` (and not ``force``);
-            nothing was written.
+        ThreadExistsError: a thread already exists in ``target`` (and neither ``force``
+            nor ``skip_existing``); nothing was written.
+        ValueError: both ``force`` and ``skip_existing``.
     """
+    if force and skip_existing:
+        raise ValueError("force and skip_existing exclude each other")
     serde = serde or JsonPlusSerializer()
     root = Path(target)
     report = ImportReport(source=str(sqlite_path(source)), target=str(root))
@@ -390,7 +401,10 @@ def import_sqlite(
                     raise ThreadNotFoundError(thread_id)
             wanted = list(dict.fromkeys(threads))
         storage = JsonlStorage(root)
-        if not force:
+        if skip_existing:
+            report.skipped = [t for t in wanted if storage.exists(t)]
+            wanted = [t for t in wanted if t not in set(report.skipped)]
+        elif not force:
             for thread_id in wanted:
                 if storage.exists(thread_id):
                     raise ThreadExistsError(thread_id)
@@ -406,6 +420,10 @@ def import_sqlite(
                 staged = Path(staging.path(thread_id))
                 with storage.locked(thread_id, exclusive=True):
                     existed = storage.exists(thread_id)
+                    if existed and skip_existing:  # written meanwhile by someone else
+                        report.skipped.append(thread_id)
+                        shutil.rmtree(scratch / "staging")
+                        continue
                     if existed and not force:
                         raise ThreadExistsError(thread_id)
                     with open(staged, "rb") as lines:

@@ -164,7 +164,7 @@ def test_new_list_load_and_clear_switch_what_the_model_sees(saver: Any) -> None:
         ("ai", "Orsay opens at 9:30; go early."),
     ]
     if hasattr(saver, "list_threads"):  # JsonlSaver, RedisLogSaver: a thread like any other
-        assert listed.archive_thread_id in saver.list_threads()
+        assert listed.archive_thread_id in saver.list_threads(include_archives=True)
 
     # The next turn continues the fresh context.
     out, requests = chat.turn("Can it read gzip files?", "Yes: open it with gzip.open first.")
@@ -251,7 +251,9 @@ def test_the_jsonl_archive_is_its_own_file_with_the_index_beside_it(tmp_path: Pa
     assert index["items"][0]["messageCount"] == 4
     assert index["items"][0]["summaryPreview"].startswith("Asked: Plan three days in Paris.")
     assert not list(root.glob(".tmp-*"))  # written atomically, nothing left behind
-    assert sorted(saver.list_threads()) == sorted([THREAD, entry["archiveThreadId"]])
+    assert sorted(saver.list_threads(include_archives=True)) == sorted(
+        [THREAD, entry["archiveThreadId"]]
+    )
 
 
 def test_the_redis_index_is_a_key_beside_the_thread(redis_server: Any) -> None:

@@ -45,6 +45,11 @@ class ThreadSummary:
     """For a fork or a copy: where it came from (from the file's header)."""
     error: str | None = None
     """Why the thread could not be read (run ``langgraph-ctx verify``)."""
+    archives: int = 0
+    """Context archives of this thread (`<thread>.ctx.<id>` threads, hidden unless
+    ``include_archives``)."""
+    archive_of: str | None = None
+    """For a context archive: the thread it belongs to."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,15 +79,28 @@ def _size(saver: LogSaver, thread_id: str) -> int | None:
     return sum(len(line) + 1 for line in lines) if lines else None
 
 
-def thread_summaries(saver: LogSaver, *, messages_key: str = MESSAGES_KEY) -> list[ThreadSummary]:
+def thread_summaries(
+    saver: LogSaver, *, messages_key: str = MESSAGES_KEY, include_archives: bool = False
+) -> list[ThreadSummary]:
     """Every thread of the saver's store, most recently active first.
+
+    Context archives (`<thread>.ctx.<id>`, the forks ``chat_context_new`` makes) are
+    counted in their thread's ``archives`` and listed only with ``include_archives``.
 
     Any `LogSaver` works: a `JsonlSaver` directory or a `RedisLogSaver` prefix (``path``
     is then the server and key). A thread that cannot be read is listed with its
     ``error`` instead of stopping the listing.
     """
+    from langgraph_ctx.context.archive.forks import archive_owner
+
     out: list[ThreadSummary] = []
+    archives: dict[str, int] = {}
     for thread_id in saver.storage.thread_ids():
+        owner = archive_owner(thread_id)
+        if owner is not None:
+            archives[owner] = archives.get(owner, 0) + 1
+            if not include_archives:
+                continue
         size = _size(saver, thread_id)
         if size is None:
             continue  # deleted while listing
@@ -95,6 +113,7 @@ def thread_summaries(saver: LogSaver, *, messages_key: str = MESSAGES_KEY) -> li
             last_activity="",
             head=None,
             backups=len(saver.storage.backups(thread_id)),
+            archive_of=owner,
         )
         try:
             infos = saver.checkpoint_infos(thread_id)
@@ -112,6 +131,8 @@ def thread_summaries(saver: LogSaver, *, messages_key: str = MESSAGES_KEY) -> li
         except LangGraphCtxError as exc:
             summary.error = str(exc)
         out.append(summary)
+    for summary in out:
+        summary.archives = archives.get(summary.thread_id, 0)
     out.sort(key=lambda s: s.last_activity, reverse=True)
     return out
 

@@ -102,6 +102,17 @@ def _request_view(messages: list[BaseMessage]) -> list[BaseMessage]:
     return messages
 
 
+def _recorded_tools(values: Mapping[str, Any]) -> int:
+    """Tokens of the tool schemas in the state's recorded ``context_usage`` (what
+    `BudgetNode` counted with the tools bound to the model), 0 if none."""
+    recorded = values.get("context_usage")
+    breakdown = getattr(recorded, "breakdown", None)
+    if breakdown is None and isinstance(recorded, Mapping):
+        breakdown = recorded.get("breakdown")
+    tools = breakdown.get("tools") if isinstance(breakdown, Mapping) else None
+    return tools if isinstance(tools, int) and not isinstance(tools, bool) and tools > 0 else 0
+
+
 def usage_series(
     saver: LogSaver,
     thread_id: str,
@@ -118,7 +129,8 @@ def usage_series(
     are left out). Each turn is measured at its last checkpoint, on the messages of the
     model's last request: the state without the final assistant reply. When a
     `CompactionNode` showed the model a compacted view (``llm_input_messages``), its
-    size is in ``view_used``.
+    size is in ``view_used``. Tool schemas are not in the state: their tokens come from
+    the ``context_usage`` a `BudgetNode` recorded with the tools bound to the model.
 
     Example:
         ```python
@@ -175,6 +187,13 @@ def usage_series(
             )
             view_used = view.used
         log = values.get("compaction_log")
+        breakdown = dict(usage.breakdown)
+        used = usage.used
+        tools = 0 if breakdown.get("tools") else _recorded_tools(values)
+        if tools:  # tool schemas the BudgetNode counted; the state does not hold them
+            breakdown["tools"] = tools
+            used += tools
+            view_used = view_used + tools if view_used is not None else None
         out.append(
             TurnUsage(
                 turn=number,
@@ -182,10 +201,12 @@ def usage_series(
                 step=last.metadata.get("step"),
                 ts=last.ts,
                 messages=len(request),
-                used=usage.used,
+                used=used,
                 total=usage.total,
-                percent=usage.percent,
-                breakdown=dict(usage.breakdown),
+                percent=round(100 * (used + usage.reserved_output) / max(usage.total, 1), 2)
+                if tools
+                else usage.percent,
+                breakdown=breakdown,
                 compactions=len(log) if isinstance(log, list) else 0,
                 view_used=view_used,
             )

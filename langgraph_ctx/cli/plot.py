@@ -26,7 +26,13 @@ from langgraph_ctx.errors import PlotUnavailableError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["PLOT_EXTRA", "PlotUnavailableError", "save_usage_plot", "usage_figure"]
+__all__ = [
+    "PLOT_EXTRA",
+    "PlotUnavailableError",
+    "save_usage_plot",
+    "usage_figure",
+    "usage_headline",
+]
 
 PLOT_EXTRA = "plot"
 """The optional dependency group that installs matplotlib."""
@@ -120,8 +126,11 @@ def usage_figure(
     ax.set_xlabel("turn")
     ax.set_ylabel("tokens in the request")
     ax.yaxis.set_major_formatter(_thousands())
+    ax.yaxis.set_major_locator(_integer_ticks())  # tokens and turns come whole
     if len(turns) <= 30:
         ax.set_xticks(turns)
+    else:
+        ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_xlim(turns[0] - 0.6, turns[-1] + 0.6)
     ax.margins(y=0.08)
     ax.grid(axis="y", color="#e5e7eb", linewidth=0.8)
@@ -129,14 +138,34 @@ def usage_figure(
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     heading = title or "tokens per component by turn"
-    last = series[-1]
-    sub = (
-        f"{model or ''}{' · ' if model else ''}last turn {last.used:,} / {last.total:,} tokens "
-        f"({last.percent:.1f}% with the output reserve)"
-    )
+    sub = f"{model} · {usage_headline(series)}" if model else usage_headline(series)
     ax.set_title(f"{heading}\n{sub}", fontsize=11, loc="left")
     fig.legend(loc="outside right upper", fontsize=8, frameon=False)
     return fig
+
+
+def usage_headline(series: Sequence[TurnUsage]) -> str:
+    """The chart's headline: what the model was sent on the last turn, against the window.
+
+    With a compacted view that is the view (``view_used``), not the history's size: a
+    thread whose history holds 4,503 tokens may have sent the model 790.
+    """
+    last = series[-1]
+    if last.view_used is not None and last.view_used != last.used:
+        return (
+            f"last turn: {last.view_used:,} of {last.total:,} tokens sent to the model "
+            f"(compacted from {last.used:,})"
+        )
+    return (
+        f"last turn: {last.used:,} of {last.total:,} tokens sent to the model "
+        f"({last.percent:.1f}% with the output reserve)"
+    )
+
+
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
 
 
 def _thousands() -> Any:

@@ -66,34 +66,76 @@ def _args(args: Any) -> str:
 # ----------------------------------------------------------------------- tables
 
 
-def threads_table(summaries: Sequence[ThreadSummary]) -> Table:
-    """Threads with message counts, checkpoints, size, last activity and origin."""
+def _id_column(table: Table, header: str, values: Sequence[str], **kw: Any) -> None:
+    """A column of ids: never cut, never wrapped (three ids that differ only at the end
+    must not all show as ``context-switch…``); the other columns give way."""
+    widest = max([len(header), *(len(v) for v in values)])
+    table.add_column(header, no_wrap=True, overflow="ignore", min_width=widest, **kw)
+
+
+def _thread_notes(s: ThreadSummary) -> str:
+    notes = []
+    if s.forked_from:
+        origin = s.forked_from.get("thread_id")
+        at = s.forked_from.get("checkpoint_id")
+        notes.append(f"fork of {origin}" + (f" at {at[:13]}…" if at else ""))
+    if s.backups:
+        notes.append(f"{s.backups} backup{'s' if s.backups > 1 else ''}")
+    if s.archives:
+        notes.append(f"{s.archives} context archive{'s' if s.archives > 1 else ''}")
+    if s.archive_of:
+        notes.append(f"context archive of {s.archive_of}")
+    if s.error:
+        notes.append("unreadable: run verify")
+    return ", ".join(notes)
+
+
+def threads_table(summaries: Sequence[ThreadSummary], *, width: int | None = None) -> Group:
+    """Threads with message counts, checkpoints, size, last activity and origin.
+
+    Thread ids are never cut or wrapped. On a narrow terminal (``width``) the other
+    columns give way: shorter headers, then the time without seconds and year, then
+    the notes move under the table, one line per thread.
+    """
+    notes = [_thread_notes(s) for s in summaries]
+    id_width = max([6, *(len(s.thread_id) for s in summaries)])
+    widest_note = max([5, *map(len, notes)])
+    limit = width if width is not None else 10**9
+    # (long headers, full time, notes column): the first layout that fits, else the last
+    layouts = [(True, True, True), (False, True, True), (False, False, True), (False, False, False)]
+
+    def needed(long_headers: bool, full_time: bool, note_column: bool) -> int:
+        numbers = (8 + 11 + 8) if long_headers else (5 + 6 + 8)
+        total = id_width + numbers + (19 if full_time else 11) + 8
+        return total + (min(widest_note, 24) + 2 if note_column and any(notes) else 0)
+
+    long_headers, full_time, note_column = next(
+        (layout for layout in layouts if needed(*layout) <= limit), layouts[-1]
+    )
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("thread")
-    table.add_column("messages", justify="right")
-    table.add_column("checkpoints", justify="right")
-    table.add_column("size", justify="right")
-    table.add_column("last activity (UTC)")
-    table.add_column("notes", style="dim")
-    for s in summaries:
-        notes = []
-        if s.forked_from:
-            origin = s.forked_from.get("thread_id")
-            at = s.forked_from.get("checkpoint_id")
-            notes.append(f"fork of {origin}" + (f" at {at[:13]}…" if at else ""))
-        if s.backups:
-            notes.append(f"{s.backups} backup{'s' if s.backups > 1 else ''}")
-        if s.error:
-            notes.append("unreadable: run verify")
-        table.add_row(
+    _id_column(table, "thread", [s.thread_id for s in summaries])
+    table.add_column("messages" if long_headers else "msgs", justify="right", no_wrap=True)
+    table.add_column("checkpoints" if long_headers else "ckpts", justify="right", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("last activity (UTC)" if full_time else "last (UTC)", no_wrap=True)
+    if note_column:
+        table.add_column("notes", style="dim", overflow="fold")
+    below: list[RenderableType] = []
+    for s, note in zip(summaries, notes, strict=True):
+        when = format_ts(s.last_activity) if s.last_activity else "-"
+        cells: list[Any] = [
             Text(s.thread_id, style="bold red" if s.error else "bold"),
             "-" if s.error or s.messages is None else f"{s.messages:,}",
             "-" if s.error else f"{s.checkpoints:,}",
             human_size(s.size),
-            format_ts(s.last_activity) if s.last_activity else "-",
-            Text(", ".join(notes)),
-        )
-    return table
+            when if full_time or when == "-" else when[5:16],
+        ]
+        if note_column:
+            cells.append(Text(note))
+        elif note:
+            below.append(Text(f"{s.thread_id}: {note}", style="dim"))
+        table.add_row(*cells)
+    return Group(table, *below)
 
 
 def history_table(
@@ -101,33 +143,59 @@ def history_table(
 ) -> Table:
     """Checkpoints as a table: id, step, source, node, changed channels, time.
 
-    On a terminal narrower than 105 columns (``width``) the changed channels are left
-    out, so ids and times stay whole.
+    Checkpoint ids and node names are never cut or wrapped. On a narrow terminal
+    (``width``) the other columns give way, in this order: the changed channels are
+    left out, then the source, then the time loses its date (``10:40:01``; the JSON
+    output keeps it whole).
     """
-    changed = width is None or width >= 105
+    node_text = [", ".join(row["nodes"]) or "-" for row in rows]
+    ids = [row["checkpoint_id"] for row in rows]
+    spaces = [row["checkpoint_ns"] or "(root)" for row in rows] if namespaces else []
+    sources = [str(row["source"] or "-") for row in rows]
+    fixed = max([10, *map(len, ids)]) + max([4, *map(len, node_text)]) + 4 + 4  # step, head
+    fixed += max([9, *map(len, spaces)]) + 2 if namespaces else 0
+    source_width = max([6, *map(len, sources)]) + 2
+    limit = width if width is not None else 10**9
+    # (source shown, time with its date): the first layout that fits, else the last
+    layouts = [(True, True), (True, False), (False, False)]
+    show_source, long_time = next(
+        (
+            (src, date)
+            for src, date in layouts
+            if fixed + 10 + (source_width if src else 0) + (19 if date else 8) <= limit
+        ),
+        layouts[-1],
+    )
+    short_time = not long_time
+    changed = width is None or (width >= 105 and long_time and show_source)
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("checkpoint", no_wrap=True, min_width=36)
+    _id_column(table, "checkpoint", ids)
     if namespaces:
-        table.add_column("namespace", style="dim", overflow="fold")
+        _id_column(table, "namespace", spaces, style="dim")
     table.add_column("step", justify="right", no_wrap=True)
-    table.add_column("source", no_wrap=True)
-    table.add_column("node", overflow="fold", min_width=6)
+    if show_source:
+        table.add_column("source", no_wrap=True)
+    _id_column(table, "node", node_text)
     if changed:
         table.add_column("changed", style="dim", overflow="fold")
     table.add_column("time (UTC)", no_wrap=True)
     table.add_column("", no_wrap=True)
-    for row in rows:
+    for row, nodes, ns in zip(rows, node_text, spaces or [""] * len(rows), strict=True):
         cells: list[Any] = [Text(row["checkpoint_id"], style="bold" if row.get("head") else "")]
         if namespaces:
-            cells.append(Text(row["checkpoint_ns"] or "(root)"))
-        cells += [
-            str(row["step"]) if row["step"] is not None else "-",
-            Text(str(row["source"] or "-"), style="yellow" if row["source"] == "update" else ""),
-            Text(", ".join(row["nodes"]) or "-"),
-        ]
+            cells.append(Text(ns))
+        cells.append(str(row["step"]) if row["step"] is not None else "-")
+        if show_source:
+            source = str(row["source"] or "-")
+            cells.append(Text(source, style="yellow" if source == "update" else ""))
+        cells.append(Text(nodes))
         if changed:
             cells.append(Text(", ".join(row["changed"]) or "-"))
-        cells += [row["time"], Text("head", style="bold green") if row.get("head") else ""]
+        time = str(row["time"])
+        cells += [
+            time.split(" ")[-1] if short_time else time,
+            Text("head", style="bold green") if row.get("head") else "",
+        ]
         table.add_row(*cells)
     return table
 
@@ -379,8 +447,14 @@ def diff_view(d: StateDiff) -> RenderableType:
 # ------------------------------------------------------------------------ usage
 
 
-def usage_view(usage: ContextUsage, recorded: ContextUsage | None = None) -> RenderableType:
-    """The one-line bar, then tokens per component with their share and budget."""
+def usage_view(
+    usage: ContextUsage, recorded: ContextUsage | None = None, *, sent: ContextUsage | None = None
+) -> RenderableType:
+    """The one-line bar, then tokens per component with their share and budget.
+
+    With ``sent`` (the compacted view a `CompactionNode` gave the model), what the
+    model was sent follows the table, before what the `BudgetNode` recorded.
+    """
     parts: list[RenderableType] = [Text(str(usage))]
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("component")
@@ -409,6 +483,16 @@ def usage_view(usage: ContextUsage, recorded: ContextUsage | None = None) -> Ren
     )
     for note in usage.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
+    if sent is not None and sent.used != usage.used:
+        parts.append(Text(""))
+        parts.append(
+            Text(
+                f"sent to the model: {sent.used:,} of {sent.total:,} tokens "
+                f"(compacted from {usage.used:,}):",
+                style="bold",
+            )
+        )
+        parts.append(Text(str(sent)))
     if recorded is not None:
         parts.append(Text(""))
         parts.append(Text("recorded by BudgetNode at this checkpoint:", style="bold"))

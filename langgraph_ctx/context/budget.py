@@ -361,6 +361,21 @@ _STATUS_COLORS: Final[Mapping[str, str]] = {
 }
 
 
+_CELL: Final = "padding:1px 6px 1px 0;vertical-align:middle;line-height:14px"
+"""Table cells of the HTML bar: one row height, the swatch centred on the text."""
+
+
+def _swatch(color: str) -> str:
+    """A colour square that shows everywhere: its own block (an empty inline span
+    collapses or sits on the baseline in some notebook front ends), a border so the
+    light reserve grey stays visible on white, and colours kept when printed."""
+    return (
+        f'<div style="width:10px;height:10px;background:{color};'
+        "border:1px solid rgba(0,0,0,0.35);border-radius:2px;"
+        '-webkit-print-color-adjust:exact;print-color-adjust:exact"></div>'
+    )
+
+
 class ContextUsage(BaseModel):
     """What the next request would use of the budget. Written by `BudgetNode`.
 
@@ -453,11 +468,11 @@ class ContextUsage(BaseModel):
             over = key in self.over_allocation
             rows.append(
                 "<tr>"
-                f'<td><span style="display:inline-block;width:10px;height:10px;'
-                f'background:{color};border-radius:2px"></span> {label}</td>'
-                f'<td style="text-align:right">{tokens:,}</td>'
-                f'<td style="text-align:right">{share:.1f}%</td>'
-                f'<td style="text-align:right;color:{"#dc2626" if over else "inherit"}">'
+                f'<td style="{_CELL};width:12px">{_swatch(color)}</td>'
+                f'<td style="{_CELL};text-align:left">{label}</td>'
+                f'<td style="{_CELL};text-align:right">{tokens:,}</td>'
+                f'<td style="{_CELL};text-align:right">{share:.1f}%</td>'
+                f'<td style="{_CELL};text-align:right;color:{"#dc2626" if over else "inherit"}">'
                 f"{f'{limit:,}' if limit else '-'}</td>"
                 "</tr>"
             )
@@ -476,8 +491,10 @@ class ContextUsage(BaseModel):
             '<div style="display:flex;height:14px;border:1px solid #d1d5db;border-radius:3px;'
             f'overflow:hidden;background:#f9fafb">{"".join(segments)}</div>'
             '<table style="margin-top:6px;border-collapse:collapse">'
-            "<tr><th style='text-align:left'>component</th><th>tokens</th><th>share</th>"
-            f"<th>budget</th></tr>{''.join(rows)}</table>"
+            f'<tr><th style="{_CELL}"></th><th style="{_CELL};text-align:left">component</th>'
+            f'<th style="{_CELL};text-align:right">tokens</th>'
+            f'<th style="{_CELL};text-align:right">share</th>'
+            f'<th style="{_CELL};text-align:right">budget</th></tr>{"".join(rows)}</table>'
             f"{f'<ul>{notes}</ul>' if notes else ''}"
             "</div>"
         )

@@ -26,7 +26,8 @@ import builtins
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -58,6 +59,9 @@ from langgraph_ctx.storage.base import LogStorage
 from langgraph_ctx.storage.thread_ids import check_thread_id
 
 __all__ = ["CheckpointInfo", "CorruptLineWarning", "LogSaver", "OnCorrupt"]
+
+if TYPE_CHECKING:
+    from langgraph_ctx.saver.retention import SweepReport
 
 OnCorrupt = Literal["raise", "skip"]
 
@@ -245,6 +249,9 @@ class LogSaver(BaseCheckpointSaver[int]):
         with self.storage.locked(thread_id, exclusive=True):
             self.storage.delete(thread_id)
             self._indexes.pop(thread_id, None)
+        from langgraph_ctx.context.archive.store import delete_archives
+
+        delete_archives(self, thread_id)
 
     # ------------------------------------ optional methods, then fork/revert
 
@@ -422,8 +429,9 @@ class LogSaver(BaseCheckpointSaver[int]):
                     )
         return out
 
-    def list_threads(self) -> builtins.list[str]:
-        """Every thread id that has a log.
+    def list_threads(self, *, include_archives: bool = False) -> builtins.list[str]:
+        """Every thread id that has a log; context archives (``<thread>.ctx.<id>``, the
+        forks ``chat_context_new`` makes) only with ``include_archives``.
 
         Example:
             ```python
@@ -431,7 +439,10 @@ class LogSaver(BaseCheckpointSaver[int]):
                 print(thread_id)
             ```
         """
-        return list(self.storage.thread_ids())
+        from langgraph_ctx.context.archive.forks import is_archive_thread
+
+        ids = self.storage.thread_ids()
+        return [t for t in ids if include_archives or not is_archive_thread(t)]
 
     # -------------------------------------------------------------- async
 
@@ -505,6 +516,32 @@ class LogSaver(BaseCheckpointSaver[int]):
         """Async `revert`."""
         return await asyncio.to_thread(self.revert, thread_id, checkpoint_id)
 
+
+    def sweep(
+        self,
+        *,
+        older_than: str | timedelta,
+        keep_latest: bool = False,
+        dry_run: bool = False,
+        include_archives: bool = False,
+    ) -> SweepReport:
+        """Delete (or, with ``keep_latest``, trim) threads idle longer than ``older_than``
+        (``"30d"``, a `timedelta`): `langgraph_ctx.saver.retention.sweep` on this saver.
+
+        Example:
+            ```python
+            saver.sweep(older_than="30d", dry_run=True).deleted   # what would go
+            ```
+        """
+        from langgraph_ctx.saver.retention import sweep
+
+        return sweep(
+            self,
+            older_than=older_than,
+            keep_latest=keep_latest,
+            dry_run=dry_run,
+            include_archives=include_archives,
+        )
 
     # ------------------------------------------------------------ internals
 

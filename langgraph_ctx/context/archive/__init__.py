@@ -49,9 +49,12 @@ from langgraph_ctx.context.archive.entries import (
     parse_index_document,
 )
 from langgraph_ctx.context.archive.forks import (
+    archive_owner,
     archive_thread_id,
+    archive_threads_of,
     find_checkpoint,
     fork_thread,
+    is_archive_thread,
     thread_started_at,
 )
 from langgraph_ctx.context.archive.index import (
@@ -64,7 +67,12 @@ from langgraph_ctx.context.archive.index import (
 )
 from langgraph_ctx.context.archive.loaded import LoadMode, render_loaded_context
 from langgraph_ctx.context.archive.selection import ArchiveSelection, select_archive
-from langgraph_ctx.context.archive.store import ArchiveOutcome, ArchiveSummarizer, ContextArchive
+from langgraph_ctx.context.archive.store import (
+    ArchiveOutcome,
+    ArchiveSummarizer,
+    ContextArchive,
+    delete_archives,
+)
 from langgraph_ctx.errors import ContextArchiveError
 
 __all__ = [
@@ -83,16 +91,20 @@ __all__ = [
     "LoadMode",
     "MemoryContextIndex",
     "RedisContextIndex",
+    "archive_owner",
     "archive_span",
     "archive_thread_id",
+    "archive_threads_of",
     "conversation_lines",
     "count_messages",
     "default_title",
+    "delete_archives",
     "extractive_summary",
     "find_checkpoint",
     "fork_thread",
     "index_document",
     "index_for",
+    "is_archive_thread",
     "is_plumbing",
     "new_context_id",
     "normalize_title",

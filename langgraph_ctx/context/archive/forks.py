@@ -3,7 +3,8 @@ forking any saver (its own `fork`, else a replay of `list()` into `put()`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -16,11 +17,15 @@ from langgraph_ctx.errors import (
 )
 
 __all__ = [
+    "archive_owner",
     "archive_thread_id",
+    "archive_threads_of",
     "find_checkpoint",
     "fork_thread",
+    "is_archive_thread",
     "thread_started_at",
 ]
+
 
 def archive_thread_id(thread_id: str, context_id: str) -> str:
     """The thread id of the fork holding an archived context: `<thread>.ctx.<contextId>`.
@@ -29,6 +34,52 @@ def archive_thread_id(thread_id: str, context_id: str) -> str:
     `saver.list_threads()` like any thread.
     """
     return f"{thread_id}.ctx.{context_id}"
+
+
+_ARCHIVE_THREAD = re.compile(r"(?P<owner>.+)\.ctx\.c_\d{8}_[0-9a-f]{6}", re.DOTALL)
+"""`archive_thread_id` of a context id `new_context_id` made (`c_<yyyymmdd>_<6 hex>`):
+strict, so a user's own ``notes.ctx.backup`` stays a user thread."""
+
+
+def archive_owner(thread_id: str) -> str | None:
+    """The thread an archive thread belongs to, ``None`` for a user's thread.
+
+    Example:
+        >>> archive_owner("task-001.ctx.c_20261122_3fa91c")
+        'task-001'
+        >>> archive_owner("task-001") is None
+        True
+    """
+    match = _ARCHIVE_THREAD.fullmatch(thread_id)
+    return match.group("owner") if match else None
+
+
+def is_archive_thread(thread_id: str) -> bool:
+    """A context archive (`<thread>.ctx.<context id>`), which listings hide by default.
+
+    Example:
+        >>> is_archive_thread("task-001.ctx.c_20261122_3fa91c"), is_archive_thread("task-001")
+        (True, False)
+    """
+    return archive_owner(thread_id) is not None
+
+
+def archive_threads_of(thread_id: str, thread_ids: Iterable[str]) -> list[str]:
+    """The archives of `thread_id` among `thread_ids`, archives of archives included:
+    what deleting the thread deletes with it.
+
+    Example:
+        >>> archive_threads_of("t", ["t", "t.ctx.c_20261122_3fa91c", "tt.ctx.c_20261122_3fa91c"])
+        ['t.ctx.c_20261122_3fa91c']
+    """
+    out = []
+    for candidate in thread_ids:
+        owner = archive_owner(candidate)
+        while owner is not None and owner != thread_id:
+            owner = archive_owner(owner)
+        if owner == thread_id:
+            out.append(candidate)
+    return sorted(out)
 
 
 def root_config(thread_id: str | int, checkpoint_id: str | None = None) -> RunnableConfig:

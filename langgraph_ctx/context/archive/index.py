@@ -128,6 +128,15 @@ class JsonFileContextIndex(ContextIndex):
         with self._lock(thread_id, exclusive=False):
             return self._load(thread_id)
 
+    def delete(self, thread_id: str) -> None:
+        """Remove the index file and its lock file; with no index, touch nothing."""
+        if not self.path(thread_id).exists():
+            return  # deleting a thread that never archived creates no lock file
+        with self._lock(thread_id, exclusive=True):
+            self.path(thread_id).unlink(missing_ok=True)
+            # The lock file last, as for thread logs: a waiter re-checks it after its flock.
+            self._locks.delete(f"{thread_id}\x00contexts")
+
     def update(
         self, thread_id: str, change: Callable[[list[ArchivedContext]], list[ArchivedContext]]
     ) -> list[ArchivedContext]:

@@ -19,6 +19,7 @@ archive.messages(entry)                            # the archived context's mess
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,7 @@ from langgraph_ctx.context.archive.contents import (
 from langgraph_ctx.context.archive.entries import ArchivedContext, new_context_id, normalize_title
 from langgraph_ctx.context.archive.forks import (
     archive_thread_id,
+    archive_threads_of,
     find_checkpoint,
     fork_thread,
     root_config,
@@ -55,7 +57,10 @@ __all__ = [
     "ArchiveOutcome",
     "ArchiveSummarizer",
     "ContextArchive",
+    "delete_archives",
 ]
+
+_log = logging.getLogger(__name__)
 
 ArchiveSummarizer = Callable[[Sequence[BaseMessage]], str]
 """Makes the short summary of an archived context from its messages (may call a model)."""
@@ -234,3 +239,34 @@ class ContextArchive:
         return ArchiveOutcome(
             status="archived", entry=entry, same_title=same, summary_error=summary_error
         )
+
+
+def delete_archives(
+    saver: BaseCheckpointSaver[Any], thread_id: str, *, thread_ids: Sequence[str] | None = None
+) -> list[str]:
+    """Delete the context archives of `thread_id` (archives of archives too) and their
+    indexes: what goes with a thread when it is deleted. Returns the archive threads.
+
+    Which archives: the thread's index (one read, no listing of the store), or, given the
+    store's listing in `thread_ids`, every `<thread>.ctx.<id>` thread in it (orphans
+    included). Deepest first, each with ``saver.delete_thread``, so a saver whose
+    ``delete_thread`` also deletes archives finds nothing left below. An unreadable index
+    is left as it is, with its archives (`ContextArchiveError` is logged, not raised):
+    deleting the thread must not fail on it.
+    """
+    index = index_for(saver)
+    if thread_ids is not None:
+        archives = archive_threads_of(thread_id, thread_ids)
+    else:
+        try:
+            archives = [e.archive_thread_id for e in index.read(thread_id)]
+        except ContextArchiveError as exc:
+            _log.warning("kept the context archives of %r: %s", thread_id, exc)
+            return []
+    for archive in sorted(archives, key=len, reverse=True):
+        saver.delete_thread(archive)
+        with contextlib.suppress(ContextArchiveError):
+            index.delete(archive)
+    with contextlib.suppress(ContextArchiveError):
+        index.delete(thread_id)
+    return archives

@@ -1,0 +1,293 @@
+"""Commands that move threads between stores: ``import`` (a `SqliteSaver` database,
+`langgraph_ctx.migrate`) and ``copy`` (directories and Redis, `storage.transfer`)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from langgraph_ctx.cli.app import (
+    CliError,
+    DirOpt,
+    JsonOpt,
+    _console,
+    _echo_json,
+    _state,
+    app,
+)
+from langgraph_ctx.errors import ThreadExistsError, ThreadNotFoundError
+
+
+@contextmanager
+def _deferred_interrupt() -> Iterator[Callable[[], None]]:
+    """Ctrl-C as a request to stop at the next safe point, not an exception anywhere.
+
+    A ``KeyboardInterrupt`` raised inside a C extension's callback (ormsgpack's
+    ``ext_hook`` while a checkpoint is decoded) comes out as ``ValueError: ext_hook
+    failed``; so SIGINT only sets a flag, and the returned ``check`` raises
+    ``KeyboardInterrupt`` where the caller calls it (between two checkpoints).
+    """
+    requested = False
+
+    def _handler(signum: int, frame: Any) -> None:
+        nonlocal requested
+        requested = True
+
+    def check() -> None:
+        if requested:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, _handler)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield check
+        return
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    source: Annotated[
+        str, typer.Argument(metavar="SOURCE", help="sqlite:///path/to/checkpoints.db (or a path).")
+    ],
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--thread", "-t", help="Import only this thread (repeatable)."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace threads that exist (the old file becomes <thread>.jsonl.1)."
+        ),
+    ] = False,
+    skip_existing: Annotated[
+        bool,
+        typer.Option(
+            "--skip-existing",
+            help="Leave threads that already exist as they are (resume an interrupted import).",
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Compare every imported checkpoint with the database."),
+    ] = False,
+    as_json: JsonOpt = False,
+    directory: DirOpt = None,
+) -> None:
+    """Migrate a SqliteSaver database into JSONL threads (same state and history).
+
+    Ctrl-C stops between two checkpoints: the threads already imported stay, complete,
+    and ``--skip-existing`` imports the rest.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from langgraph_ctx.migrate import (
+        compare_with_sqlite,
+        count_checkpoints,
+        import_sqlite,
+        sqlite_path,
+        sqlite_thread_ids,
+    )
+
+    if force and skip_existing:
+        raise typer.BadParameter("give --force or --skip-existing, not both", param_hint="--force")
+    state = _state(ctx)
+    if state.root.exists() and not state.root.is_dir():
+        raise CliError(f"not a directory: {state.root}")
+    wanted = only or sqlite_thread_ids(source)
+    existing = (
+        [t for t in wanted if Path(state.saver().path(t)).exists()] if state.root.is_dir() else []
+    )
+    if existing and not (force or skip_existing):
+        shown = ", ".join(existing[:5]) + (" ..." if len(existing) > 5 else "")
+        raise CliError(
+            f"{len(existing)} thread(s) already exist in {state.root}: {shown}; "
+            "pass --skip-existing to import only the others, or --force to replace them "
+            "(the old files are kept as .jsonl.1)"
+        )
+    todo = [t for t in wanted if t not in set(existing)] if skip_existing else wanted
+    total = count_checkpoints(source, todo)
+    console = _console(stderr=True)
+    with (
+        _deferred_interrupt() as stop_requested,
+        Progress(
+            TextColumn("importing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("checkpoints"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=as_json or not console.is_terminal,
+        ) as progress,
+    ):
+        task = progress.add_task("import", total=total)
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            stop_requested()
+
+        try:
+            report = import_sqlite(
+                source,
+                state.root,
+                threads=only or None,
+                force=force,
+                skip_existing=skip_existing,
+                progress=advance,
+            )
+        except ThreadExistsError as exc:
+            raise CliError(f"{exc} (pass --skip-existing or --force)") from None
+        except KeyboardInterrupt:
+            progress.stop()
+            done = [t for t in todo if t not in existing and Path(state.saver().path(t)).exists()]
+            typer.echo(
+                f"interrupted: {len(done)} of {len(todo)} thread(s) imported, complete; "
+                "run the same command with --skip-existing to import the rest",
+                err=True,
+            )
+            sys.exit(130)
+    problems: list[str] = []
+    if check:
+        for t in report.threads:
+            problems += compare_with_sqlite(source, state.root, t.thread_id)
+    if as_json:
+        out = report.to_dict()
+        if check:
+            out["check"] = {"ok": not problems, "problems": problems}
+        _echo_json(out)
+    else:
+        for t in report.threads:
+            replaced = " (replaced; old file kept as backup)" if t.replaced else ""
+            typer.echo(
+                f"{t.thread_id}: {t.checkpoints} checkpoints, {t.writes} writes -> {t.path}"
+                f"{replaced}"
+            )
+        if report.skipped:
+            typer.echo(f"skipped {len(report.skipped)} existing thread(s)")
+        typer.echo(
+            f"imported {len(report.threads)} thread(s), {report.checkpoints} checkpoints "
+            f"from {sqlite_path(source)}"
+        )
+        if check:
+            typer.echo("check: every checkpoint matches the database" if not problems else "")
+            for p in problems:
+                typer.echo(f"check: {p}", err=True)
+    if problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def copy(
+    ctx: typer.Context,
+    thread: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="THREAD", help="Threads to copy.", show_default=False),
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="Copy from --dir to this store: redis://... or a directory."),
+    ] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Copy from this store into --dir: redis://... or a directory."),
+    ] = None,
+    new_id: Annotated[
+        str | None, typer.Option("--as", help="Thread id in the target (one thread only).")
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option("--prefix", help="Redis key prefix (default: langgraph).")
+    ] = None,
+    all_threads: Annotated[bool, typer.Option("--all", help="Copy every thread.")] = False,
+    as_json: JsonOpt = False,
+    directory: DirOpt = None,
+) -> None:
+    """Copy threads between --dir and Redis or another directory, line for line."""
+    from langgraph_ctx.storage.transfer import copy_thread_between
+
+    state = _state(ctx)
+    if (to is None) == (from_ is None):
+        raise typer.BadParameter("give exactly one of --to and --from", param_hint="--to")
+    if new_id is not None and (all_threads or len(thread or []) != 1):
+        raise typer.BadParameter("--as needs exactly one thread", param_hint="--as")
+    if bool(thread) == all_threads:
+        raise typer.BadParameter("name threads to copy, or pass --all", param_hint="THREAD")
+    local = state.saver().storage if from_ is None else _local_storage(state.root)
+    remote = _open_store(to or from_ or "", prefix)
+    source, target = (local, remote) if to is not None else (remote, local)
+    try:
+        ids = list(thread or []) if not all_threads else sorted(source.thread_ids())
+        copied = []
+        for tid in ids:
+            try:
+                lines = copy_thread_between(source, tid, target, new_id)
+            except ThreadNotFoundError as exc:
+                where = from_ if from_ is not None else state.root
+                raise CliError(f"{exc} in {where}") from None
+            except ThreadExistsError as exc:
+                where = to if to is not None else state.root
+                raise CliError(f"{exc} (in {where})") from None
+            copied.append(
+                {
+                    "thread_id": tid,
+                    "target_id": new_id or tid,
+                    "lines": lines,
+                    "target": target.describe(new_id or tid),
+                }
+            )
+    finally:
+        close = getattr(getattr(remote, "client", None), "close", None)
+        if callable(close):
+            close()
+    if as_json:
+        _echo_json(copied)
+        return
+    for c in copied:
+        typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
+
+
+def _local_storage(root: Path) -> Any:
+    from langgraph_ctx.storage.jsonl import JsonlStorage
+
+    if root.exists() and not root.is_dir():
+        raise CliError(f"not a directory: {root}")
+    return JsonlStorage(root)
+
+
+def _open_store(where: str, prefix: str | None) -> Any:
+    if where.startswith(("redis://", "rediss://", "unix://")):
+        try:
+            from langgraph_ctx.storage.redis import RedisStorage
+        except ImportError as exc:
+            raise CliError(
+                f"Redis needs the redis package ({exc}): pip install 'langgraph-ctx[redis]'"
+            ) from None
+        kwargs = {"prefix": prefix} if prefix else {}
+        return RedisStorage.from_url(where, **kwargs)
+    if "://" in where:
+        scheme = where.split("://", 1)[0]
+        raise CliError(
+            f"unsupported store {scheme}:// in {where!r}: use redis://, rediss://, "
+            "unix:// or a directory path"
+        )
+    if prefix:
+        raise typer.BadParameter("--prefix applies to Redis only", param_hint="--prefix")
+    path = Path(where)
+    if not path.is_dir():
+        raise CliError(f"no such directory: {path}")
+    return _local_storage(path)
