@@ -43,6 +43,7 @@ from langgraph_ctx.context.compaction.previews import (
     derived_id,
     is_preview,
     shortened_message,
+    shortened_to_fit,
     shrink_to,
     tool_result_preview,
     tool_result_ref,
@@ -191,6 +192,10 @@ class Conversation:
     messages_before: int = 0
     offload_threshold: int | None = 500
     preview_tokens: int = 160
+    headroom: int = 0
+    """Tokens the mandatory messages (the latest user message and the rest of its round)
+    may take beyond the strategy's budget: the hard budget minus the target. The target
+    is a goal; only what the hard budget cannot hold is cut (`fit_current_round`)."""
 
     # -- costs -----------------------------------------------------------------
     def count(self, message: BaseMessage) -> int:
@@ -284,6 +289,33 @@ class Conversation:
         (message,) = unit.messages
         short, cost = shrink_to(
             lambda chars: shortened_message(message, tokens=unit.tokens, chars=chars),
+            chars=int(budget * _chars_per_token(message, unit.tokens)),
+            budget=budget,
+            count=self.count,
+        )
+        if cost >= unit.tokens:
+            return unit
+        record = ShortenedMessage(
+            id=unit.keys[0], role=unit.role, tokens=unit.tokens, tokens_after=cost
+        )
+        return replace(
+            unit,
+            messages=(short,),
+            sizes=(cost,),
+            tokens=cost,
+            shortened=(*unit.shortened, record),
+        )
+
+    def shortened_to_fit(self, unit: Unit, *, budget: int) -> Unit:
+        """The latest user message cut to `budget` tokens: its start and end, with a note.
+
+        Returns `unit` itself when it fits already or is not a single text message.
+        """
+        if unit.kind != "user" or unit.tokens <= budget:
+            return unit
+        (message,) = unit.messages
+        short, cost = shrink_to(
+            lambda chars: shortened_to_fit(message, tokens=unit.tokens, chars=chars, room=budget),
             chars=int(budget * _chars_per_token(message, unit.tokens)),
             budget=budget,
             count=self.count,
