@@ -67,6 +67,13 @@ from langgraph_ctx.context.tokens.families import (
     ModelFamily,
     model_family,
 )
+from langgraph_ctx.context.tokens.images import (
+    MEDIA_BLOCK_TOKENS,
+    MEDIA_BLOCK_TYPES,
+    UNKNOWN_IMAGE_SIZE,
+    image_size,
+    image_tokens,
+)
 from langgraph_ctx.context.tokens.models import (
     CONTEXT_WINDOWS,
     ModelFacts,
@@ -74,13 +81,6 @@ from langgraph_ctx.context.tokens.models import (
     context_window,
     model_facts,
     normalize_model_name,
-)
-from langgraph_ctx.context.tokens.images import (
-    MEDIA_BLOCK_TOKENS,
-    MEDIA_BLOCK_TYPES,
-    UNKNOWN_IMAGE_SIZE,
-    image_size,
-    image_tokens,
 )
 from langgraph_ctx.errors import TokenizerDataError
 

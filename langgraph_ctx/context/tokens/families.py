@@ -19,7 +19,11 @@ from typing import Any, Final, Literal
 import tiktoken
 
 from langgraph_ctx.context.tokens.bpe import EncodingName
-from langgraph_ctx.context.tokens.models import base_model_name, name_candidates, normalize_model_name
+from langgraph_ctx.context.tokens.models import (
+    base_model_name,
+    name_candidates,
+    normalize_model_name,
+)
 
 __all__ = [
     "DEFAULT_FAMILY",

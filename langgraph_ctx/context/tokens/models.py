@@ -187,7 +187,9 @@ def _profile_window(model: Any) -> int | None:
     return None
 
 
-def model_facts(model: str | Runnable[Any, Any], *, context_window: int | None = None) -> ModelFacts:
+def model_facts(
+    model: str | Runnable[Any, Any], *, context_window: int | None = None
+) -> ModelFacts:
     """Name, context window and bound tools of a model name or a chat model object.
 
     The window comes from, in order: the chat model's LangChain profile
@@ -205,7 +207,9 @@ def model_facts(model: str | Runnable[Any, Any], *, context_window: int | None =
         ```
     """
     if context_window is not None and (
-        not isinstance(context_window, int) or isinstance(context_window, bool) or context_window < 1
+        not isinstance(context_window, int)
+        or isinstance(context_window, bool)
+        or context_window < 1
     ):
         raise ValueError(f"context_window must be a positive int, got {context_window!r}")
     if isinstance(model, str):
