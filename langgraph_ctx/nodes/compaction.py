@@ -45,7 +45,6 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_ctx.context.compaction.conversation import (
-    READ_TOOL_RESULT,
     SUMMARY_PREFIXES,
     Conversation,
     TokenCounter,
@@ -61,7 +60,7 @@ from langgraph_ctx.context.compaction.core import (
     resolve_strategy,
 )
 from langgraph_ctx.context.compaction.errors import CompactionError
-from langgraph_ctx.context.compaction.previews import is_preview
+from langgraph_ctx.context.compaction.previews import is_preview, is_tool_result_page
 from langgraph_ctx.context.compaction.record import RunningSummary
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
@@ -503,7 +502,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         if (
             self.offload_threshold is None
             or not isinstance(message, ToolMessage)
-            or message.name == READ_TOOL_RESULT
+            or is_tool_result_page(message)
             or is_preview(message)
         ):
             return message

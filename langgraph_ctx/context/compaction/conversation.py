@@ -42,6 +42,7 @@ from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import (
     derived_id,
     is_preview,
+    is_tool_result_page,
     shortened_message,
     shortened_to_fit,
     shrink_to,
@@ -61,7 +62,6 @@ TokenCounter = Callable[[Sequence[BaseMessage]], int]
 
 SUMMARY_PREFIXES = ("SUMMARY", "CONVERSATION_SUMMARY")
 RUNNING_SUMMARY_ID = "langgraph-ctx-running-summary"
-READ_TOOL_RESULT = "read_tool_result"
 UnitKind = Literal["system", "summary", "user", "assistant", "tools"]
 
 
@@ -235,8 +235,9 @@ class Conversation:
     def previewed(self, unit: Unit, *, threshold: int, cause: Literal["size", "budget"]) -> Unit:
         """`unit` with every tool result over `threshold` tokens replaced by a preview.
 
-        A `read_tool_result` answer is only previewed under budget pressure, never for
-        size: the model asked for the full text, offloading it again would loop.
+        A `read_tool_result` answer is never previewed (`is_tool_result_page`): the model
+        asked for the full text, and a preview would point back at it in a loop. The
+        tool pages what is too large for the budget instead.
         """
         if unit.kind != "tools":
             return unit
@@ -246,7 +247,7 @@ class Conversation:
         for i, message in enumerate(messages):
             if not isinstance(message, ToolMessage) or is_preview(message):
                 continue
-            if cause == "size" and message.name == READ_TOOL_RESULT:
+            if is_tool_result_page(message):
                 continue
             full = sizes[i]
             if full <= threshold:

@@ -34,6 +34,9 @@ from langgraph_ctx.context.compaction.signals import (
 )
 
 PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
+READ_TOOL_RESULT = "read_tool_result"
+TOOL_RESULT_PAGE = ("langgraph_ctx", "tool_result_page")
+"""`artifact` key and value that mark a `read_tool_result` answer (a page of a result)."""
 REF_PREFIX = "tool-result/"
 _LINE_CLIP = 240  # longest key line shown in a preview, in characters
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
@@ -60,6 +63,21 @@ def is_preview(message: BaseMessage) -> bool:
     """True for a tool result that compaction already replaced by a preview."""
     return isinstance(message, ToolMessage) and content_text(message.content).startswith(
         PREVIEW_HEADER
+    )
+
+
+def is_tool_result_page(message: BaseMessage) -> bool:
+    """True for an answer of `read_tool_result`: compaction never previews it again.
+
+    The model asked for that text in full; a preview of it would point back at the
+    answer itself and the model would ask again (r1 -> r2 -> ...).
+    """
+    if not isinstance(message, ToolMessage):
+        return False
+    key, value = TOOL_RESULT_PAGE
+    artifact = message.artifact
+    return message.name == READ_TOOL_RESULT or (
+        isinstance(artifact, dict) and artifact.get(key) == value
     )
 
 
