@@ -75,7 +75,8 @@ def config(thread: str = "t") -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
 
 
-def exact(messages: list[BaseMessage], tools: list[Any] | None = None, model: str = "gpt-4o") -> int:
+def exact(messages: list[BaseMessage], tools: list[Any] | None = None, model: str = "gpt-4o"
+          ) -> int:
     return count_tokens(messages, model=model, tools=tools or None)
 
 
@@ -286,7 +287,9 @@ def test_context_window_is_a_parameter_for_models_nothing_knows(host: str, tmp_p
 
 
 def test_a_profile_wins_over_context_window_and_a_preset_refuses_it() -> None:
-    model = ScriptedChatModel(script=["x"], model_name="gpt-4o", profile={"max_input_tokens": 9_000})
+    model = ScriptedChatModel(
+        script=["x"], model_name="gpt-4o", profile={"max_input_tokens": 9_000}
+    )
     assert context_pipeline(model=model, context_window=5_000).budget.budget.total == 9_000
     assert context_pipeline(model=model).budget.budget.total == 9_000
     assert context_pipeline(model="gpt-4o").budget.budget.total == 128_000
