@@ -116,5 +116,5 @@ def test_a_readme_example_runs(
     for block in runnable:
         # Blank lines first, so line numbers in a traceback are the README's own.
         source = "\n" * (block.line - 1) + block.code
-        exec(compile(source, str(README), "exec"), namespace)  # noqa: S102
+        exec(compile(source, str(README), "exec"), namespace)
     capsys.readouterr()  # what the blocks printed is for people; running without error counts
