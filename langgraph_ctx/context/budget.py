@@ -270,7 +270,8 @@ class ContextBudget(BaseModel):
             raise UnknownContextWindowError(model)
         if reserved_output is None:
             reserved_output = min(DEFAULT_RESERVED_OUTPUT, window // 4)
-        return cls(total=window, output_reserve=reserved_output, name=model, **allocation)
+        fields: dict[str, Any] = {"output_reserve": reserved_output, **allocation}
+        return cls.model_validate({"total": window, "name": model, **fields})
 
 
 _table_window = context_window  # for_model's parameter of the same name hides it
@@ -291,9 +292,8 @@ def _scaled_preset(name: str, factor: float) -> ContextBudget:
         "current_input": 500,
         "output_reserve": 1400,
     }
-    return ContextBudget(
-        total=round(8000 * factor), name=name, **{k: round(v * factor) for k, v in base.items()}
-    )
+    scaled = {k: round(v * factor) for k, v in base.items()}
+    return ContextBudget.model_validate({"total": round(8000 * factor), "name": name, **scaled})
 
 
 #: Budget presets (total / history): fast 4,000 / 2,000, personalized 8,000 / 4,000,
