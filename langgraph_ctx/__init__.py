@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "CheckpointNotFoundError": "langgraph_ctx.errors",
     "ThreadExistsError": "langgraph_ctx.errors",
     "TokenizerDataError": "langgraph_ctx.errors",
+    "UnknownContextWindowError": "langgraph_ctx.errors",
     "CheckpointRefError": "langgraph_ctx.errors",
     "SqliteSourceError": "langgraph_ctx.errors",
     "PlotUnavailableError": "langgraph_ctx.errors",
@@ -144,6 +145,7 @@ if TYPE_CHECKING:
         ThreadExistsError,
         ThreadNotFoundError,
         TokenizerDataError,
+        UnknownContextWindowError,
     )
     from langgraph_ctx.nodes.budget import BudgetAgentState, BudgetNode, BudgetState
     from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState

@@ -410,3 +410,30 @@ class PersonaDroppedWarning(UserWarning):
     absent. Silence it with `warnings.filterwarnings("ignore", category=PersonaDroppedWarning)`
     or by building the pipeline with `mode="agent"`.
     """
+
+
+class UnknownContextWindowError(LangGraphCtxError, ValueError):
+    """The context window of a model is not known, and none was given.
+
+    Nothing said how many tokens the model accepts: the chat model has no LangChain
+    profile (`model.profile["max_input_tokens"]`), no `context_window=` was passed and the
+    name is not in the package's table of well-known models.
+
+    Example:
+        ```python
+        try:
+            context_pipeline(model="my-local-llama")
+        except UnknownContextWindowError as err:
+            print(err.model)  # then: context_pipeline(model=..., context_window=32_768)
+        ```
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(
+            f"the context window of {model!r} is not known: pass context_window=<tokens> "
+            "(context_pipeline(..., context_window=32_768), BudgetNode(..., context_window=...) "
+            "or ContextBudget.for_model(..., context_window=...)), a budget preset "
+            '("fast", "personalized", "planning"), or a chat model whose profile has '
+            "max_input_tokens"
+        )

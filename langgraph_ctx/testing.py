@@ -172,6 +172,8 @@ class ScriptedChatModel(BaseChatModel):
     script: list[Any]
     received: list[list[BaseMessage]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
+    model_name: str | None = None
+    """The model this script stands in for, read like `ChatOpenAI.model_name` (None: none)."""
 
     @property
     def _llm_type(self) -> str:
@@ -291,6 +293,10 @@ class OfflineChatModel(BaseChatModel):
     """
 
     tools: list[dict[str, Any]] = Field(default_factory=list)
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    """Every request, as the model received it (system prompt included), in order."""
+    model_name: str = "gpt-4o"
+    """The model whose tokenizer its `usage_metadata` counts with (read by `BudgetNode`)."""
     interrupt_on: str | None = None
     interrupt: Literal["stall", "error"] = "stall"
     stall_seconds: float = 5.0
@@ -310,6 +316,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        self.received.append(list(messages))
         reply = self._reply(messages)
         reply.usage_metadata = self._usage(messages, reply)
         return ChatResult(generations=[ChatGeneration(message=reply)])
@@ -321,6 +328,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
+        self.received.append(list(messages))
         reply = self._reply(messages)
         usage = self._usage(messages, reply)
         if reply.tool_calls:

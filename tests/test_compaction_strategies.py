@@ -506,3 +506,37 @@ def test_the_summary_marker_matches_budget_and_budget_counts_it_as_summary() -> 
         chat(20), max_tokens=600, strategy=LLMSummary(model), token_counter=APPROX
     )
     assert budget.split_components(messages)[1] == "summary"
+
+
+# -- the target is a goal, max_tokens the limit --------------------------------------------------
+def test_a_target_below_max_tokens_never_cuts_a_latest_message_that_fits() -> None:
+    history = chat(6, user_words=40)
+    long = "Here is the log:\n" + "\n".join(f"line {i}: step ok" for i in range(200))
+    history.append(HumanMessage(long + "\nERROR: disk full on /var/data", id="paste"))
+    messages, record = compact_messages(
+        history, max_tokens=2_000, target_tokens=500, token_counter=APPROX
+    )
+    assert messages[-1] is history[-1], "it fits the hard budget: sent as written"
+    assert record.target_tokens == 500 and record.max_tokens == 2_000
+    assert record.tokens_after > 500 and record.within_budget
+    plan = prepare_compaction(history, max_tokens=2_000, target_tokens=500, token_counter=APPROX)
+    assert [k for u in plan.keep for k in u.keys][-1] == "paste"
+
+    messages, record = compact_messages(
+        history, max_tokens=300, target_tokens=200, token_counter=APPROX
+    )
+    short = str(messages[-1].content)
+    assert messages[-1].id == "paste~short" and record.ladder[-1] == "shorten_latest_user"
+    assert short.startswith("Here is the log:") and "ERROR: disk full on /var/data" in short
+    assert "shortened by compaction" in short and record.within_budget
+    with pytest.raises(CompactionError, match="target_tokens"):
+        compact_messages(history, max_tokens=300, target_tokens=0)
+
+
+def test_head_and_tail_keep_both_ends_of_a_single_long_line() -> None:
+    from langgraph_ctx.context.compaction.previews import head_and_tail_text
+
+    line = "BEGIN " + "x" * 5_000 + " Traceback: KeyError('user_id') END"
+    short = head_and_tail_text(line, 400)
+    assert short.startswith("BEGIN ") and short.endswith("KeyError('user_id') END")
+    assert "characters omitted" in short and len(short) < 500

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -51,9 +52,16 @@ def test_notebook_runs_and_shows_usage_compaction_fork_revert_and_the_plot(execu
     text, _ = cell('print(state["context_usage"])')
     assert "/1,200" in text
 
+    # what the model was sent: the composed system prompt, then the conversation
+    text, _ = cell('for message in state["llm_input_messages"]')
+    assert text.startswith("--- system\n") and "--- human\nHi! I'm Sam;" in text
+
     # compaction happened, and the file still holds every message
     text, _ = cell('records = state["compaction_log"]')
     assert "1 compaction(s)" in text or "2 compaction(s)" in text
+    text, _ = cell("# The request after compaction")
+    sent, kept = (int(n) for n in re.findall(r"(\d+) messages sent, (\d+) in the state", text)[0])
+    assert sent < kept and "  system: " in text
     text, _ = cell('path = Path(saver.path("garden"))')
     in_state = int(text.split(" messages in the state")[0].rsplit(" ", 1)[1])
     in_file = int(text.split(" message bodies in the file")[0].rsplit(" ", 1)[1])

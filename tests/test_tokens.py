@@ -718,3 +718,44 @@ def test_huge_tool_output_is_counted_exactly() -> None:
     message = ToolMessage(blob, tool_call_id="c1")
     expected = 3 + 1 + len(load_encoding().encode_ordinary(blob))
     assert count_message_tokens(message) == expected
+
+
+# -- model names and windows: the model's own facts first --------------------------------------
+
+
+def test_names_resolve_through_tiktokens_map_first_fine_tunes_included() -> None:
+    from langgraph_ctx.context.tokens import base_model_name, context_window
+
+    assert base_model_name("ft:gpt-4o-mini:acme::abc123") == "gpt-4o-mini"
+    assert base_model_name("openai:ft:gpt-4o-2024-08-06:acme:tuned:x1") == "gpt-4o-2024-08-06"
+    assert base_model_name("azure/GPT-4o") == "gpt-4o"
+    assert base_model_name("ollama:llama3:8b") == "llama3:8b"  # an Ollama tag is not a prefix
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "unknown model" warning for any of these
+        for name in ("ft:gpt-4o-mini:acme::abc123", "ft:gpt-4o:acme::x", "gpt-4o-2024-11-20"):
+            family = model_family(name)
+            assert family.exact and family.encoding == "o200k_base", name
+        assert model_family("ft:gpt-3.5-turbo-0125:acme::y").encoding == "cl100k_base"
+        assert model_family("ollama:llama3:8b").name == "llama"
+    assert model_family("ft:gpt-4o-mini:acme::abc123").image_base == 2833  # gpt-4o-mini's rule
+    text = [("user", "Ship the fix to /srv/app by Friday, 17:00.")]
+    assert count_tokens(text, model="ft:gpt-4o-mini:acme::abc123") == count_tokens(
+        text, model="gpt-4o-mini"
+    )
+    assert context_window("ft:gpt-4o-mini:acme::abc123") == 128_000
+    assert context_window("my-local-llama") is None
+
+
+def test_model_facts_read_the_chat_models_profile_before_the_table() -> None:
+    from langgraph_ctx.context.tokens import model_facts
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    profiled = ScriptedChatModel(script=["x"], model_name="gpt-4o",
+                                 profile={"max_input_tokens": 3_300})
+    facts = model_facts(profiled.bind_tools([]), context_window=9_999)
+    assert (facts.name, facts.context_window, facts.window_source) == ("gpt-4o", 3_300, "profile")
+    assert model_facts("gpt-4o").window_source == "table"
+    assert model_facts("my-local-llama", context_window=32_768).window_source == "argument"
+    assert model_facts("my-local-llama").context_window is None
+    with pytest.raises(ValueError, match="positive int"):
+        model_facts("gpt-4o", context_window=-1)

@@ -22,8 +22,8 @@ node should act.
 
 One module (about 700 lines, a third of them docstrings) because a budget, its levels and
 the usage measured against it are one concept read together: `ContextUsage` is computed
-from `ContextBudget` and reports its levels. The window table (`context_window`) is the
-part to move out when context windows come from model profiles.
+from `ContextBudget` and reports its levels. Context windows (model profiles, the table of
+well-known models) live in `langgraph_ctx.context.tokens.models`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from typing import Any, Final, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from langgraph_ctx.context.tokens import MessageTokenCounter, normalize_model_name, to_message
+from langgraph_ctx.context.tokens import MessageTokenCounter, to_message
+from langgraph_ctx.context.tokens.models import context_window
+from langgraph_ctx.errors import UnknownContextWindowError
 
 __all__ = [
     "COMPONENTS",
@@ -241,13 +243,21 @@ class ContextBudget(BaseModel):
         model: str,
         *,
         context_window: int | None = None,
-        reserved_output: int = 4096,
+        reserved_output: int | None = None,
         **allocation: int,
     ) -> ContextBudget:
         """A budget over a model's whole context window, keeping `reserved_output` free.
 
-        The window comes from `context_window` or, for well-known models, from
-        `context_window(model)`. Other components may be given as keywords.
+        `reserved_output` defaults to 4,096 tokens, or a quarter of the window for windows
+        under 16,384 tokens (a small local model keeps room for its messages).
+
+        The window comes from `context_window` or, for well-known models, from the
+        package's table (`langgraph_ctx.context.tokens.models.context_window`; a chat
+        model's own profile is read by `model_facts`, which `BudgetNode` uses). Other
+        components may be given as keywords.
+
+        Raises:
+            UnknownContextWindowError: no `context_window` and the name is not in the table.
 
         Example:
             ```python
@@ -255,12 +265,19 @@ class ContextBudget(BaseModel):
             ContextBudget.for_model("my-local-llm", context_window=32_768)
             ```
         """
-        window = context_window or _known_window(model)
+        window = context_window or _table_window(model)
         if window is None:
-            raise ValueError(
-                f"context window of {model!r} is not known; pass context_window=<tokens>"
-            )
-        return cls(total=window, output_reserve=reserved_output, name=model, **allocation)
+            raise UnknownContextWindowError(model)
+        if reserved_output is None:
+            reserved_output = min(DEFAULT_RESERVED_OUTPUT, window // 4)
+        fields: dict[str, Any] = {"output_reserve": reserved_output, **allocation}
+        return cls.model_validate({"total": window, "name": model, **fields})
+
+
+_table_window = context_window  # for_model's parameter of the same name hides it
+
+DEFAULT_RESERVED_OUTPUT: Final[int] = 4096
+"""Tokens `ContextBudget.for_model` keeps for the reply (a quarter of a smaller window)."""
 
 
 def _scaled_preset(name: str, factor: float) -> ContextBudget:
@@ -275,9 +292,8 @@ def _scaled_preset(name: str, factor: float) -> ContextBudget:
         "current_input": 500,
         "output_reserve": 1400,
     }
-    return ContextBudget(
-        total=round(8000 * factor), name=name, **{k: round(v * factor) for k, v in base.items()}
-    )
+    scaled = {k: round(v * factor) for k, v in base.items()}
+    return ContextBudget.model_validate({"total": round(8000 * factor), "name": name, **scaled})
 
 
 #: Budget presets (total / history): fast 4,000 / 2,000, personalized 8,000 / 4,000,
@@ -288,47 +304,6 @@ PRESETS: Final[Mapping[str, ContextBudget]] = {
     "planning": _scaled_preset("planning", 2.0),
 }
 
-# Context windows of well-known models, longest prefix first. Names are lowercased and
-# provider prefixes ("openai:", "anthropic/") removed before matching.
-_CONTEXT_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
-    ("gpt-5", 400_000),
-    ("gpt-4.1", 1_047_576),
-    ("gpt-4.5", 128_000),
-    ("gpt-4o", 128_000),
-    ("chatgpt-4o", 128_000),
-    ("gpt-4-turbo", 128_000),
-    ("gpt-4-1106", 128_000),
-    ("gpt-4-0125", 128_000),
-    ("gpt-4-32k", 32_768),
-    ("gpt-4", 8_192),
-    ("gpt-3.5-turbo", 16_385),
-    ("o1-mini", 128_000),
-    ("o1-preview", 128_000),
-    ("o1", 200_000),
-    ("o3", 200_000),
-    ("o4-mini", 200_000),
-    ("claude", 200_000),
-    ("gemini-1.5-pro", 2_097_152),
-    ("gemini", 1_048_576),
-)
-
-
-def context_window(model: str) -> int | None:
-    """Context window of a well-known model, or None.
-
-    Example:
-        ```python
-        context_window("openai:gpt-4o-mini")  # 128000
-        ```
-    """
-    name = normalize_model_name(model)
-    for prefix, window in _CONTEXT_WINDOWS:
-        if name.startswith(prefix) or (prefix == "claude" and "claude" in name):
-            return window
-    return None
-
-
-_known_window = context_window  # for_model's parameter of the same name hides it
 
 
 # ---------------------------------------------------------------------------

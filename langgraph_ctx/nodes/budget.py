@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 
 from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
 from langgraph_ctx.context.tokens import (
@@ -37,6 +37,7 @@ from langgraph_ctx.context.tokens import (
     TokenCounter,
     encoding_loaded,
     load_encoding,
+    model_facts,
     model_family,
 )
 from langgraph_ctx.nodes.state import BudgetAgentState, BudgetState, state_value
@@ -81,7 +82,11 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
         budget: A `ContextBudget`, a preset name (`"fast"`, `"personalized"`,
             `"planning"`), or None for the model's whole context window
             (`ContextBudget.for_model`).
-        model: Model name, or the chat model itself (its name and bound tools are read).
+        model: Model name, or the chat model itself (its name, bound tools and LangChain
+            profile are read: `model.profile["max_input_tokens"]` is its window).
+        context_window: The model's context window in tokens, for `budget=None` when the
+            model has no profile and its name is not a well-known one
+            (`my-local-llama`). A profile's window wins over it.
         tools: Tools bound to the model; a `tools` key in the state takes precedence.
         system_prompt: System prompt the model node adds (e.g. the agent's `prompt`);
             a `system_prompt` key in the state takes precedence.
@@ -98,6 +103,7 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
         budget: ContextBudget | str | None = None,
         *,
         model: str | Runnable[Any, Any] = "gpt-4o",
+        context_window: int | None = None,
         tools: Sequence[Any] | None = None,
         system_prompt: str | None = None,
         token_counter: TokenCounter | None = None,
@@ -106,20 +112,25 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
         calibrate: bool = True,
         cache_size: int = 50_000,
     ) -> None:
-        model_name, bound_tools = _model_name_and_tools(model)
+        facts = model_facts(model, context_window=context_window)
+        if budget is not None and context_window is not None:
+            raise ValueError(
+                "context_window applies to budget=None (the model's whole window); "
+                f"budget={budget!r} already says how many tokens to use"
+            )
         if isinstance(budget, str):
             budget = ContextBudget.preset(budget)
         elif budget is None:
-            budget = ContextBudget.for_model(model_name)
+            budget = ContextBudget.for_model(facts.name, context_window=facts.context_window)
         self.budget: ContextBudget = budget
-        self.model = model_name
-        self.tools = list(tools) if tools is not None else bound_tools
+        self.model = facts.name
+        self.tools = list(tools) if tools is not None else facts.tools
         self.system_prompt = system_prompt
         self.messages_key = messages_key
         self.output_key = output_key
         self.calibrate = calibrate
         self.counter = MessageTokenCounter(
-            model_name, token_counter=token_counter, max_entries=cache_size
+            facts.name, token_counter=token_counter, max_entries=cache_size
         )
 
     # -- the one implementation ---------------------------------------------
@@ -194,20 +205,3 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"BudgetNode(budget={self.budget.name or self.budget.total!r}, model={self.model!r})"
-
-
-def _model_name_and_tools(model: str | Runnable[Any, Any]) -> tuple[str, list[Any] | None]:
-    """Model name and bound tools of a chat model (`llm.bind_tools(...)` included)."""
-    if isinstance(model, str):
-        return model, None
-    tools: list[Any] | None = None
-    inner: Any = model
-    while isinstance(inner, RunnableBinding):
-        if tools is None and inner.kwargs.get("tools"):
-            tools = list(inner.kwargs["tools"])
-        inner = inner.bound
-    for attribute in ("model_name", "model", "model_id", "deployment_name"):
-        name = getattr(inner, attribute, None)
-        if isinstance(name, str) and name:
-            return name, tools
-    return type(inner).__name__, tools

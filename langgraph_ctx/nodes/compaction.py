@@ -48,7 +48,6 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langgraph_ctx.context.compaction.conversation import (
-    READ_TOOL_RESULT,
     SUMMARY_PREFIXES,
     Conversation,
     TokenCounter,
@@ -64,7 +63,7 @@ from langgraph_ctx.context.compaction.core import (
     resolve_strategy,
 )
 from langgraph_ctx.context.compaction.errors import CompactionError
-from langgraph_ctx.context.compaction.previews import is_preview
+from langgraph_ctx.context.compaction.previews import is_preview, is_tool_result_page
 from langgraph_ctx.context.compaction.record import RunningSummary
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
@@ -320,11 +319,12 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         fires, why = self._fires(now.used, now.size, window, reserved)
         if not fires:
             return self._carry_on(now)
-        conv, max_tokens = self._read(now, usage, counter, summary, window, reserved)
+        conv, target, limit = self._read(now, usage, counter, summary, window, reserved)
         compaction = yield from compaction_steps(
             conv,
             self.strategy,
-            max_tokens=max_tokens,
+            max_tokens=limit,
+            target_tokens=target,
             tokenizer=counter_name(self.token_counter, self._tokenizer(usage)),
             reason=why,
         )
@@ -357,8 +357,13 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         summary: Any,
         window: int | None,
         reserved: int,
-    ) -> tuple[Conversation, int]:
-        """What to compact (the view, else the messages) and the tokens it may keep."""
+    ) -> tuple[Conversation, int, int]:
+        """What to compact (the view, else the messages), the target and the hard budget.
+
+        The target is a goal; the hard budget (the window minus the reply's reserve and
+        what the request sends besides the messages) bounds the current round, which the
+        model needs whole unless even the hard budget cannot hold it.
+        """
         source = now.view if now.view is not None else now.messages
         conv = Conversation.build(
             source,
@@ -371,14 +376,23 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             now.messages_tokens = conv.tokens_before
             now.overhead = now.overhead_from(usage)
         max_tokens = self._target_tokens(window, reserved) - now.overhead
-        if self.rewrite_messages and conv.previous_summary is None:
-            max_tokens -= conv.count(_marker(0, 0)) + 4  # room for the compaction marker
+        max_tokens -= self._marker_room(conv)  # room for the compaction marker
         if max_tokens < 1:
             raise CompactionError(
                 f"target {self.target.value:g} leaves no room for messages: the system prompt "
                 f"and tools alone take {now.overhead} tokens; raise target or max_context_tokens"
             )
-        return conv, max_tokens
+        limit = max_tokens
+        if window:
+            hard = int(window) - reserved - now.overhead - self._marker_room(conv)
+            limit = max(max_tokens, hard)
+        return conv, max_tokens, limit
+
+    def _marker_room(self, conv: Conversation) -> int:
+        """Room the `rewrite_messages` marker takes when there is no summary yet."""
+        if self.rewrite_messages and conv.previous_summary is None:
+            return conv.count(_marker(0, 0)) + 4
+        return 0
 
     def _writes(self, compaction: Compaction, now: _Step, counter: TokenCounter) -> dict[str, Any]:
         """The state writes of a compaction: record, summary, and the view (or messages)."""
@@ -491,7 +505,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         if (
             self.offload_threshold is None
             or not isinstance(message, ToolMessage)
-            or message.name == READ_TOOL_RESULT
+            or is_tool_result_page(message)
             or is_preview(message)
         ):
             return message

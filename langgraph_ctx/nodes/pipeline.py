@@ -633,6 +633,7 @@ def context_pipeline(
     budget: ContextBudget | str | None = None,
     *,
     model: str | Runnable[Any, Any] = "gpt-4o",
+    context_window: int | None = None,
     tools: Sequence[Any] | None = None,
     prompt: PromptParts | Literal[False] | None = None,
     mode: Mode = "chat",
@@ -653,7 +654,12 @@ def context_pipeline(
     Args:
         budget: a `ContextBudget`, a preset (`"fast"`, `"personalized"`, `"planning"`), or
             None for the model's whole context window.
-        model: the model name, or the chat model (its name and bound tools are read).
+        model: the model name, or the chat model (its name, bound tools and LangChain
+            profile are read; `model.profile["max_input_tokens"]` is its window).
+            Names resolve through tiktoken's model map first, so a fine-tune
+            (`ft:gpt-4o-mini:acme::abc123`) counts as its base model.
+        context_window: the window in tokens when `budget` is None and neither the
+            model's profile nor the package's table knows it (`model="my-local-llama"`).
         tools: the tools the model is given (their schemas count in the budget).
         prompt: the prompt parts (`PromptParts`; default texts if None). `False`: send no
             mode sections; the host's prompt alone (the agent's, or the one the host sends
@@ -686,7 +692,12 @@ def context_pipeline(
         ```
     """
     budget_node = BudgetNode(
-        budget, model=model, tools=tools, system_prompt=system_prompt, token_counter=token_counter
+        budget,
+        model=model,
+        context_window=context_window,
+        tools=tools,
+        system_prompt=system_prompt,
+        token_counter=token_counter,
     )
     if compaction is None:
         compaction = CompactionNode(

@@ -42,7 +42,9 @@ from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import (
     derived_id,
     is_preview,
+    is_tool_result_page,
     shortened_message,
+    shortened_to_fit,
     shrink_to,
     tool_result_preview,
     tool_result_ref,
@@ -60,7 +62,6 @@ TokenCounter = Callable[[Sequence[BaseMessage]], int]
 
 SUMMARY_PREFIXES = ("SUMMARY", "CONVERSATION_SUMMARY")
 RUNNING_SUMMARY_ID = "langgraph-ctx-running-summary"
-READ_TOOL_RESULT = "read_tool_result"
 UnitKind = Literal["system", "summary", "user", "assistant", "tools"]
 
 
@@ -191,6 +192,10 @@ class Conversation:
     messages_before: int = 0
     offload_threshold: int | None = 500
     preview_tokens: int = 160
+    headroom: int = 0
+    """Tokens the mandatory messages (the latest user message and the rest of its round)
+    may take beyond the strategy's budget: the hard budget minus the target. The target
+    is a goal; only what the hard budget cannot hold is cut (`fit_current_round`)."""
 
     # -- costs -----------------------------------------------------------------
     def count(self, message: BaseMessage) -> int:
@@ -230,8 +235,9 @@ class Conversation:
     def previewed(self, unit: Unit, *, threshold: int, cause: Literal["size", "budget"]) -> Unit:
         """`unit` with every tool result over `threshold` tokens replaced by a preview.
 
-        A `read_tool_result` answer is only previewed under budget pressure, never for
-        size: the model asked for the full text, offloading it again would loop.
+        A `read_tool_result` answer is never previewed (`is_tool_result_page`): the model
+        asked for the full text, and a preview would point back at it in a loop. The
+        tool pages what is too large for the budget instead.
         """
         if unit.kind != "tools":
             return unit
@@ -241,7 +247,7 @@ class Conversation:
         for i, message in enumerate(messages):
             if not isinstance(message, ToolMessage) or is_preview(message):
                 continue
-            if cause == "size" and message.name == READ_TOOL_RESULT:
+            if is_tool_result_page(message):
                 continue
             full = sizes[i]
             if full <= threshold:
@@ -284,6 +290,33 @@ class Conversation:
         (message,) = unit.messages
         short, cost = shrink_to(
             lambda chars: shortened_message(message, tokens=unit.tokens, chars=chars),
+            chars=int(budget * _chars_per_token(message, unit.tokens)),
+            budget=budget,
+            count=self.count,
+        )
+        if cost >= unit.tokens:
+            return unit
+        record = ShortenedMessage(
+            id=unit.keys[0], role=unit.role, tokens=unit.tokens, tokens_after=cost
+        )
+        return replace(
+            unit,
+            messages=(short,),
+            sizes=(cost,),
+            tokens=cost,
+            shortened=(*unit.shortened, record),
+        )
+
+    def shortened_to_fit(self, unit: Unit, *, budget: int) -> Unit:
+        """The latest user message cut to `budget` tokens: its start and end, with a note.
+
+        Returns `unit` itself when it fits already or is not a single text message.
+        """
+        if unit.kind != "user" or unit.tokens <= budget:
+            return unit
+        (message,) = unit.messages
+        short, cost = shrink_to(
+            lambda chars: shortened_to_fit(message, tokens=unit.tokens, chars=chars, room=budget),
             chars=int(budget * _chars_per_token(message, unit.tokens)),
             budget=budget,
             count=self.count,
@@ -416,7 +449,7 @@ class Conversation:
                 blocks.append({"kind": "user", "message": message, "key": key})
             elif role == "assistant":
                 calls, malformed = self._call_ids(message, key)
-                block = {
+                block: dict[str, Any] = {
                     "kind": "assistant",
                     "message": message,
                     "key": key,
@@ -453,7 +486,9 @@ class Conversation:
                     self.repairs.append(
                         f"stripped unanswered tool call(s) {missing} from assistant message {key}"
                     )
-                if not content_text(message.content).strip() and not message.tool_calls:
+                if not content_text(message.content).strip() and not getattr(
+                    message, "tool_calls", None
+                ):
                     self._drop(key, block["message"], "only unanswered or malformed tool calls")
                     continue
             if has_user and round_no == 0:

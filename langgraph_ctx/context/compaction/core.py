@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
@@ -94,6 +95,15 @@ def check_arguments(max_tokens: Any, offload_threshold: Any, preview_tokens: Any
         raise CompactionError(f"preview_tokens must be an int >= 32, got {preview_tokens!r}")
 
 
+def check_target(max_tokens: int, target_tokens: Any) -> int:
+    """The budget a strategy aims at: `target_tokens`, at most `max_tokens` (the hard one)."""
+    if target_tokens is None:
+        return max_tokens
+    if not _is_int(target_tokens, 1):
+        raise CompactionError(f"target_tokens must be a positive int, got {target_tokens!r}")
+    return min(target_tokens, max_tokens)
+
+
 def read_conversation(
     messages: Sequence[Any],
     *,
@@ -125,6 +135,7 @@ def prepare_compaction(
     summary: RunningSummary | None = None,
     offload_threshold: int | None = 500,
     preview_tokens: int = 160,
+    target_tokens: int | None = None,
 ) -> CompactionPlan:
     """Decide what to keep, drop and summarise, without calling any model.
 
@@ -146,7 +157,8 @@ def prepare_compaction(
         offload_threshold=offload_threshold,
         preview_tokens=preview_tokens,
     )
-    return resolve_strategy(strategy).plan(conv, max_tokens)
+    goal = check_target(max_tokens, target_tokens)
+    return resolve_strategy(strategy).plan(replace(conv, headroom=max_tokens - goal), goal)
 
 
 def compaction_steps(
@@ -156,10 +168,17 @@ def compaction_steps(
     max_tokens: int,
     tokenizer: str,
     reason: str | None = None,
+    target_tokens: int | None = None,
 ) -> Generator[Step, Any, Compaction]:
-    """The whole compaction as a generator of model calls (see the module docstring)."""
+    """The whole compaction as a generator of model calls (see the module docstring).
+
+    `max_tokens` is the hard budget; the strategy aims at `target_tokens` (default: the
+    hard budget), and only the current round may use the difference (`headroom`).
+    """
     started = time.perf_counter()
-    plan = strategy.plan(conv, max_tokens)
+    goal = check_target(max_tokens, target_tokens)
+    conv = replace(conv, headroom=max_tokens - goal)
+    plan = strategy.plan(conv, goal)
     summary = conv.previous_summary
     updated = False
     error: str | None = None
@@ -175,10 +194,10 @@ def compaction_steps(
             summary, updated = outcome.summary, True
         else:
             error = outcome.error
-            plan = strategy.fallback_plan(conv, max_tokens)
+            plan = strategy.fallback_plan(conv, goal)
             fallback = plan.strategy
     messages, record = _assemble(
-        conv, plan, summary if updated else None, max_tokens=max_tokens, requested=strategy
+        conv, plan, summary if updated else None, max_tokens=goal, requested=strategy
     )
     record = record.model_copy(
         update={
@@ -190,6 +209,9 @@ def compaction_steps(
             "attempts": attempts,
             "fallback": fallback,
             "tokenizer": tokenizer,
+            "max_tokens": max_tokens,
+            "target_tokens": goal if goal < max_tokens else None,
+            "within_budget": record.tokens_after <= max_tokens,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         }
     )
@@ -278,6 +300,7 @@ def _steps(
     summary: RunningSummary | None,
     offload_threshold: int | None,
     preview_tokens: int,
+    target_tokens: int | None,
 ) -> Generator[Step, Any, Compaction]:
     resolved = resolve_strategy(strategy)
     conv = read_conversation(
@@ -290,7 +313,11 @@ def _steps(
         preview_tokens=preview_tokens,
     )
     return compaction_steps(
-        conv, resolved, max_tokens=max_tokens, tokenizer=counter_name(token_counter, model)
+        conv,
+        resolved,
+        max_tokens=max_tokens,
+        tokenizer=counter_name(token_counter, model),
+        target_tokens=target_tokens,
     )
 
 
@@ -304,6 +331,7 @@ def compact_messages(
     summary: RunningSummary | None = None,
     offload_threshold: int | None = 500,
     preview_tokens: int = 160,
+    target_tokens: int | None = None,
 ) -> Compaction:
     """Fit `messages` into `max_tokens`: what to send, and a record of what was done.
 
@@ -323,6 +351,10 @@ def compact_messages(
         offload_threshold: tool results over this many tokens are shown as a preview
             plus a `read_tool_result` reference (None: never for size alone).
         preview_tokens: the size of a preview.
+        target_tokens: a goal below `max_tokens`: the strategy compacts to it, but the
+            current round (the latest user message and what followed it) may use up to
+            `max_tokens`; the latest user message is shortened only when `max_tokens`
+            cannot hold it, and then it keeps its start and end and says so.
 
     Returns:
         `Compaction(messages, record)`; unpack it as `messages, record = ...`.
@@ -354,6 +386,7 @@ def compact_messages(
             summary=summary,
             offload_threshold=offload_threshold,
             preview_tokens=preview_tokens,
+            target_tokens=target_tokens,
         )
     )
 
@@ -368,6 +401,7 @@ async def acompact_messages(
     summary: RunningSummary | None = None,
     offload_threshold: int | None = 500,
     preview_tokens: int = 160,
+    target_tokens: int | None = None,
 ) -> Compaction:
     """Async `compact_messages`: the same steps, with `await model.ainvoke` for summaries.
 
@@ -387,5 +421,6 @@ async def acompact_messages(
             summary=summary,
             offload_threshold=offload_threshold,
             preview_tokens=preview_tokens,
+            target_tokens=target_tokens,
         )
     )

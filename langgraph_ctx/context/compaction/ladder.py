@@ -7,7 +7,13 @@
    (`recent_rounds:4`, then `recent_rounds:1`) and run steps 1-2 again;
 4. last of all, inside the current round, `current_round_tail` keeps the latest user
    message and the most recent units that fit, and `shorten_latest_user` cuts the user
-   message itself if it alone is larger than the budget.
+   message itself if it alone is larger than the *hard* budget.
+
+The budget a strategy is given may be a target below the hard budget (a compaction node
+compacts to half the window so that it need not compact again at once). The target is a
+goal: the current round, which the model needs, may use the hard budget
+(`Conversation.headroom`), and the latest user message is shortened only when even that
+cannot hold it; then it keeps its start and its end and says that it was shortened.
 
 Each step only ever replaces messages by stand-ins or leaves units out; it never splits a
 tool call from its results.
@@ -58,19 +64,21 @@ def fit_current_round(
     """Step 4: the latest user message plus the most recent units of its round that fit.
 
     `units` is the current round (starting with its user message, when there is one).
-    The user message is always kept; if it alone is larger than `avail` it is shortened
-    to fit (as far as a message can be).
+    The round may use the hard budget, `avail + conv.headroom`. The user message is
+    always kept; if it alone is larger than the hard budget it is shortened to fit (as
+    far as a message can be), keeping its start and its end.
     """
     steps = ["current_round_tail"]
+    hard = avail + max(0, conv.headroom)
     kept: list[Unit] = []
     rest = list(units)
     if rest and rest[0].kind == "user":
         user = rest.pop(0)
-        if user.tokens > avail:
-            user = conv.shortened(user, budget=max(avail, 1))
+        if user.tokens > hard:
+            user = conv.shortened_to_fit(user, budget=max(hard, 1))
             steps.append("shorten_latest_user")
         kept.append(user)
-    room = avail - conv.cost(kept)
+    room = hard - conv.cost(kept)
     tail: list[Unit] = []
     for unit in reversed(rest):
         candidate = conv.previewed(unit, threshold=conv.preview_tokens, cause="budget")

@@ -34,6 +34,9 @@ from langgraph_ctx.context.compaction.signals import (
 )
 
 PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
+READ_TOOL_RESULT = "read_tool_result"
+TOOL_RESULT_PAGE = ("langgraph_ctx", "tool_result_page")
+"""`artifact` key and value that mark a `read_tool_result` answer (a page of a result)."""
 REF_PREFIX = "tool-result/"
 _LINE_CLIP = 240  # longest key line shown in a preview, in characters
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
@@ -60,6 +63,21 @@ def is_preview(message: BaseMessage) -> bool:
     """True for a tool result that compaction already replaced by a preview."""
     return isinstance(message, ToolMessage) and content_text(message.content).startswith(
         PREVIEW_HEADER
+    )
+
+
+def is_tool_result_page(message: BaseMessage) -> bool:
+    """True for an answer of `read_tool_result`: compaction never previews it again.
+
+    The model asked for that text in full; a preview of it would point back at the
+    answer itself and the model would ask again (r1 -> r2 -> ...).
+    """
+    if not isinstance(message, ToolMessage):
+        return False
+    key, value = TOOL_RESULT_PAGE
+    artifact = message.artifact
+    return message.name == READ_TOOL_RESULT or (
+        isinstance(artifact, dict) and artifact.get(key) == value
     )
 
 
@@ -192,6 +210,63 @@ def shortened_message(message: BaseMessage, *, tokens: int, chars: int) -> BaseM
         "the full message stays in the conversation history]"
     )
     update: dict[str, Any] = {"content": f"{body}\n{marker}", "id": derived_id(message.id, "short")}
+    return message.model_copy(update=update)
+
+
+def head_and_tail_text(text: str, chars: int) -> str:
+    """The start and the end of `text` within about `chars` characters, key lines between.
+
+    For a pasted log or traceback the end is where the error is, so the end gets as much
+    room as the start; cuts fall on line breaks when one is near. A single long line
+    keeps its first and last characters.
+
+    Example:
+        ```python
+        log = "\n".join(f"step {i} ok" for i in range(400)) + "\nValueError: bad row 17"
+        short = head_and_tail_text(log, 300)
+        short.startswith("step 0 ok") and short.endswith("ValueError: bad row 17")  # True
+        ```
+    """
+    if len(text) <= chars:
+        return text
+    side = max(20, (chars * 2) // 5)
+    head = text[:side]
+    cut = head.rfind("\n")
+    if cut > side // 2:
+        head = head[:cut]
+    tail = text[len(text) - side :]
+    cut = tail.find("\n")
+    if 0 <= cut < side // 2:
+        tail = tail[cut + 1 :]
+    middle = text[len(head) : len(text) - len(tail)].strip("\n")
+    lines = middle.split("\n")
+    chosen = _pick(lines, line_weights(middle), chars - len(head) - len(tail))
+    omitted = len(middle) - sum(len(line) for line in chosen)
+    note = "; key lines follow" if chosen else ""
+    parts = [head, f"[… {omitted} characters omitted{note} …]", *chosen]
+    if chosen:
+        parts.append("[…]")
+    return "\n".join([*parts, tail])
+
+
+def shortened_to_fit(message: BaseMessage, *, tokens: int, chars: int, room: int) -> BaseMessage:
+    """A copy of the latest user message cut to fit `room` tokens, saying so at its top.
+
+    Only for a message the hard budget cannot hold (the ladder's `shorten_latest_user`):
+    it keeps the start and the end (`head_and_tail_text`), and a note after them tells
+    the model that the middle is missing, so it can ask for it instead of guessing.
+    """
+    text = content_text(message.content)
+    extra = non_text_blocks(message.content)
+    blocks = f" and {extra} non-text block(s)" if extra else ""
+    note = (
+        f"[… shortened by compaction: this {tokens}-token message is larger than the "
+        f"{room} tokens this request has room for, so only its start and its end are "
+        f"shown, with key lines from the middle; the rest{blocks} is left out. The full "
+        "message stays in the conversation history.]"
+    )
+    body = head_and_tail_text(text, chars)
+    update: dict[str, Any] = {"content": f"{body}\n{note}", "id": derived_id(message.id, "short")}
     return message.model_copy(update=update)
 
 

@@ -109,9 +109,13 @@ class CompactionRecord(BaseModel):
     compacted: bool
     """False when everything already fit and nothing was dropped."""
     max_tokens: int
+    """The hard budget: the most tokens the messages may cost."""
+    target_tokens: int | None = None
+    """The goal the strategy compacted to, when it was below `max_tokens` (else None)."""
     tokens_before: int
     tokens_after: int
     within_budget: bool
+    """`tokens_after <= max_tokens`."""
     messages_before: int
     messages_after: int
     kept: list[str] = Field(default_factory=list)

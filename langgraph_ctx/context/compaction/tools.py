@@ -13,6 +13,13 @@ tools = [search, read_tool_result]
 builder.add_node("tools", ToolNode(tools))
 model = model.bind_tools(tools)
 ```
+
+Its answers never loop. Each is marked (`artifact` carries `TOOL_RESULT_PAGE`, and the
+tool's name is `read_tool_result`), and compaction never previews or offloads a marked
+answer again: the model asked for the full text. A result too large for the budget comes
+in pages instead: by default a page is what half the room left in the request holds
+(`context_usage.remaining`, in the text's own tokens), and its last line names the
+offset of the next page (`read_tool_result(ref, offset=..., limit=...)`).
 """
 
 from __future__ import annotations
@@ -24,11 +31,21 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt import InjectedState
 
-from langgraph_ctx.context.compaction.previews import is_preview, tool_call_id_from_ref
+from langgraph_ctx.context.compaction.previews import (
+    TOOL_RESULT_PAGE,
+    is_preview,
+    tool_call_id_from_ref,
+)
 from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.tokens import count_message_tokens
 
 OFFLOADED_KEY = "offloaded_content"
 """Key in a preview's `artifact` that holds the full content (rewrite mode only)."""
+
+DEFAULT_PAGE_CHARS = 20_000
+"""A page's characters when the state has no `context_usage` to size it by."""
+MIN_PAGE_TOKENS = 256
+MAX_PAGE_TOKENS = 8_000
 
 
 def find_tool_result(messages: Sequence[BaseMessage], ref: str) -> str | None:
@@ -51,31 +68,64 @@ def find_tool_result(messages: Sequence[BaseMessage], ref: str) -> str | None:
     return None
 
 
-@tool
+def _field(value: Any, key: str) -> Any:
+    """`value[key]` of a dict, or the attribute of a state object (None when absent)."""
+    return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+
+
+def _page_chars(text: str, state: Any) -> int:
+    """Characters of a default page: what half the room left in the request holds.
+
+    The room is the state's `context_usage.remaining` (the budget node's count of the
+    request that called the tool); half of it, between `MIN_PAGE_TOKENS` and
+    `MAX_PAGE_TOKENS`, converted with this text's own characters per token (counted with
+    the model's tokenizer). Without a `context_usage`, `DEFAULT_PAGE_CHARS`.
+    """
+    usage = _field(state, "context_usage") if state is not None else None
+    remaining = _field(usage, "remaining") if usage is not None else None
+    if not isinstance(remaining, int):
+        return DEFAULT_PAGE_CHARS
+    tokens = max(MIN_PAGE_TOKENS, min(MAX_PAGE_TOKENS, remaining // 2))
+    model = _field(usage, "model") or "gpt-4o"
+    sample = text[:200_000]
+    counted = max(1, count_message_tokens(("tool", sample), model=str(model)) - 3)
+    return max(200, int(tokens * len(sample) / counted))
+
+
+@tool(response_format="content_and_artifact")
 def read_tool_result(
     ref: str,
     messages: Annotated[list[BaseMessage], InjectedState("messages")],
     offset: int = 0,
-    limit: int = 20_000,
-) -> str:
+    limit: int | None = None,
+    state: Annotated[Any, InjectedState] = None,
+) -> tuple[str, dict[str, Any]]:
     """Read the full output of an earlier tool call shown only as a TOOL_RESULT_PREVIEW.
+
+    Long outputs come in pages; the last line of a page says which offset reads the next.
 
     Args:
         ref: the reference printed in the preview, e.g. "tool-result/call_abc123".
         offset: first character to return (to page through very long outputs).
-        limit: most characters to return.
+        limit: most characters to return (default: a page that fits the context).
     """
     text = find_tool_result(messages, ref)
     if text is None:
-        return (
+        answer = (
             f"No tool result {ref!r} in this conversation. Pass the ref exactly as the "
             "TOOL_RESULT_PREVIEW line shows it (tool-result/<tool_call_id>)."
         )
+        return answer, _page_marker(ref, 0, 0, 0)
     offset = max(0, offset)
-    limit = max(1, limit)
+    limit = max(1, limit) if limit is not None else _page_chars(text, state)
     part = text[offset : offset + limit]
     end = offset + len(part)
     if offset or end < len(text):
         more = f"; call again with offset={end} for more" if end < len(text) else ""
         part += f"\n[characters {offset}-{end} of {len(text)}{more}]"
-    return part
+    return part, _page_marker(ref, offset, end, len(text))
+
+
+def _page_marker(ref: str, offset: int, end: int, total: int) -> dict[str, Any]:
+    key, value = TOOL_RESULT_PAGE
+    return {key: value, "ref": ref, "offset": offset, "end": end, "total": total}

@@ -16,7 +16,9 @@ How a request is counted:
   tool calls an empirical rule; both are close, not byte-exact (see `docs/budget.md`).
 * **Other families** (Claude, Gemini, Llama, Qwen, Mistral, DeepSeek, ...): the same
   request counted with `o200k_base`, times a documented margin per family (`FAMILIES`).
-  Unknown names use `DEFAULT_FAMILY` and warn once per name.
+  Names resolve through tiktoken's own model map first (fine-tunes such as
+  `ft:gpt-4o-mini:acme::abc123` count as their base model); unknown names use
+  `DEFAULT_FAMILY` and warn once per name.
 * **Images** are counted from their pixel size with the provider's documented rule
   (never as base64 text); when the size cannot be read, as a 1024x1024 image.
 
@@ -28,6 +30,8 @@ and no tiktoken state is changed: `tiktoken.get_encoding()` behaves as before.
 One module per concept, every name re-exported here:
 
 * `bpe`: the BPE files, their sha256 check, `load_encoding`;
+* `models`: what a name stands for and the context window (`model_facts`: a chat
+  model's profile, then `context_window=`, then the table of well-known models);
 * `families`: model names and their counting rules (`ModelFamily`, `model_family`);
 * `chat_format`: OpenAI's chat format (messages, tool calls, tool schemas);
 * `images`: image tokens from pixel sizes, image headers;
@@ -62,7 +66,6 @@ from langgraph_ctx.context.tokens.families import (
     ImageRule,
     ModelFamily,
     model_family,
-    normalize_model_name,
 )
 from langgraph_ctx.context.tokens.images import (
     MEDIA_BLOCK_TOKENS,
@@ -71,10 +74,19 @@ from langgraph_ctx.context.tokens.images import (
     image_size,
     image_tokens,
 )
+from langgraph_ctx.context.tokens.models import (
+    CONTEXT_WINDOWS,
+    ModelFacts,
+    base_model_name,
+    context_window,
+    model_facts,
+    normalize_model_name,
+)
 from langgraph_ctx.errors import TokenizerDataError
 
 __all__ = [
     "BPE_SHA256",
+    "CONTEXT_WINDOWS",
     "DEFAULT_FAMILY",
     "FAMILIES",
     "MEDIA_BLOCK_TOKENS",
@@ -83,10 +95,13 @@ __all__ = [
     "EncodingName",
     "ImageRule",
     "MessageTokenCounter",
+    "ModelFacts",
     "ModelFamily",
     "TokenCounter",
     "TokenizerDataError",
+    "base_model_name",
     "bpe_file_path",
+    "context_window",
     "count_message_tokens",
     "count_tokens",
     "count_tool_tokens",
@@ -96,6 +111,7 @@ __all__ = [
     "load_encoding",
     "message_fingerprint",
     "message_role",
+    "model_facts",
     "model_family",
     "normalize_model_name",
     "read_bpe_file",

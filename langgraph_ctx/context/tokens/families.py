@@ -1,13 +1,13 @@
 """Model families: which encoding, overheads, margin and image rule count a model's tokens.
 
-OpenAI models are exact (their encoding comes from tiktoken's own name map); other
+OpenAI models are exact (their encoding comes from tiktoken's own name map, fine-tuned
+names included: `ft:gpt-4o-mini:acme::abc123` is gpt-4o-mini); other
 families (Claude, Gemini, Llama, ...) are counted with ``o200k_base`` times a documented
 margin (`FAMILIES`); unknown names use `DEFAULT_FAMILY` and warn once per name.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import types
@@ -19,6 +19,11 @@ from typing import Any, Final, Literal
 import tiktoken
 
 from langgraph_ctx.context.tokens.bpe import EncodingName
+from langgraph_ctx.context.tokens.models import (
+    base_model_name,
+    name_candidates,
+    normalize_model_name,
+)
 
 __all__ = [
     "DEFAULT_FAMILY",
@@ -90,17 +95,30 @@ FAMILIES: Final[tuple[tuple[str, ModelFamily], ...]] = (
 #: Used for names no rule knows (after a one-time warning per name).
 DEFAULT_FAMILY: Final[ModelFamily] = ModelFamily("default", multiplier=1.1)
 
-_PROVIDER_PREFIX = re.compile(r"^(?:[\w.-]+:|[\w.-]+/)+")
 _warned_models: set[str] = set()
 _family_cache: dict[str, ModelFamily] = {}
 _family_lock = threading.Lock()
 
 
-def _openai_family(name: str) -> ModelFamily | None:
-    try:
-        encoding = tiktoken.encoding_name_for_model(name)
-    except KeyError:
+def _tiktoken_encoding(model: str) -> str | None:
+    """The encoding tiktoken's own model map gives `model` (its names, then its prefixes).
+
+    Tried on each of `name_candidates(model)`: tiktoken knows `ft:gpt-4o-mini:...` and
+    dated names (`gpt-4o-2024-08-06`) by prefix, so they need no entry of ours.
+    """
+    for name in name_candidates(model):
+        try:
+            return tiktoken.encoding_name_for_model(name)
+        except KeyError:
+            continue
+    return None
+
+
+def _openai_family(model: str) -> ModelFamily | None:
+    encoding = _tiktoken_encoding(model)
+    if encoding is None:
         return None
+    name = base_model_name(model)
     if encoding == "cl100k_base":
         return (
             _GPT_CL100K
@@ -144,11 +162,6 @@ def _replace(family: ModelFamily, **changes: Any) -> ModelFamily:
     return replace(family, **changes)
 
 
-def normalize_model_name(model: str) -> str:
-    """Lowercase model name without provider prefixes (`openai:`, `azure/`, `models/`)."""
-    return _PROVIDER_PREFIX.sub("", model.strip().lower())
-
-
 def model_family(model: str) -> ModelFamily:
     """Return the counting rules for `model` (provider prefixes like `openai:` are ignored).
 
@@ -167,10 +180,10 @@ def resolve_family(model: str, *, warn: bool) -> ModelFamily:
     family = _family_cache.get(model)
     if family is not None:
         return family
-    name = normalize_model_name(model)
-    family = _openai_family(name)
+    family = _openai_family(model)
     if family is None:
-        family = next((fam for key, fam in FAMILIES if key in name), None)
+        names = name_candidates(model)
+        family = next((fam for key, fam in FAMILIES if any(key in n for n in names)), None)
     if family is None:
         family = DEFAULT_FAMILY
         if not warn:

@@ -1,0 +1,120 @@
+"""Every ```python block of README.md runs as it is, offline, in a fresh directory.
+
+How blocks are grouped and run:
+
+* each block is a standalone script, run in its own namespace;
+* a block whose introducing prose (the text since the previous ```python block) says
+  "continuing" runs in the namespace of the previous python block, after it;
+* a block right after a `<!-- skip-test: <reason> -->` comment is not run (the reason is
+  required, and the test lists the skipped blocks); keep those to what cannot run
+  offline at all;
+* a block that reads `REDIS_URL` gets the URL of the test suite's own redis-server.
+
+Any exception fails the test of that block's group, with a traceback pointing at the
+README's line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_SKIP = re.compile(r"<!--\s*skip-test:\s*(.*?)\s*-->\s*$", re.S)
+_CONTINUING = re.compile(r"\bcontinuing\b", re.I)
+
+
+@dataclass
+class Block:
+    line: int
+    """1-based line of the block's first code line in README.md."""
+    code: str
+    skip: str | None = None
+    """Why the block is not run (from its skip-test comment), or None."""
+
+
+@dataclass
+class Group:
+    """Blocks run one after another in one namespace."""
+
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"README.md:{self.blocks[0].line}"
+
+
+def python_blocks(text: str) -> list[tuple[Block, str]]:
+    """The python blocks of `text`, each with the prose since the previous python block."""
+    found: list[tuple[Block, str]] = []
+    end = 0
+    for match in _FENCE.finditer(text):
+        prose = text[end : match.start()]
+        line = text.count("\n", 0, match.start(1)) + 1
+        skip = _SKIP.search(prose)
+        reason = skip.group(1) if skip else None
+        if skip is not None and not reason:
+            raise AssertionError(f"README.md:{line}: a skip-test comment needs a reason")
+        found.append((Block(line, match.group(1), reason), prose))
+        end = match.end()
+    return found
+
+
+def groups(text: str) -> list[Group]:
+    result: list[Group] = []
+    for block, prose in python_blocks(text):
+        if result and _CONTINUING.search(prose):
+            result[-1].blocks.append(block)
+        else:
+            result.append(Group([block]))
+    return result
+
+
+GROUPS = groups(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_python_blocks_and_few_skips() -> None:
+    blocks = [b for g in GROUPS for b in g.blocks]
+    assert len(blocks) >= 8, "the README's python blocks were not found"
+    skipped = [f"README.md:{b.line} ({b.skip})" for b in blocks if b.skip]
+    assert len(skipped) <= 3, f"keep the blocks that cannot run offline few: {skipped}"
+
+
+def test_grouping_follows_the_prose() -> None:
+    text = (
+        "intro\n```python\na = 1\n```\nContinuing the example:\n```python\nb = a + 1\n```\n"
+        "Another one.\n<!-- skip-test: needs an API key -->\n```python\nimport nope\n```\n"
+    )
+    first, second = groups(text)
+    assert [b.code for b in first.blocks] == ["a = 1\n", "b = a + 1\n"]
+    assert second.blocks[0].skip == "needs an API key"
+    with pytest.raises(AssertionError, match="needs a reason"):
+        groups("<!-- skip-test: -->\n```python\nx = 1\n```\n")
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=[g.name for g in GROUPS])
+def test_a_readme_example_runs(
+    group: Group,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # always offline
+    runnable = [b for b in group.blocks if b.skip is None]
+    if not runnable:
+        pytest.skip(f"{group.name}: {group.blocks[0].skip}")
+    if any("REDIS_URL" in b.code for b in runnable):
+        monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_server").url)
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    for block in runnable:
+        # Blank lines first, so line numbers in a traceback are the README's own.
+        source = "\n" * (block.line - 1) + block.code
+        exec(compile(source, str(README), "exec"), namespace)
+    capsys.readouterr()  # what the blocks printed is for people; running without error counts
