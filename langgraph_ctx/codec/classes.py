@@ -100,6 +100,7 @@ that does has invariants only its own code keeps, so it needs the registry."""
 _TYPE_DICT: Any = vars(type)["__dict__"]
 _TYPE_MRO: Any = vars(type)["__mro__"]
 _TYPE_QUALNAME: Any = vars(type)["__qualname__"]
+_TYPE_MODULE: Any = vars(type)["__module__"]
 _MODULE_DICT: Any = vars(types.ModuleType)["__dict__"]
 
 
@@ -122,7 +123,8 @@ def _lookup(cls: type, name: str, default: Any = None) -> Any:
 
 
 def _home(cls: type) -> tuple[str, str]:
-    return str(_lookup(cls, "__module__", "")), _TYPE_QUALNAME.__get__(cls)
+    """``(__module__, __qualname__)`` through ``type``'s own descriptors (no metaclass hook)."""
+    return str(_TYPE_MODULE.__get__(cls)), _TYPE_QUALNAME.__get__(cls)
 
 
 def find_class(module: str, qualname: str) -> type | None:
@@ -144,8 +146,8 @@ def find_class(module: str, qualname: str) -> type | None:
     for i, part in enumerate(qualname.split(".")):
         if i:
             if not issubclass(type(obj), type):
-                break
-            ns = _ns(obj)
+                return None  # a function's local class, say: not reachable by name
+            ns = _ns(obj)  # type: ignore[arg-type]
         obj = ns.get(part)
         if obj is None:
             return None
@@ -192,6 +194,8 @@ def kind_of(cls: type) -> ClassKind | None:
 
 def _generated(fn: Any) -> bool:
     """A method ``dataclass`` / ``namedtuple`` / pydantic generated, not one the class wrote."""
+    if isinstance(fn, (staticmethod, classmethod)):
+        fn = fn.__func__
     code = getattr(fn, "__code__", None)
     if code is not None and code.co_filename == "<string>":
         return True
@@ -270,9 +274,7 @@ class ClassRules:
     classes: frozenset[type] = frozenset()
     names: frozenset[tuple[str, str]] = frozenset()
     loaded_data_classes: bool = True
-    _serde: list[JsonPlusSerializer] = dataclasses.field(
-        default_factory=list, compare=False, repr=False
-    )
+    _cache: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -299,12 +301,18 @@ class ClassRules:
             return self
         return ClassRules(classes, names, self.loaded_data_classes)
 
+    def _exact(self) -> dict[tuple[str, str], type]:
+        """The exact classes by name (a local class is found only this way)."""
+        if "exact" not in self._cache:
+            self._cache["exact"] = {_home(c): c for c in self.classes}
+        return self._cache["exact"]  # type: ignore[no-any-return]
+
     def serde(self) -> JsonPlusSerializer:
         """LangGraph's serializer in strict mode allowing exactly the registry (``serde``)."""
-        if not self._serde:
+        if "serde" not in self._cache:
             allowed: list[Any] = [*self.names, *self.classes]
-            self._serde.append(JsonPlusSerializer(allowed_msgpack_modules=allowed))
-        return self._serde[0]
+            self._cache["serde"] = JsonPlusSerializer(allowed_msgpack_modules=allowed)
+        return self._cache["serde"]  # type: ignore[no-any-return]
 
     def resolve(self, kind: ClassKind, name: Any) -> tuple[type | None, bool]:
         """``(class, registered)`` for a tag, or ``(None, False)`` with a warning.
@@ -323,6 +331,11 @@ class ClassRules:
         key = (module, qualname)
         if key in _PACKAGE_SET and module not in sys.modules:
             importlib.import_module(_PACKAGE_SET[key])  # our constant's string, not the file's
+        exact = self._exact().get(key)
+        if exact is not None:
+            if kind_of(exact) != kind:
+                raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}")
+            return exact, True
         try:
             found = find_class(module, qualname)
         except CodecError:

@@ -123,9 +123,10 @@ class LogSerde(SerializerProtocol):
     """The saver's serializer: the configured one for writing, the codec's rules for reading.
 
     ``rules`` (`ClassRules`) say which classes stored values may become; they
-    travel with the serializer so that every reader of a line (the saver,
-    ``verify``, the browse API) applies the same ones, and ``with_allowlist``
-    (what ``compile()`` passes under ``LANGGRAPH_STRICT_MSGPACK``) extends them.
+    travel with the serializer so that every reader of a line (the saver's
+    indexes, ``verify``, the browse API) applies the same ones, and `allow`
+    (the saver's ``with_allowlist``, what ``compile()`` calls under
+    ``LANGGRAPH_STRICT_MSGPACK``) extends them.
     """
 
     def __init__(self, inner: SerializerProtocol, rules: ClassRules) -> None:
@@ -138,16 +139,15 @@ class LogSerde(SerializerProtocol):
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         return _loads_safely(data[0], data[1], self.inner, self.rules)
 
-    def with_allowlist(self, extra: Iterable[Any]) -> LogSerde:
-        """A copy whose rules (and inner serializer's allowlist) also allow ``extra``."""
+    def allow(self, extra: Iterable[Any]) -> None:
+        """Also allow ``extra`` (classes or ``(module, name)`` pairs), in place.
+
+        In place, because every index of the saver reads through this object.
+        """
         extra = list(extra)
-        rules = self.rules.extended(extra)
-        inner = self.inner
-        if isinstance(inner, JsonPlusSerializer):
-            inner = inner.with_msgpack_allowlist(extra)
-        if rules is self.rules and inner is self.inner:
-            return self
-        return LogSerde(inner, rules)
+        self.rules = self.rules.extended(extra)
+        if isinstance(self.inner, JsonPlusSerializer):
+            self.inner = self.inner.with_msgpack_allowlist(extra)
 
 
 def value_rules(serde: SerializerProtocol) -> ClassRules:

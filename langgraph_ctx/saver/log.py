@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -141,7 +140,7 @@ class LogSaver(BaseCheckpointSaver[int]):
         if not isinstance(serde, LogSerde):
             serde = LogSerde(serde, value_rules(serde).extended(allowed))
         elif allowed:
-            serde = serde.with_allowlist(allowed)
+            serde = LogSerde(serde.inner, serde.rules.extended(allowed))
         super().__init__(serde=serde)
         if on_corrupt not in ("raise", "skip"):
             raise ValueError("on_corrupt must be 'raise' or 'skip'")
@@ -150,20 +149,18 @@ class LogSaver(BaseCheckpointSaver[int]):
         self._indexes: dict[str, _Index] = {}
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> LogSaver:
-        """A copy of this saver that may also rebuild these ``(module, name)`` classes.
+        """Also rebuild these ``(module, name)`` classes from the log; returns this saver.
 
         ``compile()`` calls it under ``LANGGRAPH_STRICT_MSGPACK`` with the types
         of the graph's state schema; they join the codec's registry (and the
-        serializer's allowlist). The copy shares the storage, not the caches.
+        serializer's allowlist). Unlike LangGraph's savers this widens the
+        saver itself rather than a copy: a copy would share the storage's
+        record of what was read but not the indexes built from it. Every graph
+        compiled on the saver adds its own schema's types, never a file's.
         """
         assert isinstance(self.serde, LogSerde)
-        serde = self.serde.with_allowlist(extra_allowlist)
-        if serde is self.serde:
-            return self
-        clone = copy.copy(self)
-        clone.serde = serde
-        clone._indexes = {}
-        return clone
+        self.serde.allow(extra_allowlist)
+        return self
 
     # ------------------------------------------------- BaseCheckpointSaver
 
