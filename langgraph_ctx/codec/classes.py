@@ -205,12 +205,9 @@ def _generated(fn: Any) -> bool:
 def plain_data_class(cls: type, kind: ClassKind) -> bool:
     """Rule (b): an application data class that is rebuilt without being asked.
 
-    >>> import dataclasses
-    >>> @dataclasses.dataclass
-    ... class Point:
-    ...     x: int
-    >>> plain_data_class(Point, "dataclass")
-    True
+    >>> from langgraph_ctx.context.budget import ContextUsage
+    >>> plain_data_class(ContextUsage, "model")  # a framework's model: the registry's
+    False
     """
     cached = _plain_cache.get(id(cls))
     if cached is not None and cached[0] is cls:
