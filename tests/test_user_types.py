@@ -173,6 +173,38 @@ def test_allowed_types_rebuild_classes_with_their_own_code(backend):
     assert allowed.checkpoint["channel_values"]["c"] == Counted(n=2)
 
 
+def test_a_cold_reader_imports_only_what_the_registry_names(backend):
+    """A process that never imported the app's types: plain data and a warning, no
+    import; with the class on ``allowed_types`` (as a pair), its module is imported."""
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        kwargs = {{k: [tuple(p) for p in v] for k, v in json.loads(sys.argv[1]).items()}}
+        saver = {backend.saver_code()[:-1] + ", **kwargs)"}
+        values = saver.get_tuple({{"configurable": {{"thread_id": "types"}}}})
+        values = values.checkpoint["channel_values"]
+        print(json.dumps([type(values["order"]).__name__, "tests.user_types" in sys.modules]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    stderr = []
+    for kwargs, expected in [
+        ({}, ["dict", False]),
+        ({"allowed_types": [["tests.user_types", "Order"]]}, ["Order", True]),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(kwargs)],
+            capture_output=True, text=True, env=env, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == expected
+        stderr.append(proc.stderr)
+    assert "tests.user_types.Order comes back as plain data (not loaded)" in stderr[0]
+    assert "import tests.user_types before reading" in stderr[0]
+
+
 # ----------------------------------------------------------------- functional API
 
 

@@ -8,11 +8,12 @@ descriptor, no ``__getattr__`` hook) and the class is rebuilt only when it is
 
 (a) on the registry (`ClassRules.names` / `ClassRules.classes`): this
     package's models (`PACKAGE_MODELS`), LangGraph's safe types
-    (``SAFE_MSGPACK_TYPES``: ``Send``, ``Command``, ``Interrupt``, ``Document``,
-    ...), the saver's ``allowed_types=`` and what ``with_allowlist`` adds
-    (``compile()`` passes the state schema's types under
-    ``LANGGRAPH_STRICT_MSGPACK``). These are rebuilt through their constructor,
-    as LangGraph rebuilds them;
+    (``SAFE_MSGPACK_TYPES``: ``Command``, ``Interrupt``, ``Document``, ...), the
+    saver's ``allowed_types=`` and what ``with_allowlist`` adds (``compile()``
+    passes the state schema's types under ``LANGGRAPH_STRICT_MSGPACK``). These
+    are rebuilt through their constructor, as LangGraph rebuilds them; the
+    module of a registered ``(module, name)`` pair is imported if it is not
+    yet (the registry is the application's word, never the file's);
 (b) or, unless ``LANGGRAPH_STRICT_MSGPACK`` is set, a plain data class of the
     application (`plain_data_class`): a pydantic v2 or v1 model, a dataclass,
     an ``Enum`` or a ``NamedTuple``, defined outside the ``langchain*`` /
@@ -67,9 +68,7 @@ PACKAGE_MODELS: tuple[tuple[str, str], ...] = (
     ("langgraph_ctx.context.prompt", "RunContext"),
     ("langgraph_ctx.context.prompt", "WorkflowStep"),
 )
-"""This package's pydantic models that graph state may hold: on every registry. Their
-modules are the only ones the reader imports, and only when a tag names one of these
-exact pairs (the module name then comes from this constant, not from the file)."""
+"""This package's pydantic models that graph state may hold: on every registry."""
 
 FRAMEWORK_PREFIXES = ("langchain", "langgraph", "pydantic")
 """Classes from these modules (``langgraph_ctx`` included) are rebuilt only from the
@@ -326,8 +325,10 @@ class ClassRules:
             raise CodecError(f"a {kind!r} tag names a class as [module, qualname], got {name!r}")
         module, qualname = name
         key = (module, qualname)
-        if key in _PACKAGE_SET and module not in sys.modules:
-            importlib.import_module(_PACKAGE_SET[key])  # our constant's string, not the file's
+        if key in self.names and module not in sys.modules:
+            # a module the registry names (yours, this package's, LangGraph's safe list):
+            # imported as LangGraph's serializer would; a file cannot add to the registry
+            importlib.import_module(module)
         exact = self._exact().get(key)
         if exact is not None:
             if kind_of(exact) != kind:
@@ -355,7 +356,6 @@ class ClassRules:
 
 
 _ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"
-_PACKAGE_SET = {pair: pair[0] for pair in PACKAGE_MODELS}
 
 DEFAULT_RULES = ClassRules.build()
 
