@@ -282,3 +282,35 @@ def test_agent_messages_are_stored_once(backend, kind):
     assert b'"serde"' not in log
     cold = backend.saver().get_tuple(config).checkpoint["channel_values"]["messages"]
     assert [m.content for m in cold] == [m.content for m in messages]
+
+
+def test_odd_values_round_trip(backend):
+    """Keys that are not strings (tuples stay hashable), sets of tuples, NaN, bytes, and
+    LangGraph's own Send / Command / Interrupt holding messages."""
+    import math
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.types import Command, Interrupt, Send
+
+    hello = HumanMessage("hello", id="h")
+    value = {
+        (1, 2): "tuple key",
+        3: {(4, "x")},
+        "nan": float("nan"),
+        "bytes": b"\x00\xff",
+        "frozen": frozenset({(1, (2, 3))}),
+        "send": Send("tools", {"messages": [hello], "n": 1}),
+        "command": Command(goto=[Send("a", {"m": hello})], update={"messages": [hello]}),
+        "interrupt": Interrupt(value={"ask": hello}, id="i-1"),
+    }
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"v": 1}
+    cp["channel_values"] = {"v": value}
+    config = {"configurable": {"thread_id": "odd", "checkpoint_ns": ""}}
+    backend.saver().put(config, cp, {}, {"v": 1})
+    got = backend.saver().get_tuple(config).checkpoint["channel_values"]["v"]
+    assert math.isnan(got.pop("nan")) and math.isnan(value.pop("nan"))
+    assert got == value
+    assert type(got["command"]) is Command and type(got["interrupt"]) is Interrupt
+    log = backend.log_bytes("odd")
+    assert log.count(b'"t":"msg"') == 1  # hello, referenced four times

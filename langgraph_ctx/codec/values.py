@@ -291,16 +291,16 @@ def _encode(value: Any, ref: MessageRef, serde: SerializerProtocol, exact: bool)
             return {"json": value}
         if all(type(k) is str for k in value):
             return {"dict": {k: _encode(v, ref, serde, exact) for k, v in value.items()}}
-        return {
+        return {  # keys exact: a tuple key must come back hashable
             "pairs": [
-                [_encode(k, ref, serde, exact), _encode(v, ref, serde, exact)]
+                [_encode(k, ref, serde, True), _encode(v, ref, serde, exact)]
                 for k, v in value.items()
             ]
         }
     if isinstance(value, BaseMessage):
         return {"msg": ref(value)}
     if kind is set or kind is frozenset:
-        return {kind.__name__: [_encode(v, ref, serde, exact) for v in value]}
+        return {kind.__name__: [_encode(v, ref, serde, True) for v in value]}  # hashable
     scalar = _SCALARS.get(kind)
     if scalar is not None:
         return {scalar: value.isoformat() if scalar in ("datetime", "date") else str(value)}
