@@ -184,21 +184,21 @@ def kind_of(cls: type) -> ClassKind | None:
         return "model"
     if enum.Enum in mro:
         return "enum"
-    if tuple in mro and isinstance(_lookup(cls, "_fields"), tuple):
+    # type() checks, not isinstance(): nothing of the class's own runs while we look
+    if tuple in mro and issubclass(type(_lookup(cls, "_fields")), tuple):
         return "namedtuple"
-    if isinstance(_lookup(cls, "__dataclass_fields__"), dict):
+    if issubclass(type(_lookup(cls, "__dataclass_fields__")), dict):
         return "dataclass"
     return None
 
 
 def _generated(fn: Any) -> bool:
     """A method ``dataclass`` / ``namedtuple`` / pydantic generated, not one the class wrote."""
-    if isinstance(fn, (staticmethod, classmethod)):
+    if type(fn) in (staticmethod, classmethod):
         fn = fn.__func__
-    code = getattr(fn, "__code__", None)
-    if code is not None and code.co_filename == "<string>":
-        return True
-    return str(getattr(fn, "__module__", "") or "").startswith("pydantic")
+    if type(fn) is not types.FunctionType:
+        return False  # a builtin or some object: not something these generate
+    return fn.__code__.co_filename == "<string>" or str(fn.__module__).startswith("pydantic")
 
 
 def plain_data_class(cls: type, kind: ClassKind) -> bool:
@@ -217,7 +217,7 @@ def plain_data_class(cls: type, kind: ClassKind) -> bool:
         verdict = False
     if verdict and kind != "enum":  # an enum member is looked up, nothing is made
         for klass in _mro(cls):
-            if klass is object or _home(klass)[0].startswith((*FRAMEWORK_PREFIXES, "builtins")):
+            if _home(klass)[0].startswith(_BASES):
                 continue
             ns = _ns(klass)
             if any(name in ns and not _generated(ns[name]) for name in NOT_PLAIN):
@@ -226,6 +226,9 @@ def plain_data_class(cls: type, kind: ClassKind) -> bool:
     _plain_cache[id(cls)] = (cls, verdict)
     return verdict
 
+
+_BASES = (*FRAMEWORK_PREFIXES, "builtins", "abc", "typing", "enum")
+"""Modules whose classes may sit in a plain data class's MRO (``Generic``, ``ABC``, ...)."""
 
 _plain_cache: dict[int, tuple[type, bool]] = {}
 _warned: set[tuple[str, str, str]] = set()
