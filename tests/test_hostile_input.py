@@ -139,7 +139,7 @@ def test_models_outside_the_package_are_refused(tmp_path):
     saver = JsonlSaver(tmp_path)
     put_one(saver, "t")
     tamper_value(saver, {"model": ["os", "system"], "json": {"command": "touch x"}})
-    with pytest.raises(CorruptLogError, match="only langgraph_ctx models are rebuilt"):
+    with pytest.raises(CorruptLogError, match=r"refusing model os\.system: a class tag rebuilds"):
         JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
 
 
@@ -197,19 +197,31 @@ def test_bad_references_are_reported(tmp_path, enc):
 
 @dataclasses.dataclass
 class Point:
+    """Not a plain data class (it runs code when made): rebuilt only when allowed."""
+
+    x: int
+    y: int
+
+    def __post_init__(self) -> None:
+        self.y = int(self.y)
+
+
+@dataclasses.dataclass
+class PlainPoint:
     x: int
     y: int
 
 
 def test_allowed_types_extend_the_safe_list(tmp_path):
     cp = empty_checkpoint()
-    cp["channel_versions"] = {"a": 1, "b": 1}
-    cp["channel_values"] = {"a": Point(1, 2), "b": Decimal("1.5")}
+    cp["channel_versions"] = {"a": 1, "b": 1, "c": 1}
+    cp["channel_values"] = {"a": Point(1, 2), "b": Decimal("1.5"), "c": PlainPoint(3, 4)}
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    JsonlSaver(tmp_path).put(config, cp, {}, {"a": 1, "b": 1})
+    JsonlSaver(tmp_path).put(config, cp, {}, {"a": 1, "b": 1, "c": 1})
     strict = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]
     assert strict["b"] == Decimal("1.5")  # on LangGraph's safe list
     assert strict["a"] == {"x": 1, "y": 2}  # not allowed: left as plain data
+    assert strict["c"] == PlainPoint(3, 4)  # a plain data class the app loaded
     allowed = JsonlSaver(tmp_path, allowed_types=[Point]).get_tuple(config)
     assert allowed.checkpoint["channel_values"]["a"] == Point(1, 2)
 

@@ -5,6 +5,8 @@ The storage layer moves the bytes; the saver decides what to write; both it and
 
 * `langgraph_ctx.codec.values`: channel values and writes (the value tags, the
   serializer payloads, the one walk over the messages a value refers to);
+* `langgraph_ctx.codec.classes`: which classes a stored value may become, and
+  how they are rebuilt without running their code;
 * `langgraph_ctx.codec.messages`: message bodies and their digests;
 * `langgraph_ctx.codec.lines`: the ``thread`` / ``msg`` / ``ckpt`` / ``writes``
   lines: build, parse, validate (the format version lives there).
@@ -37,7 +39,9 @@ from langgraph_ctx.codec.values import (
     PACKAGE_MODELS,
     SAFE_SERDE_TYPES,
     TRUSTED_MODEL_PREFIX,
+    ClassRules,
     ListLoader,
+    LogSerde,
     MessageLoader,
     MessageRef,
     decode_value,
@@ -48,6 +52,7 @@ from langgraph_ctx.codec.values import (
     refs_of,
     serde_decode,
     serde_encode,
+    value_rules,
 )
 from langgraph_ctx.errors import CodecError
 
@@ -60,8 +65,10 @@ __all__ = [
     "PACKAGE_MODELS",
     "SAFE_SERDE_TYPES",
     "TRUSTED_MODEL_PREFIX",
+    "ClassRules",
     "CodecError",
     "ListLoader",
+    "LogSerde",
     "MessageLoader",
     "MessageRef",
     "decode_value",
@@ -84,4 +91,5 @@ __all__ = [
     "refs_of",
     "serde_decode",
     "serde_encode",
+    "value_rules",
 ]

@@ -103,7 +103,9 @@ def message_from_json(data: Any) -> BaseMessage:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise CodecError(f"invalid {cls.__name__}: {where}: {first.get('msg')}") from None
-    except Exception as exc:  # LangChain's own validators raise KeyError & co.
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # LangChain's own validators raise KeyError & co.
         raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
 
 

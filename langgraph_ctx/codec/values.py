@@ -1,69 +1,89 @@
 """Encoded values: channel values and writes as JSON, and back.
 
-Plain JSON where that is unambiguous, else a small tagged object whose one key
-says what it is:
+Plain JSON where that is unambiguous, else a small tagged object whose key
+says what it is. Every message anywhere in a value (in a list, a dict, a
+``Send``, a ``Command``, a model's fields, ...) is stored once, on its own
+``msg`` line, and referenced by ordinal:
 
-===================================  =============================================
-``"text"``, ``3``, ``null``, ``[1]``  a string, number, bool, null or list, as is
-``{"json": {...}}``                  a JSON object (tagged, so it never looks
-                                     like one of the tags below)
-``{"msgs": [n, ...]}``               a list of messages, by ordinal
-``{"append": [n, ...]}``             the channel's value at the parent checkpoint,
-                                     then these messages
-``{"msgs": [...], "keep": k,``       the first ``k`` messages of the value stored
-``"base": line}``                    on line ``line``, then these
-``{"msg": n}``                       one message
-``{"dict": {key: encoded}}``         a dict some of whose values hold messages
-``{"snap": encoded}``                a ``DeltaChannel`` snapshot of a value
-``{"model": [mod, name],``           a pydantic model defined in ``langgraph_ctx``
-``"json": {...}}``
-``{"serde": [type, base64]}``        anything else, through LangGraph's serializer
-===================================  =============================================
+======================================  ==========================================
+``"text"``, ``3``, ``null``, ``[1]``    a string, number, bool, null or list, as is
+                                        (tuples in plain JSON come back as lists,
+                                        as LangGraph's serializer returns them)
+``{"json": {...}}``                     a JSON object (tagged, so it never looks
+                                        like one of the tags below)
+``{"msgs": [n, ...]}``                  a list of messages, by ordinal
+``{"append": [n, ...]}``                the channel's value at the parent
+                                        checkpoint, then these messages
+``{"msgs": [...], "keep": k,``          the first ``k`` messages of the value
+``"base": line}``                       stored on line ``line``, then these
+``{"msg": n}``                          one message
+``{"dict": {key: v}}``                  a dict with string keys, some value not
+                                        plain JSON
+``{"pairs": [[k, v], ...]}``            a dict with some key that is not a string
+``{"list": [v, ...]}``                  a list (or tuple) with some item not plain
+``{"tuple": [v, ...]}``                 a tuple inside a class's fields (kept a
+                                        tuple, as the class had it)
+``{"set": [v, ...]}``                   a set (``"frozenset"``: a frozenset)
+``{"datetime": iso}``                   also ``date``, ``uuid``, ``decimal``
+``{"send": [node, v]}``                 a LangGraph ``Send`` (``"timeout": v``)
+``{"model": [module, qualname],``       a pydantic (v2 or v1) model: its fields as
+``"json": {...}}``                      plain JSON, or ``"fields": {name: v}``
+``{"dataclass": [module, qualname],``   a dataclass (``"json"`` or ``"fields"``;
+``"fields": {name: v}}``                ``Command``, ``Interrupt`` are ones)
+``{"namedtuple": [...], "fields": ...}``  a ``NamedTuple``
+``{"enum": [module, qualname],``        an ``Enum`` member, by value
+``"value": v}``
+``{"snap": v}``                         a ``DeltaChannel`` snapshot of a value
+``{"serde": [type, base64]}``           anything else, through the serializer
+======================================  ==========================================
 
-`value_tag` is the one place that reads a tag; `decode_value` and `message_refs`
-(the walk that finds every message a value refers to) both go through it.
+Which classes a class tag may become is `langgraph_ctx.codec.classes`' rule;
+`value_tag` is the one place that reads a tag; `decode_value` and
+`message_refs` (the walk that finds every message a value refers to) both go
+through it.
 """
 
 from __future__ import annotations
 
 import base64
-import importlib
+import datetime as dt
+import decimal
+import json
 import math
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from pydantic import BaseModel, ValidationError
+from langgraph.types import Send
 
+from langgraph_ctx.codec.classes import (
+    CLASS_TAGS,
+    DEFAULT_RULES,
+    ClassKind,
+    kind_of,
+    rebuild,
+)
+from langgraph_ctx.codec.classes import (
+    PACKAGE_MODELS as PACKAGE_MODELS,
+)
+from langgraph_ctx.codec.classes import (
+    ClassRules as ClassRules,
+)
 from langgraph_ctx.errors import CodecError
 
-# Payload types LangGraph's serializer writes that are safe to read back.
-SAFE_SERDE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray"})
+SAFE_SERDE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray", "json"})
+"""Serializer payload types the codec decodes itself, safely: ``msgpack`` through
+LangGraph's strict serializer allowing exactly the registry, ``json`` as plain data
+(LangChain's reviver is never called). ``pickle`` is refused unless the serializer
+was built with ``pickle_fallback=True``; any other type (an encrypting serializer's)
+goes to the configured serializer."""
 
 TRUSTED_MODEL_PREFIX = "langgraph_ctx."
-
-PACKAGE_MODELS: tuple[tuple[str, str], ...] = (
-    ("langgraph_ctx.context.archive", "ArchivedContext"),
-    ("langgraph_ctx.context.budget", "ContextBudget"),
-    ("langgraph_ctx.context.budget", "ContextUsage"),
-    ("langgraph_ctx.context.budget", "DegradationLevel"),
-    ("langgraph_ctx.context.compaction.record", "CompactionRecord"),
-    ("langgraph_ctx.context.compaction.record", "DroppedMessage"),
-    ("langgraph_ctx.context.compaction.record", "OffloadedResult"),
-    ("langgraph_ctx.context.compaction.record", "RunningSummary"),
-    ("langgraph_ctx.context.compaction.record", "ScoredMessage"),
-    ("langgraph_ctx.context.compaction.record", "ShortenedMessage"),
-    ("langgraph_ctx.context.llm_error", "LLMError"),
-    ("langgraph_ctx.context.prompt", "PromptParts"),
-    ("langgraph_ctx.context.prompt", "RunContext"),
-    ("langgraph_ctx.context.prompt", "WorkflowStep"),
-)
-"""This package's pydantic models that graph state may hold. Stored readably at the
-top of a value (``{"model": ...}``); when nested inside a value that goes through
-LangGraph's serializer, the savers' strict allowlist includes them too."""
-
+"""This package's modules; their models are on the registry (`PACKAGE_MODELS`)."""
 
 def is_plain_json(value: Any) -> bool:
     """True for values JSON round-trips as LangGraph's serializer would.
@@ -82,7 +102,63 @@ def is_plain_json(value: Any) -> bool:
     return False
 
 
+def _is_exact_json(value: Any) -> bool:
+    """`is_plain_json` without tuples: JSON that reads back exactly as it was."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list:
+        return all(_is_exact_json(v) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _is_exact_json(v) for k, v in value.items())
+    return False
+
+
 # ------------------------------------------------------------------------- serde
+
+
+class LogSerde(SerializerProtocol):
+    """The saver's serializer: the configured one for writing, the codec's rules for reading.
+
+    ``rules`` (`ClassRules`) say which classes stored values may become; they
+    travel with the serializer so that every reader of a line (the saver's
+    indexes, ``verify``, the browse API) applies the same ones, and `allow`
+    (the saver's ``with_allowlist``, what ``compile()`` calls under
+    ``LANGGRAPH_STRICT_MSGPACK``) extends them.
+    """
+
+    def __init__(self, inner: SerializerProtocol, rules: ClassRules) -> None:
+        self.inner = inner
+        self.rules = rules
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.inner.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return _loads_safely(data[0], data[1], self.inner, self.rules)
+
+    def allow(self, extra: Iterable[Any]) -> None:
+        """Also allow ``extra`` (classes or ``(module, name)`` pairs), in place.
+
+        In place, because every index of the saver reads through this object.
+        """
+        extra = list(extra)
+        self.rules = self.rules.extended(extra)
+        if isinstance(self.inner, JsonPlusSerializer):
+            self.inner = self.inner.with_msgpack_allowlist(extra)
+
+
+def value_rules(serde: SerializerProtocol) -> ClassRules:
+    """The class rules a serializer carries (`LogSerde`), else the default ones
+    extended by a `JsonPlusSerializer`'s explicit msgpack allowlist."""
+    if isinstance(serde, LogSerde):
+        return serde.rules
+    allowed = getattr(serde, "_allowed_msgpack_modules", None)
+    if isinstance(allowed, (set, frozenset)) and allowed:
+        return DEFAULT_RULES.extended(allowed)
+    return DEFAULT_RULES
 
 
 def serde_encode(value: Any, serde: SerializerProtocol) -> list[str]:
@@ -92,7 +168,11 @@ def serde_encode(value: Any, serde: SerializerProtocol) -> list[str]:
 
 
 def serde_decode(payload: Any, serde: SerializerProtocol) -> Any:
-    """Inverse of `serde_encode`; never unpickles unless the serializer allows it."""
+    """Inverse of `serde_encode`, under the rules of `SAFE_SERDE_TYPES`.
+
+    Whatever the payload makes the decoder raise, even a ``BaseException``
+    such as ``SystemExit``, comes out as `CodecError` (a real Ctrl-C aside).
+    """
     if (
         not isinstance(payload, list)
         or len(payload) != 2
@@ -100,16 +180,30 @@ def serde_decode(payload: Any, serde: SerializerProtocol) -> Any:
     ):
         raise CodecError("serialized payload must be [type, base64]")
     type_, data = payload
-    if type_ == "pickle" and not getattr(serde, "pickle_fallback", False):
-        raise CodecError("refusing a pickle payload (pickle runs code on load)")
     try:
         raw = base64.b64decode(data, validate=True)
     except ValueError:
         raise CodecError("serialized payload is not valid base64") from None
+    if isinstance(serde, LogSerde):
+        return _loads_safely(type_, raw, serde.inner, serde.rules)
+    return _loads_safely(type_, raw, serde, value_rules(serde))
+
+
+def _loads_safely(type_: str, raw: bytes, inner: SerializerProtocol, rules: ClassRules) -> Any:
+    if type_ == "pickle" and not getattr(inner, "pickle_fallback", False):
+        raise CodecError("refusing a pickle payload (pickle runs code on load)")
     try:
-        return serde.loads_typed((type_, raw))
-    except Exception as exc:  # the serializer raises many types on bad bytes
-        raise CodecError(f"serialized {type_!r} payload does not decode: {exc}") from None
+        if type_ == "json":  # plain data: LangChain's reviver would build objects
+            return json.loads(raw)
+        if type_ in SAFE_SERDE_TYPES:
+            return rules.serde().loads_typed((type_, raw))
+        return inner.loads_typed((type_, raw))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the serializer raises many types on bad bytes
+        raise CodecError(
+            f"serialized {type_!r} payload does not decode: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 # ------------------------------------------------------------------------ values
@@ -121,21 +215,46 @@ MessageLoader = Callable[[int], BaseMessage]
 ListLoader = Callable[[Mapping[str, Any]], list[int]]
 """Resolves the ordinals of a ``msgs`` / ``append`` value (following ``base`` links)."""
 
-ValueTag = Literal["plain", "json", "msgs", "msg", "dict", "snap", "model", "serde"]
+ValueTag = Literal[
+    "plain",
+    "json",
+    "msgs",
+    "msg",
+    "dict",
+    "pairs",
+    "list",
+    "tuple",
+    "set",
+    "frozenset",
+    "datetime",
+    "date",
+    "uuid",
+    "decimal",
+    "send",
+    "snap",
+    "model",
+    "dataclass",
+    "namedtuple",
+    "enum",
+    "serde",
+]
+
+_SCALARS: dict[type, str] = {
+    dt.datetime: "datetime",
+    dt.date: "date",
+    uuid.UUID: "uuid",
+    decimal.Decimal: "decimal",
+}
+_PARSE: dict[str, Callable[[str], Any]] = {
+    "datetime": dt.datetime.fromisoformat,
+    "date": dt.date.fromisoformat,
+    "uuid": uuid.UUID,
+    "decimal": decimal.Decimal,
+}
 
 
 def is_message_list(value: Any) -> bool:
     return type(value) is list and len(value) > 0 and all(isinstance(m, BaseMessage) for m in value)
-
-
-def _contains_messages(value: Any) -> bool:
-    if isinstance(value, BaseMessage):
-        return True
-    if type(value) is list:
-        return any(isinstance(v, BaseMessage) for v in value)
-    if type(value) is dict:
-        return any(_contains_messages(v) for v in value.values())
-    return False
 
 
 def encode_value(value: Any, ref: MessageRef, serde: SerializerProtocol) -> Any:
@@ -148,13 +267,77 @@ def encode_value(value: Any, ref: MessageRef, serde: SerializerProtocol) -> Any:
         return {"snap": encode_value(value.value, ref, serde)}
     if is_plain_json(value):
         return {"json": value} if type(value) is dict else value
-    if type(value) is dict and all(type(k) is str for k in value) and _contains_messages(value):
-        return {"dict": {k: encode_value(v, ref, serde) for k, v in value.items()}}
-    if isinstance(value, BaseModel) and type(value).__module__.startswith(TRUSTED_MODEL_PREFIX):
-        dumped = value.model_dump(mode="json")
-        if is_plain_json(dumped):
-            return {"model": [type(value).__module__, type(value).__qualname__], "json": dumped}
+    return _encode(value, ref, serde, exact=False)
+
+
+def _encode(value: Any, ref: MessageRef, serde: SerializerProtocol, exact: bool) -> Any:
+    """One value anywhere inside another. ``exact``: inside a class's fields, where
+    tuples stay tuples (the class had them so; pydantic validated them so)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if kind is list or kind is tuple:
+        if exact and kind is tuple:
+            return {"tuple": [_encode(v, ref, serde, exact) for v in value]}
+        if _is_exact_json(value) if exact else is_plain_json(value):
+            return value if kind is list else list(value)
+        if value and all(isinstance(m, BaseMessage) for m in value):
+            return {"msgs": [ref(m) for m in value]}
+        return {"list": [_encode(v, ref, serde, exact) for v in value]}
+    if kind is dict:
+        if _is_exact_json(value) if exact else is_plain_json(value):
+            return {"json": value}
+        if all(type(k) is str for k in value):
+            return {"dict": {k: _encode(v, ref, serde, exact) for k, v in value.items()}}
+        return {  # keys exact: a tuple key must come back hashable
+            "pairs": [
+                [_encode(k, ref, serde, True), _encode(v, ref, serde, exact)]
+                for k, v in value.items()
+            ]
+        }
+    if isinstance(value, BaseMessage):
+        return {"msg": ref(value)}
+    if kind is set or kind is frozenset:
+        return {kind.__name__: [_encode(v, ref, serde, True) for v in value]}  # hashable
+    scalar = _SCALARS.get(kind)
+    if scalar is not None:
+        return {scalar: value.isoformat() if scalar in ("datetime", "date") else str(value)}
+    if kind is Send:
+        out: dict[str, Any] = {"send": [value.node, _encode(value.arg, ref, serde, exact)]}
+        if getattr(value, "timeout", None) is not None:
+            out["timeout"] = _encode(value.timeout, ref, serde, exact)
+        return out
+    if kind is _DeltaSnapshot:
+        return {"snap": _encode(value.value, ref, serde, exact)}
+    tag = kind_of(kind)
+    if tag is not None:
+        return _encode_object(value, tag, ref, serde)
     return {"serde": serde_encode(value, serde)}
+
+
+def _encode_object(value: Any, tag: ClassKind, ref: MessageRef, serde: SerializerProtocol) -> Any:
+    cls = type(value)
+    name = [cls.__module__, cls.__qualname__]
+    if tag == "enum":
+        return {"enum": name, "value": _encode(value.value, ref, serde, exact=True)}
+    if tag == "model":
+        fields = dict(value.__dict__)
+        extra = getattr(value, "__pydantic_extra__", None)
+        if extra:
+            fields.update(extra)
+    elif tag == "namedtuple":
+        fields = dict(zip(cls._fields, value, strict=True))
+    else:
+        fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
+    if _is_exact_json(fields):
+        return {tag: name, "json": fields}
+    return {tag: name, "fields": {k: _encode(v, ref, serde, exact=True) for k, v in fields.items()}}
+
+
+def _is_field(cls: Any, name: str) -> bool:
+    return cls.__dataclass_fields__[name]._field_type.name == "_FIELD"  # type: ignore[no-any-return]
 
 
 def value_tag(enc: Any) -> ValueTag:
@@ -164,24 +347,40 @@ def value_tag(enc: Any) -> ValueTag:
 
     >>> [value_tag(e) for e in ("hi", {"json": {}}, {"append": [1]}, {"msg": 0})]
     ['plain', 'json', 'msgs', 'msg']
+    >>> value_tag({"model": ["app", "Order"], "json": {"id": 1}})
+    'model'
     """
     if not isinstance(enc, dict):
         return "plain"  # a bare scalar or list
-    if "json" in enc and "model" not in enc:
+    for kind in CLASS_TAGS:
+        if kind in enc:
+            return kind
+    if "json" in enc:
         return "json"
     if "msgs" in enc or "append" in enc:
         return "msgs"
-    if "msg" in enc:
-        return "msg"
-    if "dict" in enc:
-        return "dict"
-    if "snap" in enc:
-        return "snap"
-    if "model" in enc:
-        return "model"
-    if "serde" in enc:
-        return "serde"
+    for tag in _TAGS:
+        if tag in enc:
+            return tag
     raise CodecError(f"unknown value encoding {sorted(enc)}")
+
+
+_TAGS: tuple[ValueTag, ...] = (
+    "msg",
+    "dict",
+    "pairs",
+    "list",
+    "tuple",
+    "set",
+    "frozenset",
+    "datetime",
+    "date",
+    "uuid",
+    "decimal",
+    "send",
+    "snap",
+    "serde",
+)
 
 
 def decode_value(
@@ -190,7 +389,11 @@ def decode_value(
     load_refs: ListLoader,
     serde: SerializerProtocol,
 ) -> Any:
-    """Inverse of `encode_value`. ``load_refs`` resolves ``msgs``/``append`` lists."""
+    """Inverse of `encode_value`. ``load_refs`` resolves ``msgs``/``append`` lists.
+
+    Raises `CodecError` for a malformed value, and for anything else decoding
+    raises, ``BaseException`` included (a real Ctrl-C aside).
+    """
     tag = value_tag(enc)
     if tag == "plain":
         return enc
@@ -198,18 +401,128 @@ def decode_value(
         return enc["json"]
     if tag == "msgs":
         return [load_message(n) for n in load_refs(enc)]
-    if tag == "msg":
-        return load_message(ordinal(enc["msg"]))
+    try:
+        return _Decoder(load_message, load_refs, serde).decode(enc)
+    except (CodecError, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise CodecError(f"value does not decode: {type(exc).__name__}: {exc}") from None
+
+
+class _Decoder:
+    def __init__(
+        self, load_message: MessageLoader, load_refs: ListLoader, serde: SerializerProtocol
+    ) -> None:
+        self.load_message = load_message
+        self.load_refs = load_refs
+        self.serde = serde
+        self.rules = value_rules(serde)
+
+    def decode(self, enc: Any) -> Any:
+        tag = value_tag(enc)
+        if tag == "plain":
+            return enc
+        if tag == "json":
+            return enc["json"]
+        if tag == "msgs":
+            return [self.load_message(n) for n in self.load_refs(enc)]
+        if tag == "msg":
+            return self.load_message(ordinal(enc["msg"]))
+        if tag == "dict":
+            return {k: self.decode(v) for k, v in _obj(enc, "dict").items()}
+        if tag == "pairs":
+            return {self.decode(k): self.decode(v) for k, v in _pairs(enc)}
+        if tag == "list":
+            return [self.decode(v) for v in _items(enc, tag)]
+        if tag == "tuple":
+            return tuple(self.decode(v) for v in _items(enc, tag))
+        if tag == "set":
+            return {self.decode(v) for v in _items(enc, tag)}
+        if tag == "frozenset":
+            return frozenset(self.decode(v) for v in _items(enc, tag))
+        if tag in _PARSE:
+            text = enc[tag]
+            if not isinstance(text, str):
+                raise CodecError(f"a {tag!r} value must be a string")
+            try:
+                return _PARSE[tag](text)
+            except (ValueError, decimal.InvalidOperation):
+                raise CodecError(f"invalid {tag} {text!r}") from None
+        if tag == "send":
+            node, arg = _send(enc)
+            timeout = self.decode(enc["timeout"]) if "timeout" in enc else None
+            arg = self.decode(arg)
+            return Send(node, arg, timeout=timeout) if timeout is not None else Send(node, arg)
+        if tag == "snap":
+            return _DeltaSnapshot(self.decode(enc["snap"]))
+        if tag in CLASS_TAGS:
+            return self.decode_object(enc, tag)  # type: ignore[arg-type]
+        return serde_decode(enc["serde"], self.serde)
+
+    def decode_object(self, enc: dict[str, Any], tag: ClassKind) -> Any:
+        cls, registered = self.rules.resolve(tag, enc[tag])
+        if tag == "enum":
+            data = self.decode(enc.get("value"))
+        elif "json" in enc:
+            data = enc["json"]
+            if not isinstance(data, dict):
+                raise CodecError(f"the fields of a {tag!r} value must be an object")
+        else:
+            data = {k: self.decode(v) for k, v in _obj(enc, "fields").items()}
+        if cls is None:
+            return data
+        return rebuild(cls, tag, data, registered)
+
+
+def _obj(enc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    inner = enc.get(key)
+    if not isinstance(inner, dict):
+        raise CodecError(f"{key!r} value must be an object")
+    return inner
+
+
+def _items(enc: Mapping[str, Any], key: str) -> list[Any]:
+    inner = enc[key]
+    if not isinstance(inner, list):
+        raise CodecError(f"{key!r} value must be a list")
+    return inner
+
+
+def _pairs(enc: Mapping[str, Any]) -> list[list[Any]]:
+    pairs = _items(enc, "pairs")
+    if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise CodecError("'pairs' value must be a list of [key, value] pairs")
+    return pairs
+
+
+def _send(enc: Mapping[str, Any]) -> tuple[str, Any]:
+    inner = enc["send"]
+    if not (isinstance(inner, list) and len(inner) == 2 and isinstance(inner[0], str)):
+        raise CodecError("'send' value must be [node, value]")
+    return inner[0], inner[1]
+
+
+def _children(enc: Any, tag: ValueTag) -> Iterator[tuple[str, Any]]:
+    """The encoded values inside ``enc``, named for errors (validating the shape)."""
     if tag == "dict":
-        inner = enc["dict"]
-        if not isinstance(inner, dict):
-            raise CodecError("'dict' value must be an object")
-        return {k: decode_value(v, load_message, load_refs, serde) for k, v in inner.items()}
-    if tag == "snap":
-        return _DeltaSnapshot(decode_value(enc["snap"], load_message, load_refs, serde))
-    if tag == "model":
-        return _decode_model(enc["model"], enc.get("json"))
-    return serde_decode(enc["serde"], serde)
+        yield from _obj(enc, "dict").items()
+    elif tag == "pairs":
+        for i, (k, v) in enumerate(_pairs(enc)):
+            yield f"[{i}].key", k
+            yield f"[{i}]", v
+    elif tag in ("list", "tuple", "set", "frozenset"):
+        for i, v in enumerate(_items(enc, tag)):
+            yield f"[{i}]", v
+    elif tag == "send":
+        yield "arg", _send(enc)[1]
+        if "timeout" in enc:
+            yield "timeout", enc["timeout"]
+    elif tag == "snap":
+        yield "", enc["snap"]
+    elif tag == "enum":
+        yield "value", enc.get("value")
+    elif tag in CLASS_TAGS and "json" not in enc:
+        yield from _obj(enc, "fields").items()
 
 
 def message_refs(
@@ -218,12 +531,14 @@ def message_refs(
     """Every message an encoded value refers to, as ``(where, ordinals)`` groups.
 
     ``where`` names the value in errors and grows with the keys of nested
-    ``dict`` values. ``load_refs`` resolves message lists (default: the
-    ordinals the list itself holds, `refs_of`). Raises `CodecError` on a
-    malformed value, prefixed with the ``where`` of the part at fault.
+    values. ``load_refs`` resolves message lists (default: the ordinals the
+    list itself holds, `refs_of`). Raises `CodecError` on a malformed value,
+    prefixed with the ``where`` of the part at fault.
 
     >>> message_refs({"dict": {"a": {"msg": 3}, "b": {"msgs": [1, 2]}}}, where="v")
     [('v.a', [3]), ('v.b', [1, 2])]
+    >>> message_refs({"send": ["tools", {"dict": {"messages": {"msgs": [0, 1]}}}]})
+    [('arg.messages', [0, 1])]
     """
     out: list[tuple[str, list[int]]] = []
     _walk(enc, load_refs or refs_of, where, out)
@@ -235,17 +550,25 @@ def _walk(enc: Any, load_refs: ListLoader, where: str, out: list[tuple[str, list
         tag = value_tag(enc)
         if tag == "msgs":
             out.append((where, load_refs(enc)))
-        elif tag == "msg":
+            return
+        if tag == "msg":
             out.append((where, [ordinal(enc["msg"])]))
-        elif tag == "dict" and not isinstance(enc["dict"], dict):
-            raise CodecError("'dict' value must be an object")
+            return
+        if tag in ("plain", "json", "serde") or tag in _PARSE:
+            return
+        children = list(_children(enc, tag))
     except CodecError as exc:
         raise CodecError(f"{where}: {exc}" if where else str(exc), dangling=exc.dangling) from None
-    if tag == "dict":
-        for key, inner in enc["dict"].items():
-            _walk(inner, load_refs, f"{where}.{key}" if where else key, out)
-    elif tag == "snap":
-        _walk(enc["snap"], load_refs, where, out)
+    for key, inner in children:
+        _walk(inner, load_refs, _join(where, key), out)
+
+
+def _join(where: str, key: str) -> str:
+    if not key:
+        return where
+    if key.startswith("["):
+        return where + key
+    return f"{where}.{key}" if where else key
 
 
 def ordinal(n: Any) -> int:
@@ -262,25 +585,3 @@ def refs_of(enc: Mapping[str, Any]) -> list[int]:
         raise CodecError("a message list must be a list of message ordinals")
     return [ordinal(n) for n in refs]
 
-
-def _decode_model(name: Any, data: Any) -> BaseModel:
-    if (
-        not isinstance(name, list)
-        or len(name) != 2
-        or not all(isinstance(p, str) for p in name)
-        or not name[0].startswith(TRUSTED_MODEL_PREFIX)
-    ):
-        raise CodecError(f"refusing model {name!r}: only langgraph_ctx models are rebuilt")
-    module, qualname = name
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
-        raise CodecError(f"model {module}.{qualname} no longer exists") from None
-    if not (isinstance(obj, type) and issubclass(obj, BaseModel)):
-        raise CodecError(f"{module}.{qualname} is not a pydantic model")
-    try:
-        return obj.model_validate(data)
-    except ValidationError as exc:
-        raise CodecError(f"invalid {qualname}: {exc.errors()[0].get('msg')}") from None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,11 +41,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_ctx.codec.lines import dumps_line, thread_line
-from langgraph_ctx.codec.values import PACKAGE_MODELS
+from langgraph_ctx.codec.values import PACKAGE_MODELS, LogSerde, value_rules
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLineWarning,
@@ -112,12 +112,19 @@ class LogSaver(BaseCheckpointSaver[int]):
 
     Args:
         storage: Where thread logs live.
-        serde: Serializer for values that are not plain JSON or messages.
-            Defaults to LangGraph's `JsonPlusSerializer` in strict mode: only
-            its safe-type allowlist (plus ``allowed_types``) is ever rebuilt
-            from a file, so a tampered log cannot construct arbitrary objects.
+        serde: Serializer for the values the log does not store as readable
+            JSON (a numpy array, say) and for message fields that are not
+            JSON. Defaults to LangGraph's `JsonPlusSerializer` in strict mode.
+            Whatever it is, reading follows the codec's rule (README, "Your
+            objects stay yours"): a file never makes the reader import a module
+            or call a function it names; your own plain data classes (pydantic
+            models, dataclasses, enums, NamedTuples) come back as themselves,
+            other classes only from the allowlist.
         allowed_types: Extra classes (or ``(module, name)`` pairs) your state
-            holds that the serializer may rebuild.
+            holds that may be rebuilt through their constructor (classes that
+            define their own ``__init__``, ``__post_init__``, ...; everything,
+            under ``LANGGRAPH_STRICT_MSGPACK``). ``with_allowlist`` (what
+            ``compile()`` calls in strict mode) adds to it.
         on_corrupt: ``"raise"`` (default) raises `CorruptLogError` naming the
             file and line; ``"skip"`` skips the line with a warning.
     """
@@ -130,15 +137,34 @@ class LogSaver(BaseCheckpointSaver[int]):
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         on_corrupt: OnCorrupt = "raise",
     ) -> None:
+        allowed = builtins.list(allowed_types)
         if serde is None:
-            allowed = [*PACKAGE_MODELS, *allowed_types]
-            serde = JsonPlusSerializer(allowed_msgpack_modules=allowed)
+            serde = JsonPlusSerializer(allowed_msgpack_modules=[*PACKAGE_MODELS, *allowed])
+        serde = maybe_add_typed_methods(serde)
+        if not isinstance(serde, LogSerde):
+            serde = LogSerde(serde, value_rules(serde).extended(allowed))
+        elif allowed:
+            serde = LogSerde(serde.inner, serde.rules.extended(allowed))
         super().__init__(serde=serde)
         if on_corrupt not in ("raise", "skip"):
             raise ValueError("on_corrupt must be 'raise' or 'skip'")
         self.storage = storage
         self.on_corrupt = on_corrupt
         self._indexes: dict[str, _Index] = {}
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> LogSaver:
+        """Also rebuild these ``(module, name)`` classes from the log; returns this saver.
+
+        ``compile()`` calls it under ``LANGGRAPH_STRICT_MSGPACK`` with the types
+        of the graph's state schema; they join the codec's registry (and the
+        serializer's allowlist). Unlike LangGraph's savers this widens the
+        saver itself rather than a copy: a copy would share the storage's
+        record of what was read but not the indexes built from it. Every graph
+        compiled on the saver adds its own schema's types, never a file's.
+        """
+        assert isinstance(self.serde, LogSerde)
+        self.serde.allow(extra_allowlist)
+        return self
 
     # ------------------------------------------------- BaseCheckpointSaver
 

@@ -1,0 +1,496 @@
+"""Which classes a stored value may become, and how they come back without running their code.
+
+The rule (README, "Your objects stay yours"): stored data never makes the reader
+import a module or call a function it names. A class tag ``[module, qualname]``
+is looked up in the modules the application has already loaded (`sys.modules`,
+then the namespaces along the qualname: no import, no ``getattr``, no
+descriptor, no ``__getattr__`` hook) and the class is rebuilt only when it is
+
+(a) on the registry (`ClassRules.names` / `ClassRules.classes`): this
+    package's models (`PACKAGE_MODELS`), LangGraph's safe types
+    (``SAFE_MSGPACK_TYPES``: ``Command``, ``Interrupt``, ``Document``, ...), the
+    saver's ``allowed_types=`` and what ``with_allowlist`` adds (``compile()``
+    passes the state schema's types under ``LANGGRAPH_STRICT_MSGPACK``). These
+    are rebuilt through their constructor, as LangGraph rebuilds them; the
+    module of a registered ``(module, name)`` pair is imported if it is not
+    yet (the registry is the application's word, never the file's);
+(b) or, unless ``LANGGRAPH_STRICT_MSGPACK`` is set, a plain data class of the
+    application (`plain_data_class`): a pydantic v2 or v1 model, a dataclass,
+    an ``Enum`` or a ``NamedTuple``, defined outside the ``langchain*`` /
+    ``langgraph*`` / ``pydantic*`` modules, overriding none of the methods that
+    run when an object is made or unpickled. These are rebuilt without running
+    any of their code: fields set on a bare instance, enum members looked up.
+
+Anything else found comes back as its plain data (a dict of fields, the enum's
+value) with one warning naming the class and the fix. Messages, runnables,
+tools, language models and exceptions are never rebuilt from a class tag,
+whatever the allowlist says (messages have their own lines).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import importlib
+import logging
+import sys
+import types
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_TYPES, STRICT_MSGPACK_ENABLED
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from pydantic import BaseModel
+
+from langgraph_ctx.errors import CodecError
+
+logger = logging.getLogger("langgraph_ctx.codec")
+
+ClassKind = Literal["model", "dataclass", "namedtuple", "enum"]
+"""The class tags of a value, by the kind of class they rebuild."""
+
+CLASS_TAGS: tuple[ClassKind, ...] = ("model", "dataclass", "namedtuple", "enum")
+
+PACKAGE_MODELS: tuple[tuple[str, str], ...] = (
+    ("langgraph_ctx.context.archive", "ArchivedContext"),
+    ("langgraph_ctx.context.budget", "ContextBudget"),
+    ("langgraph_ctx.context.budget", "ContextUsage"),
+    ("langgraph_ctx.context.budget", "DegradationLevel"),
+    ("langgraph_ctx.context.compaction.record", "CompactionRecord"),
+    ("langgraph_ctx.context.compaction.record", "DroppedMessage"),
+    ("langgraph_ctx.context.compaction.record", "OffloadedResult"),
+    ("langgraph_ctx.context.compaction.record", "RunningSummary"),
+    ("langgraph_ctx.context.compaction.record", "ScoredMessage"),
+    ("langgraph_ctx.context.compaction.record", "ShortenedMessage"),
+    ("langgraph_ctx.context.llm_error", "LLMError"),
+    ("langgraph_ctx.context.prompt", "PromptParts"),
+    ("langgraph_ctx.context.prompt", "RunContext"),
+    ("langgraph_ctx.context.prompt", "WorkflowStep"),
+)
+"""This package's pydantic models that graph state may hold: on every registry."""
+
+FRAMEWORK_PREFIXES = ("langchain", "langgraph", "pydantic")
+"""Classes from these modules (``langgraph_ctx`` included) are rebuilt only from the
+registry: a framework's classes are not the application's plain data."""
+
+NEVER_REBUILT: tuple[tuple[str, str], ...] = (
+    ("langchain_core.messages.base", "BaseMessage"),
+    ("langchain_core.runnables.base", "Runnable"),
+    ("langchain_core.tools.base", "BaseTool"),
+    ("langchain_core.language_models.base", "BaseLanguageModel"),
+)
+"""Bases whose subclasses a class tag never names (nor exceptions): they act, they are
+not data. Checked through `sys.modules`, so checking never imports them."""
+
+NOT_PLAIN = (
+    "__init__",
+    "__new__",
+    "__post_init__",
+    "__setstate__",
+    "__reduce__",
+    "__reduce_ex__",
+    "__init_subclass__",
+    "model_post_init",
+)
+"""Methods a plain data class does not define itself (generated ones aside): a class
+that does has invariants only its own code keeps, so it needs the registry."""
+
+_TYPE_DICT: Any = vars(type)["__dict__"]
+_TYPE_MRO: Any = vars(type)["__mro__"]
+_TYPE_QUALNAME: Any = vars(type)["__qualname__"]
+_TYPE_MODULE: Any = vars(type)["__module__"]
+_MODULE_DICT: Any = vars(types.ModuleType)["__dict__"]
+
+
+def _ns(cls: type) -> Mapping[str, Any]:
+    """A class's own namespace, read without any metaclass hook."""
+    return _TYPE_DICT.__get__(cls)  # type: ignore[no-any-return]
+
+
+def _mro(cls: type) -> tuple[type, ...]:
+    return _TYPE_MRO.__get__(cls)  # type: ignore[no-any-return]
+
+
+def _lookup(cls: type, name: str, default: Any = None) -> Any:
+    """``cls.name`` along the MRO, from the namespaces only (no descriptor runs)."""
+    for klass in _mro(cls):
+        ns = _ns(klass)
+        if name in ns:
+            return ns[name]
+    return default
+
+
+def _home(cls: type) -> tuple[str, str]:
+    """``(__module__, __qualname__)`` through ``type``'s own descriptors (no metaclass hook)."""
+    return str(_TYPE_MODULE.__get__(cls)), _TYPE_QUALNAME.__get__(cls)
+
+
+def find_class(module: str, qualname: str) -> type | None:
+    """The class ``module.qualname`` if the application has loaded it, never importing.
+
+    Only a class found at its own home (its ``__module__`` and ``__qualname__``
+    are the tag's) counts, so an alias cannot smuggle in another module's class.
+    Raises `CodecError` when the name is loaded but is not such a class.
+
+    >>> find_class("collections", "OrderedDict").__name__
+    'OrderedDict'
+    >>> find_class("no.such.module", "X") is None
+    True
+    """
+    obj: Any = sys.modules.get(module)
+    if not isinstance(obj, types.ModuleType):
+        return None
+    ns: Mapping[str, Any] = _MODULE_DICT.__get__(obj)
+    for i, part in enumerate(qualname.split(".")):
+        if i:
+            if not issubclass(type(obj), type):
+                return None  # a function's local class, say: not reachable by name
+            ns = _ns(obj)  # type: ignore[arg-type]
+        obj = ns.get(part)
+        if obj is None:
+            return None
+    if not issubclass(type(obj), type) or _home(obj) != (module, qualname):
+        raise CodecError(f"{module}.{qualname} is not a class defined there")
+    return obj  # type: ignore[no-any-return]
+
+
+def _loaded_base(module: str, name: str) -> type | None:
+    mod = sys.modules.get(module)
+    if not isinstance(mod, types.ModuleType):
+        return None
+    base = _MODULE_DICT.__get__(mod).get(name)
+    return base if issubclass(type(base), type) else None
+
+
+def _has_base(cls: type, module: str, name: str) -> bool:
+    base = _loaded_base(module, name)
+    return base is not None and base in _mro(cls)
+
+
+def kind_of(cls: type) -> ClassKind | None:
+    """Which class tag stores instances of ``cls`` (``None``: none does).
+
+    >>> import enum
+    >>> class Color(enum.Enum):
+    ...     RED = "red"
+    >>> kind_of(Color), kind_of(dict)
+    ('enum', None)
+    """
+    mro = _mro(cls)
+    if BaseException in mro or any(_has_base(cls, m, n) for m, n in NEVER_REBUILT):
+        return None
+    if BaseModel in mro or _has_base(cls, "pydantic.v1.main", "BaseModel"):
+        return "model"
+    if enum.Enum in mro:
+        return "enum"
+    # type() checks, not isinstance(): nothing of the class's own runs while we look
+    if tuple in mro and issubclass(type(_lookup(cls, "_fields")), tuple):
+        return "namedtuple"
+    if issubclass(type(_lookup(cls, "__dataclass_fields__")), dict):
+        return "dataclass"
+    return None
+
+
+def _generated(fn: Any) -> bool:
+    """A method ``dataclass`` / ``namedtuple`` / pydantic generated, not one the class wrote."""
+    if type(fn) in (staticmethod, classmethod):
+        fn = fn.__func__
+    if type(fn) is not types.FunctionType:
+        return False  # a builtin or some object: not something these generate
+    return fn.__code__.co_filename == "<string>" or str(fn.__module__).startswith("pydantic")
+
+
+def plain_data_class(cls: type, kind: ClassKind) -> bool:
+    """Rule (b): an application data class that is rebuilt without being asked.
+
+    >>> from langgraph_ctx.context.budget import ContextUsage
+    >>> plain_data_class(ContextUsage, "model")  # a framework's model: the registry's
+    False
+    """
+    cached = _plain_cache.get(id(cls))
+    if cached is not None and cached[0] is cls:
+        return cached[1]
+    module = _home(cls)[0]
+    verdict = kind_of(cls) == kind and not module.startswith(FRAMEWORK_PREFIXES)
+    if verdict and _has_base(cls, "langchain_core.load.serializable", "Serializable"):
+        verdict = False
+    if verdict and kind != "enum":  # an enum member is looked up, nothing is made
+        for klass in _mro(cls):
+            if _home(klass)[0].startswith(_BASES):
+                continue
+            ns = _ns(klass)
+            if any(name in ns and not _generated(ns[name]) for name in NOT_PLAIN):
+                verdict = False
+                break
+    _plain_cache[id(cls)] = (cls, verdict)
+    return verdict
+
+
+_BASES = (*FRAMEWORK_PREFIXES, "builtins", "abc", "typing", "enum")
+"""Modules whose classes may sit in a plain data class's MRO (``Generic``, ``ABC``, ...)."""
+
+_plain_cache: dict[int, tuple[type, bool]] = {}
+_warned: set[tuple[str, str, str]] = set()
+
+
+def warn_plain_data(module: str, qualname: str, why: str) -> None:
+    """One warning per class: what came back as plain data, and how to get the class."""
+    key = (module, qualname, why)
+    if key in _warned or len(_warned) >= 1000:
+        return
+    _warned.add(key)
+    fix = (
+        f"import {module} before reading, or pass allowed_types=[{qualname}]"
+        if why == "not loaded"
+        else f"pass allowed_types=[{qualname}] to the saver if you trust it"
+    )
+    logger.warning(
+        "%s.%s comes back as plain data (%s): %s.", module, qualname, why, fix
+    )
+
+
+# ------------------------------------------------------------------- the registry
+
+
+def _pair(item: Any) -> tuple[str, str]:
+    if isinstance(item, type):
+        return _home(item)
+    if isinstance(item, (tuple, list)) and len(item) >= 2:
+        return str(item[0]), ".".join(str(p) for p in item[1:])
+    raise TypeError(f"an allowed type is a class or a (module, name) pair, not {item!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassRules:
+    """The classes stored values may become (see the module docstring).
+
+    ``classes``: exact class objects (``allowed_types=[MyModel]``); ``names``:
+    ``(module, qualname)`` pairs, resolved through `find_class` when read;
+    ``loaded_data_classes``: rule (b), off under ``LANGGRAPH_STRICT_MSGPACK``.
+    """
+
+    classes: frozenset[type] = frozenset()
+    names: frozenset[tuple[str, str]] = frozenset()
+    loaded_data_classes: bool = True
+    _cache: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def build(
+        cls, allowed: Iterable[Any] = (), *, strict: bool | None = None
+    ) -> ClassRules:
+        """The default registry plus ``allowed`` (classes or ``(module, name)`` pairs)."""
+        allowed = list(allowed)
+        classes = frozenset(a for a in allowed if isinstance(a, type))
+        names = {tuple(p) for p in SAFE_MSGPACK_TYPES if len(p) == 2}
+        names.update(PACKAGE_MODELS)
+        names.update(_pair(a) for a in allowed)
+        return cls(
+            classes=classes,
+            names=frozenset(names),  # type: ignore[arg-type]
+            loaded_data_classes=not (STRICT_MSGPACK_ENABLED if strict is None else strict),
+        )
+
+    def extended(self, extra: Iterable[Any]) -> ClassRules:
+        """These rules plus ``extra`` (what ``with_allowlist`` passes)."""
+        extra = list(extra)
+        classes = self.classes | {a for a in extra if isinstance(a, type)}
+        names = self.names | {_pair(a) for a in extra}
+        if classes == self.classes and names == self.names:
+            return self
+        return ClassRules(classes, names, self.loaded_data_classes)
+
+    def _exact(self) -> dict[tuple[str, str], type]:
+        """The exact classes by name (a local class is found only this way)."""
+        if "exact" not in self._cache:
+            self._cache["exact"] = {_home(c): c for c in self.classes}
+        return self._cache["exact"]  # type: ignore[no-any-return]
+
+    def serde(self) -> JsonPlusSerializer:
+        """LangGraph's serializer in strict mode allowing exactly the registry (``serde``)."""
+        if "serde" not in self._cache:
+            allowed: list[Any] = [*self.names, *self.classes]
+            self._cache["serde"] = JsonPlusSerializer(allowed_msgpack_modules=allowed)
+        return self._cache["serde"]  # type: ignore[no-any-return]
+
+    def resolve(self, kind: ClassKind, name: Any) -> tuple[type | None, bool]:
+        """``(class, registered)`` for a tag, or ``(None, False)`` with a warning.
+
+        Raises `CodecError` when the tag names something a class tag never
+        rebuilds (not a class of its kind, a message, a runnable, ...): the
+        writer never stores such a tag, so the line was tampered with.
+        """
+        if (
+            not isinstance(name, list)
+            or len(name) != 2
+            or not all(isinstance(p, str) for p in name)
+        ):
+            raise CodecError(f"a {kind!r} tag names a class as [module, qualname], got {name!r}")
+        module, qualname = name
+        key = (module, qualname)
+        if key in self.names and module not in sys.modules:
+            # a module the registry names (yours, this package's, LangGraph's safe list):
+            # imported as LangGraph's serializer would; a file cannot add to the registry
+            importlib.import_module(module)
+        exact = self._exact().get(key)
+        if exact is not None:
+            if kind_of(exact) != kind:
+                raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}")
+            return exact, True
+        try:
+            found = find_class(module, qualname)
+        except CodecError:
+            raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}") from None
+        if found is None:
+            warn_plain_data(module, qualname, "not loaded")
+            return None, False
+        if kind_of(found) != kind:
+            raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}")
+        if found in self.classes or key in self.names:
+            return found, True
+        if self.loaded_data_classes and plain_data_class(found, kind):
+            return found, False
+        warn_plain_data(
+            module,
+            qualname,
+            "not on the allowlist" if not self.loaded_data_classes else "not a plain data class",
+        )
+        return None, False
+
+
+_ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"
+
+DEFAULT_RULES = ClassRules.build()
+
+
+# ------------------------------------------------------------------- rebuilding
+
+
+def rebuild(cls: type, kind: ClassKind, data: Any, registered: bool) -> Any:
+    """An instance of ``cls`` from decoded fields (or, for an enum, its value).
+
+    Registered classes go through their constructor, as LangGraph's serializer
+    builds them; plain data classes are assembled without running their code.
+    """
+    if kind == "enum":
+        return _enum_member(cls, data)
+    if not isinstance(data, dict):
+        raise CodecError(f"the fields of {cls.__qualname__} must be an object")
+    if registered:
+        return _construct(cls, kind, data)
+    if kind == "model":
+        return _bare_model(cls, data)
+    if kind == "dataclass":
+        return _bare_dataclass(cls, data)
+    return _bare_namedtuple(cls, data)
+
+
+def _construct(cls: type, kind: ClassKind, data: dict[str, Any]) -> Any:
+    try:
+        if kind == "model" and BaseModel in _mro(cls):
+            return cls.model_validate(data)  # type: ignore[attr-defined]
+        if kind == "dataclass":
+            fields = _lookup(cls, "__dataclass_fields__")
+            init = {k: v for k, v in data.items() if k in fields and fields[k].init}
+            obj = cls(**init)
+            for k, v in data.items():
+                if k in fields and not fields[k].init:
+                    object.__setattr__(obj, k, v)
+            return obj
+        return cls(**data)
+    except Exception as exc:
+        raise CodecError(f"invalid {cls.__qualname__}: {_first_error(exc)}") from None
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return str(errors()[0].get("msg"))
+        except Exception:
+            pass
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _default(field_default: Any) -> Any:
+    """A field's declared default (factories are code, and are not called)."""
+    if isinstance(field_default, (list, dict, set)):
+        return copy.deepcopy(field_default)
+    return field_default
+
+
+def _bare_model(cls: type, data: dict[str, Any]) -> Any:
+    obj: Any = object.__new__(cls)
+    if BaseModel in _mro(cls):
+        from pydantic_core import PydanticUndefined
+
+        fields = _lookup(cls, "__pydantic_fields__") or {}
+        values = {k: v for k, v in data.items() if k in fields}
+        for name, info in fields.items():
+            if name not in values and info.default is not PydanticUndefined:
+                values[name] = _default(info.default)
+        config = _lookup(cls, "model_config") or {}
+        extra = {k: v for k, v in data.items() if k not in fields}
+        object.__setattr__(obj, "__dict__", values)
+        object.__setattr__(obj, "__pydantic_fields_set__", {k for k in data if k in fields})
+        object.__setattr__(
+            obj, "__pydantic_extra__", extra if config.get("extra") == "allow" else None
+        )
+        private = _lookup(cls, "__private_attributes__") or {}
+        defaults = {
+            name: _default(attr.default)
+            for name, attr in private.items()
+            if attr.default is not PydanticUndefined
+        }
+        object.__setattr__(obj, "__pydantic_private__", defaults if private else None)
+        return obj
+    fields = _lookup(cls, "__fields__") or {}  # pydantic v1
+    values = {k: v for k, v in data.items() if k in fields}
+    for name, info in fields.items():
+        if name not in values and not info.required and info.default_factory is None:
+            values[name] = _default(info.default)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__fields_set__", {k for k in data if k in fields})
+    for name, attr in (_lookup(cls, "__private_attributes__") or {}).items():
+        if attr.default_factory is None:
+            object.__setattr__(obj, name, _default(attr.default))
+    return obj
+
+
+def _bare_dataclass(cls: type, data: dict[str, Any]) -> Any:
+    obj: Any = object.__new__(cls)
+    for name, f in (_lookup(cls, "__dataclass_fields__") or {}).items():
+        if getattr(f, "_field_type", None) is not dataclasses._FIELD:  # type: ignore[attr-defined]
+            continue  # ClassVar / InitVar pseudo-fields
+        if name in data:
+            object.__setattr__(obj, name, data[name])
+        elif f.default is not dataclasses.MISSING:
+            object.__setattr__(obj, name, _default(f.default))
+    return obj
+
+
+def _bare_namedtuple(cls: type, data: dict[str, Any]) -> Any:
+    names = _lookup(cls, "_fields")
+    defaults = _lookup(cls, "_field_defaults") or {}
+    missing = [n for n in names if n not in data and n not in defaults]
+    if missing:
+        raise CodecError(f"{cls.__qualname__} is missing {', '.join(missing)}")
+    return tuple.__new__(cls, [data[n] if n in data else defaults[n] for n in names])
+
+
+def _enum_member(cls: type, value: Any) -> Any:
+    by_value = _lookup(cls, "_value2member_map_") or {}
+    try:
+        member = by_value.get(value)
+    except TypeError:  # an unhashable value: compare with every member
+        member = None
+    if member is None:
+        for candidate in (_lookup(cls, "_member_map_") or {}).values():
+            if candidate._value_ == value:
+                member = candidate
+                break
+    if member is None:
+        module, qualname = _home(cls)
+        warn_plain_data(module, qualname, f"no member has the value {value!r}")
+        return value
+    return member

@@ -1,0 +1,316 @@
+"""The application's own types in state come back as themselves, as SqliteSaver returns them
+(issue 11, points 1 and 3): in the same process and in a fresh one, on both backends,
+without ``allowed_types``; and every message inside a value is stored once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.func import entrypoint
+from pydantic import BaseModel
+
+from . import user_types
+from .backends import Backend
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = {"configurable": {"thread_id": "types"}}
+
+
+def reference_state() -> Any:
+    """What LangGraph's own savers return for the same two turns."""
+    pictures = []
+    sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    for saver in (InMemorySaver(), sqlite):
+        graph = user_types.build().compile(checkpointer=saver)
+        user_types.run(graph, CONFIG)
+        pictures.append(user_types.canonical(graph.get_state(CONFIG).values))
+    sqlite.conn.close()
+    assert pictures[0] == pictures[1]
+    return pictures[0]
+
+
+def cold_state(backend: Backend, thread: str = "types") -> Any:
+    """``get_state`` in a fresh interpreter that imports the app's types module, as an app does."""
+    script = textwrap.dedent(
+        f"""
+        import json
+        from tests import user_types
+        saver = {backend.saver_code()}
+        graph = user_types.build().compile(checkpointer=saver)
+        state = graph.get_state({{"configurable": {{"thread_id": {thread!r}}}}})
+        print(json.dumps(user_types.canonical(state.values)))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_app_types_come_back_as_themselves(backend, caplog):
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    with caplog.at_level(logging.WARNING):
+        user_types.run(graph, CONFIG)  # turn 2 reads turn 1's values as their types
+        warm = user_types.canonical(graph.get_state(CONFIG).values)
+    expected = json.loads(json.dumps(reference_state()))
+    assert json.loads(json.dumps(warm)) == expected
+    assert "comes back as plain data" not in caplog.text
+    state = graph.get_state(CONFIG).values
+    assert isinstance(state["order"], user_types.Order) and state["order"].dims == (4, 3)
+    assert state["order"].items[-1].size is user_types.Size.LARGE
+    assert isinstance(state["profile"], user_types.LegacyProfile) and state["profile"].visits == 2
+    assert state["pair"] == user_types.Pair("x", 3) and type(state["pair"]) is user_types.Pair
+    assert state["tags"] == {"a", "b", "t0", "t1"} and type(state["frozen"]) is frozenset
+
+
+def test_app_types_come_back_in_a_cold_process(backend):
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    assert cold_state(backend) == json.loads(json.dumps(reference_state()))
+
+
+def test_values_are_readable_json(backend):
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    values: dict[str, Any] = {}
+    for line in backend.log_bytes("types").splitlines():
+        obj = json.loads(line)
+        if obj["t"] == "ckpt":
+            values.update({ch: e[1] for ch, e in obj["values"].items() if len(e) == 2})
+    assert values["color"] == {"enum": ["tests.user_types", "Color"], "value": "blue"}
+    assert values["point"] == {
+        "dataclass": ["tests.user_types", "Point"],
+        "json": {"x": 3.5, "y": 2.0},
+    }
+    assert values["pair"] == {
+        "namedtuple": ["tests.user_types", "Pair"],
+        "json": {"left": "x", "right": 3},
+    }
+    assert values["ident"] == {"uuid": "12345678-1234-5678-1234-567812345678"}
+    assert values["order"]["model"] == ["tests.user_types", "Order"]
+    assert values["order"]["fields"]["dims"] == {"tuple": [4, 3]}
+    assert values["envelope"]["fields"]["message"].keys() == {"msg"}
+    assert "serde" not in json.dumps(values)
+
+
+def test_messages_inside_values_are_stored_once(backend):
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    lines = [json.loads(line) for line in backend.log_bytes("types").splitlines()]
+    ids = [o["id"] if "like" in o else o["msg"]["id"] for o in lines if o["t"] == "msg"]
+    assert len(ids) == len(set(ids))  # ai-0 sits in messages, nested (3 places) and envelope
+    assert {"ai-0", "ai-1", "q-0", "q-1", "h-0", "h-1"} == set(ids)  # fmt: skip
+
+
+def test_strict_mode_honours_the_allowlist_compile_passes(backend):
+    """Under LANGGRAPH_STRICT_MSGPACK only the registry is rebuilt: what ``compile()``
+    derives from the state schema (``with_allowlist``); other classes stay data."""
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    script = textwrap.dedent(
+        f"""
+        import json
+        from tests import user_types
+        saver = {backend.saver_code()}
+        config = {{"configurable": {{"thread_id": "types"}}}}
+        compiled = user_types.build().compile(checkpointer=saver)
+        values = compiled.get_state(config).values
+        raw = saver.get_tuple(config).checkpoint["channel_values"]
+        print(json.dumps([type(values["order"]).__name__, type(values["point"]).__name__,
+                          type(values["pair"]).__name__, type(raw["nested"][3]).__name__]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LANGGRAPH_STRICT_MSGPACK": "true"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    # the schema's types via compile's allowlist; LangGraph's schema walk leaves out
+    # NamedTuples, so Pair stays data (as SqliteSaver returns it in strict mode)
+    assert json.loads(proc.stdout) == ["Order", "Point", "dict", "str"]
+    assert "Pair comes back as plain data (not on the allowlist)" in proc.stderr
+
+
+def test_allowed_types_rebuild_classes_with_their_own_code(backend):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    class Counted(BaseModel):
+        n: int
+        doubled: int = 0
+
+        def __init__(self, **data: Any) -> None:
+            super().__init__(**data)
+            self.doubled = 2 * self.n
+
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"c": 1}
+    cp["channel_values"] = {"c": Counted(n=2)}
+    config = {"configurable": {"thread_id": "c", "checkpoint_ns": ""}}
+    backend.saver().put(config, cp, {}, {"c": 1})
+    # its own __init__: not plain data, so only from the allowlist (through the constructor)
+    assert backend.saver().get_tuple(config).checkpoint["channel_values"]["c"] == {
+        "n": 2,
+        "doubled": 4,
+    }
+    allowed = backend.saver(allowed_types=[Counted]).get_tuple(config)
+    assert allowed.checkpoint["channel_values"]["c"] == Counted(n=2)
+
+
+def test_a_cold_reader_imports_only_what_the_registry_names(backend):
+    """A process that never imported the app's types: plain data and a warning, no
+    import; with the class on ``allowed_types`` (as a pair), its module is imported."""
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        kwargs = {{k: [tuple(p) for p in v] for k, v in json.loads(sys.argv[1]).items()}}
+        saver = {backend.saver_code()[:-1] + ", **kwargs)"}
+        values = saver.get_tuple({{"configurable": {{"thread_id": "types"}}}})
+        values = values.checkpoint["channel_values"]
+        print(json.dumps([type(values["order"]).__name__, "tests.user_types" in sys.modules]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    stderr = []
+    for kwargs, expected in [
+        ({}, ["dict", False]),
+        ({"allowed_types": [["tests.user_types", "Order"]]}, ["Order", True]),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(kwargs)],
+            capture_output=True, text=True, env=env, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == expected
+        stderr.append(proc.stderr)
+    assert "tests.user_types.Order comes back as plain data (not loaded)" in stderr[0]
+    assert "import tests.user_types before reading" in stderr[0]
+
+
+# ----------------------------------------------------------------- functional API
+
+
+class Tally(BaseModel):
+    count: int
+    history: list[int] = []
+
+
+def test_functional_api_with_a_pydantic_state(backend):
+    @entrypoint(checkpointer=backend.saver())
+    def tally(step: int, *, previous: Tally | None = None) -> entrypoint.final[Tally, Tally]:
+        current = previous or Tally(count=0)
+        new = Tally(count=current.count + step, history=[*current.history, step])
+        return entrypoint.final(value=new, save=new)
+
+    config = {"configurable": {"thread_id": "func"}}
+    assert tally.invoke(2, config) == Tally(count=2, history=[2])
+    assert tally.invoke(3, config) == Tally(count=5, history=[2, 3])  # read previous as Tally
+    state = backend.saver().get_tuple(config).checkpoint["channel_values"]["__previous__"]
+    assert type(state) is Tally and state == Tally(count=5, history=[2, 3])
+
+
+# ----------------------------------------------------------- agents: Send packets
+
+
+@tool
+def fetch(query: str) -> str:
+    """Fetch a document."""
+    return f"document for {query}: " + "lorem ipsum " * 500
+
+
+class ScriptedModel(BaseChatModel):
+    """Calls ``fetch`` once per user message, then answers."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
+        return self
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            reply = AIMessage(content=f"done: {len(last.content)} bytes")
+        else:
+            n = sum(isinstance(m, HumanMessage) for m in messages)
+            call = {"name": "fetch", "args": {"query": f"q{n}"}, "id": f"call-{n}"}
+            reply = AIMessage(content="", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("kind", ["create_react_agent", "create_agent"])
+def test_agent_messages_are_stored_once(backend, kind):
+    if kind == "create_react_agent":
+        from langgraph.prebuilt import create_react_agent as make
+    else:
+        from langchain.agents import create_agent as make
+    agent = make(ScriptedModel(), [fetch], checkpointer=backend.saver())
+    config = {"configurable": {"thread_id": "agent"}}
+    turns = 12
+    for i in range(turns):
+        agent.invoke({"messages": [("user", f"question {i}")]}, config)
+    messages = agent.get_state(config).values["messages"]
+    assert len(messages) == 4 * turns
+    log = backend.log_bytes("agent")
+    lines = [o for o in map(json.loads, log.splitlines()) if o["t"] == "msg"]
+    # one line per message (a "like" line: the same body again with the id LangGraph
+    # assigned later, or an identical reply); before, every Send packet held them all
+    assert len([o for o in lines if "like" not in o]) <= len(messages)
+    assert len(lines) <= len(messages) + turns
+    raw = sum(len(json.dumps(m.content)) for m in messages)
+    assert len(log) < 3 * raw, (len(log), raw)
+    assert b'"serde"' not in log
+    cold = backend.saver().get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert [m.content for m in cold] == [m.content for m in messages]
+
+
+def test_odd_values_round_trip(backend):
+    """Keys that are not strings (tuples stay hashable), sets of tuples, NaN, bytes, and
+    LangGraph's own Send / Command / Interrupt holding messages."""
+    import math
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.types import Command, Interrupt, Send
+
+    hello = HumanMessage("hello", id="h")
+    value = {
+        (1, 2): "tuple key",
+        3: {(4, "x")},
+        "nan": float("nan"),
+        "bytes": b"\x00\xff",
+        "frozen": frozenset({(1, (2, 3))}),
+        "send": Send("tools", {"messages": [hello], "n": 1}),
+        "command": Command(goto=[Send("a", {"m": hello})], update={"messages": [hello]}),
+        "interrupt": Interrupt(value={"ask": hello}, id="i-1"),
+    }
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"v": 1}
+    cp["channel_values"] = {"v": value}
+    config = {"configurable": {"thread_id": "odd", "checkpoint_ns": ""}}
+    backend.saver().put(config, cp, {}, {"v": 1})
+    got = backend.saver().get_tuple(config).checkpoint["channel_values"]["v"]
+    assert math.isnan(got.pop("nan")) and math.isnan(value.pop("nan"))
+    assert got == value
+    assert type(got["command"]) is Command and type(got["interrupt"]) is Interrupt
+    log = backend.log_bytes("odd")
+    assert log.count(b'"t":"msg"') == 1  # hello, referenced four times
