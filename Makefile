@@ -32,6 +32,7 @@ redis-server:
 
 test: $(VENV)/.installed redis-server
 	$(PY) -m ruff check langgraph_ctx tests examples benchmarks
+	$(PY) -m mypy langgraph_ctx
 	LANGGRAPH_CTX_REQUIRE_REDIS=1 $(PY) -m pytest -q
 	$(MAKE) --no-print-directory dist-check
 
@@ -47,6 +48,7 @@ dist-check: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check langgraph_ctx tests examples benchmarks
+	$(PY) -m mypy langgraph_ctx
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info

@@ -71,7 +71,9 @@ class ThreadNotFoundError(LangGraphCtxError, KeyError):
 class CheckpointNotFoundError(LangGraphCtxError, KeyError):
     """The thread exists but has no checkpoint with that id (in that namespace)."""
 
-    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "") -> None:
+    def __init__(
+        self, thread_id: str | int, checkpoint_id: str, checkpoint_ns: str = ""
+    ) -> None:
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.checkpoint_ns = checkpoint_ns

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -54,7 +54,7 @@ def _console(stderr: bool = False) -> Console:
     when piped, so lines stay whole for ``grep``."""
     stream = sys.stderr if stderr else sys.stdout
     # NO_COLOR (https://no-color.org): no escape codes at all, bold and dim included.
-    colors = None if os.environ.get("NO_COLOR") else "auto"
+    colors: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
     console = Console(file=stream, highlight=False, color_system=colors)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(file=stream, highlight=False, color_system=colors, width=_PIPE_WIDTH)
@@ -96,7 +96,7 @@ def _show_warning(
 class _Group(TyperGroup):
     """Errors as one line on stderr (``error: ...``) instead of tracebacks or boxes."""
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
@@ -483,7 +483,7 @@ def export(
     with _thread_errors(state):
         info = browse.resolve_checkpoint(saver, thread, checkpoint)
     messages = browse.find_messages(browse.state_values(saver, info), messages_key)
-    text = browse.export_messages(messages, fmt.value)  # type: ignore[arg-type]
+    text = browse.export_messages(messages, fmt.value)
     if output is None:
         typer.echo(text, nl=False)
         return
@@ -644,7 +644,7 @@ def prune(
         )
         typer.confirm(f"{what} {', '.join(thread)}? This cannot be undone", abort=True)
     saver.prune(thread, strategy=strategy.value)
-    results = []
+    results: list[dict[str, Any]] = []
     for tid in thread:
         count, size = before[tid]
         if strategy is PruneStrategy.delete:

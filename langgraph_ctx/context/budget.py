@@ -260,14 +260,15 @@ class ContextBudget(BaseModel):
             raise ValueError(
                 f"context window of {model!r} is not known; pass context_window=<tokens>"
             )
-        return cls(total=window, output_reserve=reserved_output, name=model, **allocation)
+        # mypy cannot tell which fields `**allocation` fills; pydantic checks them
+        return cls(total=window, output_reserve=reserved_output, name=model, **allocation)  # type: ignore[arg-type]
 
 
 def _scaled_preset(name: str, factor: float) -> ContextBudget:
     # The seed's 8K allocation (persona 1,000, instruction 500, summary 500, history
     # 4,000, current input 500, output 1,400), scaled. Its 100-token "emotional" slot
     # is not a component here; add it with extra={"emotional": 100} if you use one.
-    base = {
+    base: dict[str, Any] = {
         "persona": 1000,
         "instruction": 500,
         "summary": 500,

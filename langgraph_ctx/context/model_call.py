@@ -340,7 +340,8 @@ def drive_sync(steps: Generator[Step, Any, T]) -> T:
                 reply = request.policy.call_sync(request.call)
             request = steps.send(reply)
     except StopIteration as stop:
-        return stop.value
+        result: T = stop.value
+        return result
 
 
 async def drive_async(steps: Generator[Step, Any, T]) -> T:
@@ -357,4 +358,5 @@ async def drive_async(steps: Generator[Step, Any, T]) -> T:
                 reply = await request.policy.call_async(request.acall)
             request = steps.send(reply)
     except StopIteration as stop:
-        return stop.value
+        result: T = stop.value
+        return result

@@ -104,7 +104,7 @@ def _current_config() -> RunnableConfig | None:
         return None
 
 
-class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignore[type-var]
+class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
     """The context pipeline around each model call of a `create_agent` agent.
 
     Build it with `pipeline.middleware(...)`.
@@ -154,7 +154,8 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         self.tool_errors = tool_errors
         self.keys: StateKeys = pipeline.keys
         if self.keys.renamed:  # create_agent merges this schema into the agent's state
-            self.state_schema = self.keys.schema(  # type: ignore[misc,assignment]
+            # the renamed schema is built at runtime, so mypy sees a plain `type`
+            self.state_schema = self.keys.schema(  # type: ignore[assignment]
                 AgentState, source=ContextMiddlewareState, name="ContextMiddlewareStateRenamed"
             )
 

@@ -206,7 +206,7 @@ def _compatible(theirs: Any, ours: Any) -> bool:
         return all(_compatible(t, ours) for t in theirs)
     if isinstance(ours, frozenset):
         return any(_compatible(theirs, o) for o in ours)
-    return (get_origin(theirs) or theirs) == (get_origin(ours) or ours)
+    return bool((get_origin(theirs) or theirs) == (get_origin(ours) or ours))
 
 
 def _spell(annotation: Any) -> str:

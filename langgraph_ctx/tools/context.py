@@ -396,7 +396,7 @@ class ContextTools:
         entries = self.archive.entries(thread_id)
         shown = entries[: limit or self.list_limit]
         active = read_active_context(_get(state, "active_context"))
-        loaded = (active or {}).get("loaded")
+        loaded = active.get("loaded") if active else None
         if active is None:
             now = "Active context: the whole conversation (no switch yet)."
         elif isinstance(loaded, Mapping):
@@ -427,7 +427,7 @@ class ContextTools:
         """`chat_context_clear_active`: start a fresh context without archiving."""
         messages = self._messages(state)
         before = read_active_context(_get(state, "active_context"))
-        loaded = (before or {}).get("loaded")
+        loaded = before.get("loaded") if before else None
         active = new_active_context(self._fresh_start(messages), "clear")
         dropped = (
             f' (including the loaded archive {loaded.get("context_id")} "{loaded.get("title")}",'

@@ -416,7 +416,7 @@ class Conversation:
                 blocks.append({"kind": "user", "message": message, "key": key})
             elif role == "assistant":
                 calls, malformed = self._call_ids(message, key)
-                block = {
+                block: dict[str, Any] = {
                     "kind": "assistant",
                     "message": message,
                     "key": key,
@@ -453,7 +453,8 @@ class Conversation:
                     self.repairs.append(
                         f"stripped unanswered tool call(s) {missing} from assistant message {key}"
                     )
-                if not content_text(message.content).strip() and not message.tool_calls:
+                # an assistant block's message is an AIMessage
+                if not content_text(message.content).strip() and not message.tool_calls:  # type: ignore[attr-defined]
                     self._drop(key, block["message"], "only unanswered or malformed tool calls")
                     continue
             if has_user and round_no == 0:
