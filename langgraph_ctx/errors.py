@@ -1,6 +1,8 @@
-"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`.
+"""Exceptions and warnings of langgraph-ctx: every one of them is defined here.
 
-`CorruptLineWarning` is the one warning (a skipped corrupt line).
+The exceptions derive from `LangGraphCtxError`; the warnings are `UserWarning`s. Other
+modules import them from here (and re-export the ones users met there first, such as
+`langgraph_ctx.storage.jsonl.TornLineWarning`).
 """
 
 from __future__ import annotations
@@ -412,3 +414,44 @@ class PersonaDroppedWarning(UserWarning):
     absent. Silence it with `warnings.filterwarnings("ignore", category=PersonaDroppedWarning)`
     or by building the pipeline with `mode="agent"`.
     """
+
+
+class CompactionError(LangGraphCtxError, ValueError):
+    """Compaction was called with something it cannot work with.
+
+    The message says what was wrong and what to pass instead, for example a budget
+    that is not a positive number, a message that cannot be read, or a summary
+    strategy without a chat model.
+
+    Example:
+        ```python
+        try:
+            compact_messages(messages, max_tokens=0)
+        except CompactionError as err:
+            print(err)  # max_tokens must be a positive int, got 0
+        ```
+    """
+
+
+class CliError(LangGraphCtxError):
+    """A `langgraph-ctx` command failed: reported as one line on stderr, with exit code 1."""
+
+
+class ModelCallAbandoned(LangGraphCtxError):
+    """Raised inside an abandoned (timed-out) sync call at its next token, to stop it.
+
+    LangChain logs it as an error of the `PartialOutputCapture` callback
+    (`langgraph_ctx.context.model_call`); nothing else sees it.
+    """
+
+
+class TornLineWarning(UserWarning):
+    """The last line of a log was cut short by a crash; it is ignored and repaired."""
+
+
+class LockLostWarning(UserWarning):
+    """A writer's Redis lock expired before it released it (``lock_timeout`` too short?)."""
+
+
+class ForeignKeyWarning(UserWarning):
+    """`RedisStorage.thread_ids` skipped a key of another type where a thread log would be."""

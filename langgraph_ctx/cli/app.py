@@ -34,16 +34,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from typer.core import TyperGroup
 
 from langgraph_ctx import browse
-from langgraph_ctx.errors import LangGraphCtxError, ThreadExistsError, ThreadNotFoundError
+from langgraph_ctx.errors import (
+    CliError,
+    LangGraphCtxError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+)
 
 DIR_ENV = "LANGGRAPH_CTX_DIR"
 DEFAULT_DIR = "chats"
 DEBUG_ENV = "LANGGRAPH_CTX_DEBUG"
 _PIPE_WIDTH = 100_000  # piped output is not wrapped
-
-
-class CliError(Exception):
-    """A failure to report as one line on stderr, with exit code 1."""
 
 
 # ---------------------------------------------------------------------- plumbing

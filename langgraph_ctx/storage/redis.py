@@ -56,6 +56,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import (
+    ForeignKeyWarning,
+    LockLostWarning,
     LockTimeoutError,
     LogChangedError,
     StorageUnavailableError,
@@ -214,14 +216,6 @@ _UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-class LockLostWarning(UserWarning):
-    """A writer's Redis lock expired before it released it (``lock_timeout`` too short?)."""
-
-
-class ForeignKeyWarning(UserWarning):
-    """`RedisStorage.thread_ids` skipped a key of another type where a thread log would be."""
 
 
 @dataclass
