@@ -27,6 +27,10 @@ so lines read under one generation stay valid.
 
 A writer takes its lock in the same script call that reads the new lines, and
 the write script releases the lock when it commits: a put is two round trips.
+
+One module (over 800 lines, the Lua scripts included) because the scripts and the Python
+that calls them are one protocol: the key layout above, each script and the method that
+checks its reply must be read together to see that a log line never means two things.
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ tools only append their own results, as every tool does.
 Bad input (unknown ids, empty queries, no match, nothing archived, several archives with
 one title) and storage failures give a tool result with `status="error"` saying what to
 do, never an exception: the run goes on and the model can act on it.
+
+One module (a little over 600 lines, a third of them the tools' descriptions and
+docstrings) because the four tools share one state contract and one error path
+(`ContextTools`): splitting them would spread one conversation with the model over files.
 """
 
 from __future__ import annotations
