@@ -188,3 +188,40 @@ def test_every_exception_and_warning_class_lives_in_errors() -> None:
             ):
                 outside.append(f"{module}.{name}")
     assert outside == [], f"exception/warning classes outside langgraph_ctx.errors: {outside}"
+
+
+_DOTTED = re.compile(
+    r"`((?:langgraph_ctx\.)?(?:codec|storage|saver|context|nodes|tools|browse|cli|testing"
+    r"|migrate|server|errors)(?:\.\w+)+)`"
+)
+
+
+def _resolve_dotted(dotted: str) -> object:
+    parts = dotted.removeprefix("langgraph_ctx.").split(".")
+    obj: object = None
+    for i in range(len(parts), 0, -1):  # the longest importable module prefix
+        try:
+            obj = importlib.import_module("langgraph_ctx." + ".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_architecture_doc_names_code_that_exists() -> None:
+    doc = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text()
+    names = sorted(set(_DOTTED.findall(doc)))
+    assert len(names) > 40  # the two paths and the package paragraphs
+    missing = []
+    for name in names:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _resolve_dotted(name)
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{name} ({err})")
+    assert missing == [], "docs/ARCHITECTURE.md names code that does not exist:\n" + "\n".join(
+        missing
+    )
