@@ -235,6 +235,8 @@ class TokenizerDataError(LangGraphCtxError):
 
     Example:
         ```python
+        from langgraph_ctx.context.tokens import load_encoding
+
         try:
             load_encoding("o200k_base")
         except TokenizerDataError as err:

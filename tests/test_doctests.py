@@ -189,6 +189,13 @@ PRELUDE: dict[str, Callable[[dict[str, Any]], Any]] = {
     "cp_id": _cp_id,
     "state": _state,
     "storage": lambda ns: _get(ns, "saver").storage,
+    "inputs": lambda ns: {"messages": [("user", "What should I pack for Lisbon?")]},
+    "prompt": lambda ns: "You are a travel assistant.",
+    "parts": lambda ns: _import("langgraph_ctx").PromptParts(persona="You are Ada."),
+    "summary_llm": lambda ns: _import("langgraph_ctx.testing").ExtractiveSummaryModel(),
+    "my_tools": lambda ns: [],
+    "search": lambda ns: _search_tool(),
+    "call": lambda ns: {"name": "book_flight", "args": {"flight": "LH123"}, "id": "c1"},
     "pipeline": lambda ns: _import("langgraph_ctx").context_pipeline("fast"),
 }
 """Names an example may use without defining them (built on first use)."""
@@ -224,6 +231,17 @@ def _assumed_import(name: str) -> Callable[[dict[str, Any]], Any]:
     return load
 
 
+def _search_tool() -> Any:
+    from langchain_core.tools import tool
+
+    @tool
+    def search(query: str) -> str:
+        """Search the travel notes."""
+        return f"3 notes match {query!r}: Lisbon in May, 22 degrees, light rain jacket."
+
+    return search
+
+
 def _get(ns: dict[str, Any], name: str) -> Any:
     if name not in ns:
         ns[name] = PRELUDE[name](ns)
@@ -239,40 +257,30 @@ SKIPPED: dict[str, str] = {}
 
 NOT_RUNNING: dict[str, str] = {
     # id: what the example lacks today (a name it assumes, a file it expects, a wrong call)
-    "langgraph_ctx": "builder has no edge from START",
     "langgraph_ctx.cli.verify": "expects an existing ./chats directory",
     "langgraph_ctx.context.archive.forks.fork_thread": "cp_id is not in the new InMemorySaver",
     "langgraph_ctx.context.archive.loaded.render_loaded_context": "assumes `entry`",
     "langgraph_ctx.context.archive.selection.select_archive": "assumes `entries`",
     "langgraph_ctx.context.archive.store": "assumes `entry`",
     "langgraph_ctx.context.archive.store.ContextArchive": "assumes an archived context",
-    "langgraph_ctx.context.budget.ContextUsage": "assumes `inputs`",
+    "langgraph_ctx.context.budget.ContextUsage": "invokes a graph without a thread config",
     "langgraph_ctx.context.compaction": "passes a function as summary model",
     "langgraph_ctx.context.compaction.record": "state has no compaction_log",
     "langgraph_ctx.context.compaction.strategies.extraction": "assumes `unit`",
     "langgraph_ctx.context.compaction.strategies.summary.LLMSummary": "imports langchain_openai",
     "langgraph_ctx.context.compaction.strategies.summary.HybridSummary": "function as model",
-    "langgraph_ctx.context.compaction.tools": "assumes `search`",
     "langgraph_ctx.context.notebook": "state has no error_notebook",
-    "langgraph_ctx.context.notebook.errors_in": "assumes `call`",
     "langgraph_ctx.context.prompt": "expects a ./prompts directory",
     "langgraph_ctx.context.prompt.PromptParts": "expects ./prompts/persona.md",
     "langgraph_ctx.context.prompt.PromptParts.from_directory": "expects a ./prompts directory",
-    "langgraph_ctx.errors.StorageUnavailableError": "assumes `inputs`",
-    "langgraph_ctx.errors.TokenizerDataError": "load_encoding not imported",
     "langgraph_ctx.errors.SymlinkRefusedError": "assumes `checkpoint`",
     "langgraph_ctx.migrate": "expects ./checkpoints.db",
     "langgraph_ctx.nodes.budget": "assumes `call_model`",
-    "langgraph_ctx.nodes.budget.BudgetNode": "assumes `prompt`",
-    "langgraph_ctx.nodes.compaction.CompactionNode": "assumes `summary_llm`",
-    "langgraph_ctx.nodes.errors.ModelNode": "assumes a `search` tool",
-    "langgraph_ctx.nodes.middleware": "assumes `parts`",
+    "langgraph_ctx.nodes.budget.BudgetNode": "needs a model with a known window",
+    "langgraph_ctx.nodes.middleware": "run_context={...} is a placeholder",
     "langgraph_ctx.nodes.pipeline.ContextPipeline.state_schema": "assumes `AppState`",
-    "langgraph_ctx.nodes.pipeline.context_pipeline": "assumes a `search` tool",
-    "langgraph_ctx.nodes.prompt.SystemPromptNode": "a fragment, not a script",
     "langgraph_ctx.nodes.state.compaction_history": "state has no compaction_log",
     "langgraph_ctx.nodes.state.StateKeys[0]": "assumes `AppState`",
-    "langgraph_ctx.tools.context.context_tools": "assumes `my_tools`",
 }
 """Examples that do not run yet, by id, with the error they raise (to fix: make the
 example self-contained or correct, then remove its entry)."""
