@@ -9,8 +9,10 @@ Two kinds of examples:
 A fenced block runs with its module's globals (as a doctest does), in a fresh temporary
 working directory (so ``JsonlSaver("./chats")`` never writes into the repository), and
 may use the names of `PRELUDE`, the reader's assumed context: ``saver``, ``graph``,
-``config``, ``cp_id``, ``llm``, ``messages``... Each prelude name is built only when the
-block uses it, offline (`langgraph_ctx.testing` fakes, a real `JsonlSaver` and graph).
+``config``, ``cp_id``, ``llm``, ``messages``... and the usual LangChain / LangGraph / langgraph_ctx
+imports (`_IMPORTS`). Each prelude name is built only when the block uses it, offline
+(`langgraph_ctx.testing` fakes, a real `JsonlSaver`, a real graph); the files a block
+reads (``./prompts``, ``checkpoints.db``, ``./chats``) are made by `_files`.
 Top-level ``await`` is allowed. Examples that need a Redis server or a package that is not
 installed are skipped with the reason; the ones that do not run yet are listed in
 `NOT_RUNNING` with why (strict xfail: fixing one makes its entry fail until removed).
@@ -195,6 +197,9 @@ PRELUDE: dict[str, Callable[[dict[str, Any]], Any]] = {
     "summary_llm": lambda ns: _import("langgraph_ctx.testing").ExtractiveSummaryModel(),
     "my_tools": lambda ns: [],
     "search": lambda ns: _search_tool(),
+    "chat_model": lambda ns: _import("langgraph_ctx.testing").ExtractiveSummaryModel(),
+    "call_model": lambda ns: _call_model(ns),
+    "AppState": lambda ns: _app_state(),
     "call": lambda ns: {"name": "book_flight", "args": {"flight": "LH123"}, "id": "c1"},
     "pipeline": lambda ns: _import("langgraph_ctx").context_pipeline("fast"),
 }
@@ -231,6 +236,47 @@ def _assumed_import(name: str) -> Callable[[dict[str, Any]], Any]:
     return load
 
 
+def _call_model(ns: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    """A model node: `llm` on the state's messages."""
+    model = _get(ns, "llm")
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    return call_model
+
+
+def _app_state() -> type:
+    """The host's own state: messages and a `mode` key of its own."""
+    from langgraph.graph import MessagesState
+
+    class AppState(MessagesState):
+        mode: str
+
+    return AppState
+
+
+def _files(block: str, ns: dict[str, Any]) -> None:
+    """The files an example reads: ``./prompts``, ``checkpoints.db``, ``./chats``."""
+    if "prompts" in block:
+        from langgraph_ctx.context.prompt import PROMPT_FILES
+
+        root = Path("prompts")
+        root.mkdir()
+        (root / PROMPT_FILES["persona"]).write_text("You are Ada, a careful travel planner.\n")
+        (root / PROMPT_FILES["tool_policy"]).write_text("TOOL POLICY\n- Search first.\n")
+    if "checkpoints.db" in block:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with sqlite3.connect("checkpoints.db", check_same_thread=False) as conn:
+            ns_sqlite: dict[str, Any] = {"saver": SqliteSaver(conn), "llm": _get(ns, "llm")}
+            _graph(ns_sqlite)
+    elif "./chats" in block and "JsonlSaver(" not in block:  # a directory to read
+        _get(ns, "saver")
+
+
 def _search_tool() -> Any:
     from langchain_core.tools import tool
 
@@ -257,28 +303,19 @@ SKIPPED: dict[str, str] = {}
 
 NOT_RUNNING: dict[str, str] = {
     # id: what the example lacks today (a name it assumes, a file it expects, a wrong call)
-    "langgraph_ctx.cli.verify": "expects an existing ./chats directory",
     "langgraph_ctx.context.archive.forks.fork_thread": "cp_id is not in the new InMemorySaver",
     "langgraph_ctx.context.archive.loaded.render_loaded_context": "assumes `entry`",
     "langgraph_ctx.context.archive.selection.select_archive": "assumes `entries`",
     "langgraph_ctx.context.archive.store": "assumes `entry`",
     "langgraph_ctx.context.archive.store.ContextArchive": "assumes an archived context",
     "langgraph_ctx.context.budget.ContextUsage": "invokes a graph without a thread config",
-    "langgraph_ctx.context.compaction": "passes a function as summary model",
     "langgraph_ctx.context.compaction.record": "state has no compaction_log",
     "langgraph_ctx.context.compaction.strategies.extraction": "assumes `unit`",
     "langgraph_ctx.context.compaction.strategies.summary.LLMSummary": "imports langchain_openai",
-    "langgraph_ctx.context.compaction.strategies.summary.HybridSummary": "function as model",
     "langgraph_ctx.context.notebook": "state has no error_notebook",
-    "langgraph_ctx.context.prompt": "expects a ./prompts directory",
-    "langgraph_ctx.context.prompt.PromptParts": "expects ./prompts/persona.md",
-    "langgraph_ctx.context.prompt.PromptParts.from_directory": "expects a ./prompts directory",
     "langgraph_ctx.errors.SymlinkRefusedError": "assumes `checkpoint`",
-    "langgraph_ctx.migrate": "expects ./checkpoints.db",
-    "langgraph_ctx.nodes.budget": "assumes `call_model`",
     "langgraph_ctx.nodes.budget.BudgetNode": "needs a model with a known window",
     "langgraph_ctx.nodes.middleware": "run_context={...} is a placeholder",
-    "langgraph_ctx.nodes.pipeline.ContextPipeline.state_schema": "assumes `AppState`",
     "langgraph_ctx.nodes.state.compaction_history": "state has no compaction_log",
     "langgraph_ctx.nodes.state.StateKeys[0]": "assumes `AppState`",
 }
@@ -300,6 +337,7 @@ def test_docstring_example_runs(
     ns["__name__"] = "__docstring_example__"
     for name in sorted(_names_used(tree) & PRELUDE.keys()):
         ns.pop(name, None)  # the prelude's `saver` wins over the module's `saver` package
+    _files(block, ns)
     for name in sorted(_names_used(tree) & PRELUDE.keys()):
         _get(ns, name)
     public = set(_IMPORTS) | set(_import("langgraph_ctx").__all__)
