@@ -272,10 +272,16 @@ class SymlinkRefusedError(LangGraphCtxError, OSError):
 
     Example:
         ```python
+        import os
+        from langgraph_ctx import JsonlSaver
+
+        os.makedirs("links")
+        open("elsewhere.jsonl", "w").close()
+        os.symlink(os.path.abspath("elsewhere.jsonl"), "links/task-001.jsonl")
         try:
-            saver.put(config, checkpoint, metadata, versions)
+            JsonlSaver("./links").get_tuple({"configurable": {"thread_id": "task-001"}})
         except SymlinkRefusedError as err:
-            print(err.path)   # remove the link, or replace it with the real file
+            print(err.path)   # links/task-001.jsonl: remove the link, or put the file there
         ```
     """
 

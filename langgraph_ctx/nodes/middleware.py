@@ -9,7 +9,8 @@ from langgraph_ctx import JsonlSaver, context_pipeline
 pipeline = context_pipeline("personalized", model="gpt-4o", prompt=parts, mode="agent")
 agent = create_agent(llm, tools, middleware=[pipeline.middleware(timeout=60)],
                      checkpointer=JsonlSaver("./chats"))
-agent.invoke({"messages": [("user", "hi")], "mode": "run", "run_context": {...}}, config)
+run = {"workflow_id": "etl", "status": "active", "step": {"id": "load", "brief": "Load the CSV."}}
+agent.invoke({"messages": [("user", "hi")], "mode": "run", "run_context": run}, config)
 ```
 
 Around every model call (`wrap_model_call`) it runs the pipeline on the agent state, with
