@@ -201,6 +201,8 @@ PRELUDE: dict[str, Callable[[dict[str, Any]], Any]] = {
     "chat_model": lambda ns: _import("langgraph_ctx.testing").ExtractiveSummaryModel(),
     "call_model": lambda ns: _call_model(ns),
     "AppState": lambda ns: _app_state(),
+    "entries": lambda ns: _archived(ns),
+    "entry": lambda ns: _archived(ns)[0],
     "call": lambda ns: {"name": "book_flight", "args": {"flight": "LH123"}, "id": "c1"},
     "pipeline": lambda ns: _import("langgraph_ctx").context_pipeline("fast"),
 }
@@ -257,6 +259,19 @@ def _app_state() -> type:
     return AppState
 
 
+def _archived(ns: dict[str, Any]) -> list[Any]:
+    """Thread ``task-001`` with its first turn archived as a context (newest first)."""
+    from langgraph_ctx.context.archive import ContextArchive
+
+    saver, graph, config = _get(ns, "saver"), _get(ns, "graph"), _get(ns, "config")
+    archive = ContextArchive(saver)
+    if not archive.entries("task-001"):
+        messages = graph.get_state(config).values["messages"]
+        outcome = archive.archive("task-001", messages, None, title="Lisbon trip")
+        assert outcome.entry is not None, outcome
+    return archive.entries("task-001")
+
+
 def _files(block: str, ns: dict[str, Any]) -> None:
     """The files an example reads: ``./prompts``, ``checkpoints.db``, ``./chats``."""
     if "prompts" in block:
@@ -276,6 +291,8 @@ def _files(block: str, ns: dict[str, Any]) -> None:
             _graph(ns_sqlite)
     elif "./chats" in block and "JsonlSaver(" not in block:  # a directory to read
         _get(ns, "saver")
+    if "ContextArchive(" in block:  # a thread with an archived context
+        _archived(ns)
 
 
 def _search_tool() -> Any:
@@ -305,10 +322,6 @@ SKIPPED: dict[str, str] = {}
 NOT_RUNNING: dict[str, str] = {
     # id: what the example lacks today (a name it assumes, a file it expects, a wrong call)
     "langgraph_ctx.context.archive.forks.fork_thread": "cp_id is not in the new InMemorySaver",
-    "langgraph_ctx.context.archive.loaded.render_loaded_context": "assumes `entry`",
-    "langgraph_ctx.context.archive.selection.select_archive": "assumes `entries`",
-    "langgraph_ctx.context.archive.store": "assumes `entry`",
-    "langgraph_ctx.context.archive.store.ContextArchive": "assumes an archived context",
     "langgraph_ctx.context.budget.ContextUsage": "invokes a graph without a thread config",
     "langgraph_ctx.context.compaction.record": "state has no compaction_log",
     "langgraph_ctx.context.compaction.strategies.extraction": "assumes `unit`",
