@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint clean redis-server dist-check
+.PHONY: demo test lint clean redis-server dist-check doctest langgraph-suite
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,18 @@ redis-server:
 
 test: $(VENV)/.installed redis-server
 	$(PY) -m ruff check langgraph_ctx tests examples benchmarks
+	$(PY) -m mypy langgraph_ctx
 	LANGGRAPH_CTX_REQUIRE_REDIS=1 $(PY) -m pytest -q
 	$(MAKE) --no-print-directory dist-check
+
+# The docstring examples alone (the pytest run of `test` includes them: tests/test_doctests.py).
+doctest: $(VENV)/.installed
+	$(PY) -m pytest -q tests/test_doctests.py
+
+# LangGraph's own checkpointer test suite run against our savers. Not part of `test`: it
+# bootstraps (and caches) its own venv with LangGraph's test dependencies.
+langgraph-suite: $(VENV)/.installed
+	$(PY) tests/langgraph_suite/run.py --quick
 
 # What PyPI would get: build the sdist, then the wheel from it (in a clean build
 # environment, as a release does) into a temporary directory and let twine
@@ -47,6 +57,7 @@ dist-check: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check langgraph_ctx tests examples benchmarks
+	$(PY) -m mypy langgraph_ctx
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info

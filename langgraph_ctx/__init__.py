@@ -1,10 +1,19 @@
 """langgraph-ctx: durable, inspectable conversation context for LangGraph.
 
 ```python
+from langgraph.graph import START, MessagesState, StateGraph
+
 from langgraph_ctx import JsonlSaver
+from langgraph_ctx.testing import chat_model
+
+model = chat_model()                   # offline unless OPENAI_API_KEY is set
+builder = StateGraph(MessagesState)
+builder.add_node("chat", lambda state: {"messages": [model.invoke(state["messages"])]})
+builder.add_edge(START, "chat")
 
 saver = JsonlSaver("./chats")          # one readable JSONL file per thread
 graph = builder.compile(checkpointer=saver)
+graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "task-001"}})
 ```
 
 Public names are imported lazily, so `import langgraph_ctx` stays cheap and an

@@ -1,6 +1,8 @@
-"""Exceptions raised by langgraph-ctx. All derive from `LangGraphCtxError`.
+"""Exceptions and warnings of langgraph-ctx: every one of them is defined here.
 
-`CorruptLineWarning` is the one warning (a skipped corrupt line).
+The exceptions derive from `LangGraphCtxError`; the warnings are `UserWarning`s. Other
+modules import them from here (and re-export the ones users met there first, such as
+`langgraph_ctx.storage.jsonl.TornLineWarning`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class ThreadNotFoundError(LangGraphCtxError, KeyError):
 class CheckpointNotFoundError(LangGraphCtxError, KeyError):
     """The thread exists but has no checkpoint with that id (in that namespace)."""
 
-    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "") -> None:
+    def __init__(self, thread_id: str | int, checkpoint_id: str, checkpoint_ns: str = "") -> None:
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.checkpoint_ns = checkpoint_ns
@@ -231,6 +233,8 @@ class TokenizerDataError(LangGraphCtxError):
 
     Example:
         ```python
+        from langgraph_ctx.context.tokens import load_encoding
+
         try:
             load_encoding("o200k_base")
         except TokenizerDataError as err:
@@ -266,10 +270,16 @@ class SymlinkRefusedError(LangGraphCtxError, OSError):
 
     Example:
         ```python
+        import os
+        from langgraph_ctx import JsonlSaver
+
+        os.makedirs("links")
+        open("elsewhere.jsonl", "w").close()
+        os.symlink(os.path.abspath("elsewhere.jsonl"), "links/task-001.jsonl")
         try:
-            saver.put(config, checkpoint, metadata, versions)
+            JsonlSaver("./links").get_tuple({"configurable": {"thread_id": "task-001"}})
         except SymlinkRefusedError as err:
-            print(err.path)   # remove the link, or replace it with the real file
+            print(err.path)   # links/task-001.jsonl: remove the link, or put the file there
         ```
     """
 
@@ -437,3 +447,44 @@ class UnknownContextWindowError(LangGraphCtxError, ValueError):
             '("fast", "personalized", "planning"), or a chat model whose profile has '
             "max_input_tokens"
         )
+
+
+class CompactionError(LangGraphCtxError, ValueError):
+    """Compaction was called with something it cannot work with.
+
+    The message says what was wrong and what to pass instead, for example a budget
+    that is not a positive number, a message that cannot be read, or a summary
+    strategy without a chat model.
+
+    Example:
+        ```python
+        try:
+            compact_messages(messages, max_tokens=0)
+        except CompactionError as err:
+            print(err)  # max_tokens must be a positive int, got 0
+        ```
+    """
+
+
+class CliError(LangGraphCtxError):
+    """A `langgraph-ctx` command failed: reported as one line on stderr, with exit code 1."""
+
+
+class ModelCallAbandoned(LangGraphCtxError):
+    """Raised inside an abandoned (timed-out) sync call at its next token, to stop it.
+
+    LangChain logs it as an error of the `PartialOutputCapture` callback
+    (`langgraph_ctx.context.model_call`); nothing else sees it.
+    """
+
+
+class TornLineWarning(UserWarning):
+    """The last line of a log was cut short by a crash; it is ignored and repaired."""
+
+
+class LockLostWarning(UserWarning):
+    """A writer's Redis lock expired before it released it (``lock_timeout`` too short?)."""
+
+
+class ForeignKeyWarning(UserWarning):
+    """`RedisStorage.thread_ids` skipped a key of another type where a thread log would be."""

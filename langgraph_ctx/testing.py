@@ -179,7 +179,7 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         self.tools = _tool_specs(tools)
         return self
 
@@ -305,7 +305,7 @@ class OfflineChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "offline-demo"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineChatModel:
         return self.model_copy(update={"tools": _tool_specs(tools)})
 
     # -- LangChain's two entry points ---------------------------------------------
@@ -417,11 +417,12 @@ def chat_model(**kwargs: Any) -> BaseChatModel:
     """
     if os.environ.get("OPENAI_API_KEY"):
         try:
-            from langchain_openai import ChatOpenAI  # type: ignore[import-not-found]
+            from langchain_openai import ChatOpenAI
         except ImportError:
             print("OPENAI_API_KEY is set but langchain-openai is not installed; staying offline")
         else:
-            return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+            model: BaseChatModel = ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+            return model
     return OfflineChatModel(**kwargs)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from langgraph_ctx.cli.app import (
+from langgraph_ctx.cli._app import (
     DirOpt,
     JsonOpt,
     _echo_json,

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from langgraph_ctx.cli.app import (
+from langgraph_ctx.cli._app import (
     CliError,
     DirOpt,
     JsonOpt,

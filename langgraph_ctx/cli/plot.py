@@ -74,7 +74,7 @@ def usage_figure(
     if not series:
         raise ValueError("no turns to plot")
     figure_cls, canvas_cls = _matplotlib()
-    fig = figure_cls(figsize=(11, 5.2), dpi=110, layout="constrained")
+    fig: Figure = figure_cls(figsize=(11, 5.2), dpi=110, layout="constrained")
     canvas_cls(fig)  # the Agg canvas: rendering never needs a display
     ax = fig.add_subplot()
     turns = [t.turn for t in series]
@@ -89,7 +89,7 @@ def usage_figure(
     if any(t.view_used is not None and t.view_used != t.used for t in series):
         ax.plot(
             turns,
-            [t.view_used for t in series],
+            [t.view_used for t in series],  # type: ignore[arg-type]  # None: a gap in the line
             color="#111827",
             marker="o",
             markersize=4,

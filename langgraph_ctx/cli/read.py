@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from langgraph_ctx.cli.app import (
+from langgraph_ctx.cli._app import (
     DIR_ENV,
     CheckpointOpt,
     CliError,
@@ -326,7 +326,7 @@ def export(
     messages = browse.find_messages(
         browse.state_values(saver, info), messages_key or browse.MESSAGES_KEY
     )
-    text = browse.export_messages(messages, fmt.value)  # type: ignore[arg-type]
+    text = browse.export_messages(messages, fmt.value)
     if output is None:
         typer.echo(text, nl=False)
         return

@@ -456,7 +456,7 @@ class _Decoder:
         if tag == "snap":
             return _DeltaSnapshot(self.decode(enc["snap"]))
         if tag in CLASS_TAGS:
-            return self.decode_object(enc, tag)  # type: ignore[arg-type]
+            return self.decode_object(enc, tag)
         return serde_decode(enc["serde"], self.serde)
 
     def decode_object(self, enc: dict[str, Any], tag: ClassKind) -> Any:

@@ -41,7 +41,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 
-from langgraph_ctx.errors import ModelTimeoutError
+from langgraph_ctx.errors import ModelCallAbandoned, ModelTimeoutError
 
 __all__ = [
     "Attempt",
@@ -58,11 +58,6 @@ T = TypeVar("T")
 # ---------------------------------------------------------------------------
 # Capturing what a model streamed before it failed
 # ---------------------------------------------------------------------------
-
-
-class ModelCallAbandoned(Exception):
-    """Raised inside an abandoned (timed-out) sync call at its next token, to stop it
-    (LangChain logs it as an error of the `PartialOutputCapture` callback)."""
 
 
 class PartialOutputCapture(BaseCallbackHandler):
@@ -340,7 +335,8 @@ def drive_sync(steps: Generator[Step, Any, T]) -> T:
                 reply = request.policy.call_sync(request.call)
             request = steps.send(reply)
     except StopIteration as stop:
-        return stop.value
+        result: T = stop.value
+        return result
 
 
 async def drive_async(steps: Generator[Step, Any, T]) -> T:
@@ -357,4 +353,5 @@ async def drive_async(steps: Generator[Step, Any, T]) -> T:
                 reply = await request.policy.call_async(request.acall)
             request = steps.send(reply)
     except StopIteration as stop:
-        return stop.value
+        result: T = stop.value
+        return result

@@ -90,7 +90,7 @@ def notebook_reducer(
     def add(left: Sequence[ErrorRecord] | None, right: Any) -> list[ErrorRecord]:
         records = list(left or [])
         new: Iterable[Any] = [right] if isinstance(right, Mapping) else (right or [])
-        seen = {r.get("id") for r in records}
+        seen: set[Any] = {r.get("id") for r in records}
         for record in new:
             if not isinstance(record, Mapping):
                 raise TypeError(f"error_notebook takes ErrorRecord dicts, got {record!r}")
@@ -121,7 +121,7 @@ def llm_error_record(message: BaseMessage, **context: Any) -> ErrorRecord | None
     info = read_llm_error(message)
     if info is None:
         return None
-    return ErrorRecord(
+    record: ErrorRecord = ErrorRecord(
         id=f"llm:{message.id}",
         kind="llm_error",
         error_type=info.error_type,
@@ -131,8 +131,9 @@ def llm_error_record(message: BaseMessage, **context: Any) -> ErrorRecord | None
         error_kind=info.kind,
         partial_chars=info.partial_chars,
         attempts=info.attempts,
-        **context,
+        **context,  # type: ignore[typeddict-item]  # step, mode, run_id: ErrorRecord keys
     )
+    return record
 
 
 _TOOLNODE_ERROR = re.compile(r"^Error:\s*(?P<type>[A-Za-z_][\w.]*)\(")
@@ -153,7 +154,7 @@ def tool_error_record(
         match = _TOOLNODE_ERROR.match(text)
         error_type = match.group("type").rsplit(".", 1)[-1] if match else "ToolError"
         detail = text
-    return ErrorRecord(
+    record: ErrorRecord = ErrorRecord(
         id=f"tool:{message.tool_call_id}",
         kind="tool_error",
         error_type=error_type,
@@ -162,8 +163,9 @@ def tool_error_record(
         tool_name=message.name,
         tool_call_id=message.tool_call_id,
         message_id=message.id,
-        **context,
+        **context,  # type: ignore[typeddict-item]  # step, mode, run_id: ErrorRecord keys
     )
+    return record
 
 
 def errors_in(messages: Sequence[BaseMessage], **context: Any) -> list[ErrorRecord]:

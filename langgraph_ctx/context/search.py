@@ -114,7 +114,7 @@ def _words(text: str) -> list[tuple[str, str]]:
 class Ranked(NamedTuple):
     """One matching document: its position in the input, its score, the query words it has."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, as named
     score: float
     terms: tuple[str, ...]
 

@@ -9,7 +9,8 @@ from langgraph_ctx import JsonlSaver, context_pipeline
 pipeline = context_pipeline("personalized", model="gpt-4o", prompt=parts, mode="agent")
 agent = create_agent(llm, tools, middleware=[pipeline.middleware(timeout=60)],
                      checkpointer=JsonlSaver("./chats"))
-agent.invoke({"messages": [("user", "hi")], "mode": "run", "run_context": {...}}, config)
+run = {"workflow_id": "etl", "status": "active", "step": {"id": "load", "brief": "Load the CSV."}}
+agent.invoke({"messages": [("user", "hi")], "mode": "run", "run_context": run}, config)
 ```
 
 Around every model call (`wrap_model_call`) it runs the pipeline on the agent state, with
@@ -104,7 +105,7 @@ def _current_config() -> RunnableConfig | None:
         return None
 
 
-class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignore[type-var]
+class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
     """The context pipeline around each model call of a `create_agent` agent.
 
     Build it with `pipeline.middleware(...)`.
@@ -154,7 +155,8 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):  # type: ignor
         self.tool_errors = tool_errors
         self.keys: StateKeys = pipeline.keys
         if self.keys.renamed:  # create_agent merges this schema into the agent's state
-            self.state_schema = self.keys.schema(  # type: ignore[misc,assignment]
+            # the renamed schema is built at runtime, so mypy sees a plain `type`
+            self.state_schema = self.keys.schema(  # type: ignore[assignment]
                 AgentState, source=ContextMiddlewareState, name="ContextMiddlewareStateRenamed"
             )
 

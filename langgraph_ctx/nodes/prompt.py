@@ -96,7 +96,7 @@ class SystemPromptNode(Runnable[Any, dict[str, Any]]):
         update["llm_input_messages"][0].content.startswith("You are an agent")  # True
         node.compose({"mode": "chat"})  # the chat prompt: no persona (warns once)
         SystemPromptNode(system_prompt="ALWAYS ANSWER IN FRENCH.").compose({})
-        # 'ALWAYS ANSWER IN FRENCH.\n\nYou are a helpful assistant ...'
+        # 'ALWAYS ANSWER IN FRENCH.\\n\\nYou are a helpful assistant ...'
         ```
     """
 

@@ -206,7 +206,7 @@ def _compatible(theirs: Any, ours: Any) -> bool:
         return all(_compatible(t, ours) for t in theirs)
     if isinstance(ours, frozenset):
         return any(_compatible(theirs, o) for o in ours)
-    return (get_origin(theirs) or theirs) == (get_origin(ours) or ours)
+    return bool((get_origin(theirs) or theirs) == (get_origin(ours) or ours))
 
 
 def _spell(annotation: Any) -> str:
@@ -239,8 +239,9 @@ class StateKeys:
     pipeline = context_pipeline("fast", keys=keys)
     builder = StateGraph(pipeline.state_schema(AppState))   # AppState + the renamed keys
     builder.add_node("model", ModelNode(llm, keys=keys))
-    pipeline.add_to(builder, before="model")
-    graph.invoke({"messages": [...], "mode": "thorough", "ctx_mode": "agent"})
+    builder.add_edge(START, pipeline.add_to(builder, before="model"))
+    graph = builder.compile()
+    graph.invoke({"messages": [("user", "hi")], "mode": "thorough", "ctx_mode": "agent"})
     ```
 
     The nodes work on a view with the pipeline's own names (`read`) and write back

@@ -48,7 +48,7 @@ from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 
 
-class _LRU(OrderedDict):  # type: ignore[type-arg]
+class _LRU(OrderedDict[Any, Any]):
     def __init__(self, limit: int | None) -> None:
         super().__init__()
         self.limit = limit

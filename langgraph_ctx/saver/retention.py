@@ -219,7 +219,7 @@ def _inside(action: SweepAction, actions: Iterable[SweepAction]) -> bool:
 def _thread_ids(saver: LogSaver) -> list[str]:
     """Every thread, archives included (whether or not `list_threads` hides them)."""
     if "include_archives" in inspect.signature(saver.list_threads).parameters:
-        return list(saver.list_threads(include_archives=True))  # type: ignore[call-arg]
+        return list(saver.list_threads(include_archives=True))
     return list(saver.list_threads())
 
 

@@ -39,7 +39,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from langgraph_ctx.codec import loads_line
-from langgraph_ctx.errors import ReadOnlyLogError, SymlinkRefusedError, ThreadNotFoundError
+from langgraph_ctx.errors import (
+    ReadOnlyLogError,
+    SymlinkRefusedError,
+    ThreadNotFoundError,
+    TornLineWarning,
+)
 from langgraph_ctx.storage.base import LogStorage, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
@@ -62,10 +67,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 # errno values meaning "you may not write here" (read-only mount, permissions).
 _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
-
-
-class TornLineWarning(UserWarning):
-    """The last line of a log was cut short by a crash; it is ignored and repaired."""
 
 
 @dataclass

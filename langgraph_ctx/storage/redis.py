@@ -27,6 +27,10 @@ so lines read under one generation stay valid.
 
 A writer takes its lock in the same script call that reads the new lines, and
 the write script releases the lock when it commits: a put is two round trips.
+
+One module (over 800 lines, the Lua scripts included) because the scripts and the Python
+that calls them are one protocol: the key layout above, each script and the method that
+checks its reply must be read together to see that a log line never means two things.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import (
+    ForeignKeyWarning,
+    LockLostWarning,
     LockTimeoutError,
     LogChangedError,
     StorageUnavailableError,
@@ -214,14 +220,6 @@ _UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-class LockLostWarning(UserWarning):
-    """A writer's Redis lock expired before it released it (``lock_timeout`` too short?)."""
-
-
-class ForeignKeyWarning(UserWarning):
-    """`RedisStorage.thread_ids` skipped a key of another type where a thread log would be."""
 
 
 @dataclass

@@ -37,6 +37,10 @@ tools only append their own results, as every tool does.
 Bad input (unknown ids, empty queries, no match, nothing archived, several archives with
 one title) and storage failures give a tool result with `status="error"` saying what to
 do, never an exception: the run goes on and the model can act on it.
+
+One module (a little over 600 lines, a third of them the tools' descriptions and
+docstrings) because the four tools share one state contract and one error path
+(`ContextTools`): splitting them would spread one conversation with the model over files.
 """
 
 from __future__ import annotations
@@ -396,7 +400,7 @@ class ContextTools:
         entries = self.archive.entries(thread_id)
         shown = entries[: limit or self.list_limit]
         active = read_active_context(_get(state, "active_context"))
-        loaded = (active or {}).get("loaded")
+        loaded = active.get("loaded") if active else None
         if active is None:
             now = "Active context: the whole conversation (no switch yet)."
         elif isinstance(loaded, Mapping):
@@ -427,7 +431,7 @@ class ContextTools:
         """`chat_context_clear_active`: start a fresh context without archiving."""
         messages = self._messages(state)
         before = read_active_context(_get(state, "active_context"))
-        loaded = (before or {}).get("loaded")
+        loaded = before.get("loaded") if before else None
         active = new_active_context(self._fresh_start(messages), "clear")
         dropped = (
             f' (including the loaded archive {loaded.get("context_id")} "{loaded.get("title")}",'

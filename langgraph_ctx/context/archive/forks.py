@@ -128,9 +128,8 @@ def thread_started_at(saver: BaseCheckpointSaver[Any], thread_id: str | int) -> 
         first = tup
     ts = first.checkpoint.get("ts") if first is not None else None
     try:  # as the index's other times: UTC, milliseconds
-        return (
-            datetime.fromisoformat(ts).astimezone(timezone.utc).isoformat(timespec="milliseconds")
-        )
+        when = datetime.fromisoformat(ts or "")  # None: ValueError, as any bad time
+        return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")
     except (TypeError, ValueError):
         return ts
 

@@ -195,8 +195,10 @@ class ContextArchive:
             except Exception as err:  # the summary is optional: keep the extractive one
                 summary_error = f"{type(err).__name__}: {err}"
         value = read_active_context(active)
-        loaded = (value or {}).get("loaded") or {}
-        created_at = (value or {}).get("started_at") or thread_started_at(self.saver, thread_id)
+        loaded: Mapping[str, Any] = (value.get("loaded") if value else None) or {}
+        created_at = (value.get("started_at") if value else None) or thread_started_at(
+            self.saver, thread_id
+        )
         title = " ".join((title or "").split())[:120] or default_title(archived)
         taken = {e.context_id for e in existing}
         for _attempt in range(5):

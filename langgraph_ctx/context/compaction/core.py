@@ -101,7 +101,7 @@ def check_target(max_tokens: int, target_tokens: Any) -> int:
         return max_tokens
     if not _is_int(target_tokens, 1):
         raise CompactionError(f"target_tokens must be a positive int, got {target_tokens!r}")
-    return min(target_tokens, max_tokens)
+    return min(int(target_tokens), max_tokens)
 
 
 def read_conversation(

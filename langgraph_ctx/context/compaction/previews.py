@@ -222,7 +222,7 @@ def head_and_tail_text(text: str, chars: int) -> str:
 
     Example:
         ```python
-        log = "\n".join(f"step {i} ok" for i in range(400)) + "\nValueError: bad row 17"
+        log = "\\n".join(f"step {i} ok" for i in range(400)) + "\\nValueError: bad row 17"
         short = head_and_tail_text(log, 300)
         short.startswith("step 0 ok") and short.endswith("ValueError: bad row 17")  # True
         ```

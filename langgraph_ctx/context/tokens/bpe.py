@@ -101,7 +101,7 @@ def _parse_ranks(data: bytes, encoding: str, path: Path) -> dict[bytes, int]:
 
 def _tiktoken_encoding_args(encoding: str, ranks: dict[bytes, int], path: Path) -> dict[str, Any]:
     """Run tiktoken's own constructor for `encoding`, handing it the verified ranks."""
-    from tiktoken_ext import openai_public  # type: ignore[import-untyped]
+    from tiktoken_ext import openai_public
 
     constructor = openai_public.ENCODING_CONSTRUCTORS.get(encoding)
     if constructor is None:

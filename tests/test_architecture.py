@@ -1,0 +1,227 @@
+"""The package's shape (docs/ARCHITECTURE.md): no import cycle, long modules say why they
+are one module, every exception and warning class lives in `langgraph_ctx.errors`.
+
+The import graph is read from the source with `ast` (nothing is imported to build it): an
+edge per `import` / `from ... import` of a `langgraph_ctx` module executed when the module
+is imported, that is at module level and outside `if TYPE_CHECKING:`. Imports inside
+functions run later, when the package is loaded, and are the documented way to reach an
+optional or a higher layer; they are not edges.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "langgraph_ctx"
+MAX_LINES = 600
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_time_nodes(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements run when the module is imported (module level, any `try`/`if`
+    except `if TYPE_CHECKING:`), not those in functions or classes."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                found += _import_time_nodes(node.body)
+            found += _import_time_nodes(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                found += _import_time_nodes(block)
+            for handler in node.handlers:
+                found += _import_time_nodes(handler.body)
+    return found
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the langgraph_ctx modules it imports when it is imported."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        targets: set[str] = set()
+        for node in _import_time_nodes(ast.parse(path.read_text()).body):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                base = _resolve(module, node)
+                # `from pkg import sub` imports the submodule `pkg.sub` when there is one
+                names = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                    for a in node.names
+                ]
+            targets |= {n for n in names if n in MODULES and n != module}
+        graph[module] = targets
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_find_cycles_reports_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_import_graph_sees_the_layers() -> None:
+    graph = import_graph()
+    assert "langgraph_ctx.codec.lines" in graph["langgraph_ctx.saver._index"]
+    assert "langgraph_ctx.storage.base" in graph["langgraph_ctx.storage.jsonl"]
+    # TYPE_CHECKING imports are not edges: the lazy top-level package imports nothing
+    assert graph["langgraph_ctx"] == set()
+
+
+def test_no_import_cycle() -> None:
+    cycles = find_cycles(import_graph())
+    assert cycles == [], "import cycles between modules of langgraph_ctx:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_codec_imports_no_io_layer() -> None:
+    # the log codec is pure: it knows neither storage nor the saver
+    graph = import_graph()
+    for module, targets in graph.items():
+        if module.startswith("langgraph_ctx.codec"):
+            io = ("langgraph_ctx.storage", "langgraph_ctx.saver")
+            bad = {t for t in targets if t.startswith(io)}
+            assert not bad, f"{module} imports {sorted(bad)}"
+
+
+_REASON = re.compile(r"\bone module\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_long_modules_say_why_they_are_one_module(module: str) -> None:
+    path = MODULES[module]
+    lines = len(path.read_text().splitlines())
+    if lines <= MAX_LINES:
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    assert _REASON.search(doc), (
+        f"{path.relative_to(PACKAGE.parent)} has {lines} lines (over {MAX_LINES}): its "
+        "module docstring must say why it is one module (a paragraph with 'one module')"
+    )
+
+
+def test_every_exception_and_warning_class_lives_in_errors() -> None:
+    outside = []
+    for module in MODULES:
+        if module.endswith("__main__"):
+            continue
+        try:
+            with warnings.catch_warnings():  # deprecated aliases warn on import
+                warnings.simplefilter("ignore", DeprecationWarning)
+                loaded = importlib.import_module(module)
+        except ImportError as err:  # an optional extra (redis, matplotlib) is not installed
+            pytest.skip(f"{module}: {err}")
+        for name, obj in vars(loaded).items():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == module
+                and module != "langgraph_ctx.errors"
+                and not name.startswith("_")  # a module's private control-flow signal
+            ):
+                outside.append(f"{module}.{name}")
+    assert outside == [], f"exception/warning classes outside langgraph_ctx.errors: {outside}"
+
+
+_DOTTED = re.compile(
+    r"`((?:langgraph_ctx\.)?(?:codec|storage|saver|context|nodes|tools|browse|cli|testing"
+    r"|migrate|server|errors)(?:\.\w+)+)`"
+)
+
+
+def _resolve_dotted(dotted: str) -> object:
+    parts = dotted.removeprefix("langgraph_ctx.").split(".")
+    obj: object = None
+    for i in range(len(parts), 0, -1):  # the longest importable module prefix
+        try:
+            obj = importlib.import_module("langgraph_ctx." + ".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_architecture_doc_names_code_that_exists() -> None:
+    doc = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text()
+    names = sorted(set(_DOTTED.findall(doc)))
+    assert len(names) > 40  # the two paths and the package paragraphs
+    missing = []
+    for name in names:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _resolve_dotted(name)
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{name} ({err})")
+    assert missing == [], "docs/ARCHITECTURE.md names code that does not exist:\n" + "\n".join(
+        missing
+    )
