@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -523,9 +523,31 @@ def verify(
     state = _state(ctx)
     if not state.root.is_dir():
         raise CliError(f"no such directory: {state.root} (set --dir or ${DIR_ENV})")
-    with _thread_errors(state):
+    console = _console(stderr=True)
+    with (
+        _thread_errors(state),
+        Progress(
+            TextColumn("verifying"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("lines"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json or not console.is_terminal,
+        ) as bar,
+    ):
+
+        def lines_total(total: int) -> Callable[[int], None]:
+            task = bar.add_task("verify", total=total)
+            return lambda n: bar.advance(task, n)
+
         report = verify_directory(
-            state.root, threads=thread or None, backups=backups, decode=decode
+            state.root,
+            threads=thread or None,
+            backups=backups,
+            decode=decode,
+            progress=lines_total,
         )
     if as_json:
         _echo_json(report.to_dict())
