@@ -74,10 +74,10 @@ KNOWN_CHECKPOINT_KEYS = frozenset(
 _SUFFIX_LEN = 14
 
 
-def _crc(raw: bytes) -> bytes:
-    """CRC-32 of ``raw`` in 6 base64url characters (8 hex digits would cost 2 bytes more
-    on every line)."""
-    return base64.urlsafe_b64encode(zlib.crc32(raw).to_bytes(4, "big") + b"\0")[:6]
+def _crc(raw: bytes | memoryview, crc: int = 0) -> bytes:
+    """CRC-32 of ``raw`` (continuing ``crc``) in 6 base64url characters (8 hex digits
+    would cost 2 bytes more on every line)."""
+    return base64.urlsafe_b64encode(zlib.crc32(raw, crc).to_bytes(4, "big") + b"\0")[:6]
 
 
 def seal_line(raw: bytes) -> bytes:
@@ -107,7 +107,7 @@ def line_checksum(raw: bytes) -> bool | None:
     """
     if raw[-_SUFFIX_LEN:-8] != b',"c":"' or raw[-2:] != b'"}':
         return None
-    return _crc(raw[:-_SUFFIX_LEN] + b"}") == raw[-8:-2]
+    return _crc(b"}", zlib.crc32(memoryview(raw)[:-_SUFFIX_LEN])) == raw[-8:-2]
 
 
 def check_line(raw: bytes) -> None:
