@@ -198,7 +198,6 @@ class _Scanner:
         self.ckpts: dict[int, CheckpointHead] = {}  # line -> checkpoint
         self.lists: dict[int, set[str]] = {}  # line -> channels stored there as message lists
         self.refs: list[tuple[int, int, str]] = []  # (line, ordinal, where), checked at the end
-        self.order: list[tuple[str, str, int]] = []  # (ns, id, line) of every checkpoint line
 
     def problem(self, line: int | None, kind: ProblemKind, message: str) -> None:
         self.report.problems.append(Problem(self.report.path, line, kind, message))
@@ -309,7 +308,6 @@ class _Scanner:
     def checkpoint(self, n: int, obj: Mapping[str, Any]) -> None:
         ns, cid = checkpoint_key(obj)
         self.report.checkpoints += 1
-        self.order.append((ns, cid, n))
         # Recorded even when the line is bad below: later lines refer to it.
         self.ckpts[n] = CheckpointHead(
             ns, cid, n, None, None, _UNREAD, _UNREAD, None, {}, frozenset(), frozenset()
