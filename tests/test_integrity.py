@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from typer.testing import CliRunner
 
 from langgraph_ctx import CorruptLogError, JsonlSaver
 from langgraph_ctx.cli import verify as verify_module
+from langgraph_ctx.cli.app import app
 from langgraph_ctx.cli.verify import verify_directory, verify_file
 from langgraph_ctx.codec import FORMAT_VERSION, dumps_line
 from langgraph_ctx.codec.lines import checkpoint_ts, line_checksum, seal_line
@@ -145,6 +147,9 @@ def test_format_1_lines_still_read_and_verify_lists_them(backend: Backend) -> No
         report = verify_file(Path(JsonlSaver(backend.root).path("t")))
         assert report.ok and report.unchecked == [[1, len(old)]]
         assert report.unchecked_count == len(old)
+        shown = CliRunner().invoke(app, ["--dir", str(backend.root), "verify"])
+        assert shown.exit_code == 0  # old lines are not an error
+        assert f"{len(old)} lines without a checksum (format 1): 1-{len(old)}" in shown.stdout
 
 
 # ----------------------------------------------------- 7. an ordinal defined twice
