@@ -16,16 +16,17 @@ Four experiments, each printing one table (issue 12):
    *crashed* (some other exception), *harmless* (everything reads back identical) or
    *SILENT* (it reads back different and nothing said so). ``verify`` is run on each
    flipped file too.
-3. **Tampered payloads.** A canary class (its ``__init__`` writes a file) and commands
-   that touch a marker file (``os.system``, ``subprocess.run`` / ``Popen``,
-   ``builtins.eval`` / ``exec``) are written into stored data the way an attacker with
-   write access to the store would: for `JsonlSaver` through every tag of its format
+3. **Tampered payloads.** (Each tampered line gets a valid checksum, as an attacker would
+   write it: the checksum catches accidents, not attacks.) A canary class (its ``__init__``
+   writes a file) and commands that touch a marker file (``os.system``, ``subprocess.run`` /
+   ``Popen``, ``builtins.eval`` / ``exec``) are written into stored data the way an attacker
+   with write access to the store would: for `JsonlSaver` through every tag of its format
    (``{"model": ...}``, ``{"serde": ["msgpack" | "json" | "pickle", ...]}``) in checkpoint
    values, pending writes, metadata and message bodies; for `SqliteSaver` as the blobs its
-   default `JsonPlusSerializer` decodes (msgpack ext types naming module + class
-   [+ method], ``lc`` constructor JSON, pickle) in the checkpoint and writes tables. A
-   fresh saver then reads the thread; we count objects constructed (canary fired), code
-   executed (marker written) and errors raised. Only ``touch`` runs, inside a temp dir.
+   default `JsonPlusSerializer` decodes (msgpack ext types naming module + class [+ method],
+   ``lc`` constructor JSON, pickle) in the checkpoint and writes tables. A fresh saver then
+   reads the thread; we count objects constructed (canary fired), code executed (marker
+   written) and errors raised. Only ``touch`` runs, inside a temp dir.
 4. **verify time** on threads of 1k / 4k / 16k checkpoints (``langgraph-ctx verify`` in a
    subprocess, a timeout per size), with seconds per 1k checkpoints to show how it
    scales.
@@ -66,6 +67,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_ctx import JsonlSaver, LangGraphCtxError
+from langgraph_ctx.codec import dumps_line
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "rel"}}
 
@@ -462,9 +464,13 @@ def read_everything(saver: Any) -> None:
 
 
 def jsonl_text(lines: list[dict[str, Any]]) -> str:
-    """Lines written back as the saver writes them (compact, UTF-8): untouched lines keep
-    their exact bytes."""
-    return "".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in lines)
+    """Lines written back as the saver writes them (compact, UTF-8, each with its checksum
+    recomputed by the codec's own `dumps_line`): untouched lines keep their exact bytes.
+
+    A per-line checksum is not a MAC: an attacker with write access rewrites it. So the
+    tampered lines carry a valid one, and this experiment measures what decoding does
+    with hostile content, not the checksum. (The bit flips above do not recompute it.)"""
+    return b"".join(dumps_line(x) for x in lines).decode("utf-8")
 
 
 def tampered(seed: int) -> dict[str, dict[str, Any]]:

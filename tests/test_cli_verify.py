@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.cli.app import app
 from langgraph_ctx.cli.verify import verify_directory, verify_file
+from langgraph_ctx.codec import dumps_line
 
 from .cli_scenarios import build_directory
 
@@ -42,9 +43,10 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 
 
 def rewrite(path: Path, n: int, obj: dict[str, Any] | bytes) -> None:
-    """Replace line ``n`` (1-based) with ``obj``."""
+    """Replace line ``n`` (1-based) with ``obj`` (a dict gets a valid checksum: the
+    tests below are about what a line says, not about damaged bytes)."""
     raw = path.read_bytes().splitlines(keepends=True)
-    raw[n - 1] = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
+    raw[n - 1] = obj if isinstance(obj, bytes) else dumps_line(obj)
     path.write_bytes(b"".join(raw))
 
 
@@ -168,11 +170,17 @@ def test_a_checkpoint_that_does_not_decode(root: Path) -> None:
 
 
 def test_bad_message_body_and_header(root: Path) -> None:
+    """A corrupt body is one problem, on its line: a ``like`` line repeating that message
+    (which the generated thread may or may not hold) is not reported again, since fixing
+    the body fixes it. The test adds one, so the outcome never depends on the run."""
     path = root / "chat.jsonl"
     n, obj = find(path, lambda o: o["t"] == "msg" and "msg" in o)
     obj["msg"]["type"] = "alien"
     rewrite(path, n, obj)
     rewrite(path, 1, {"v": 1, "t": "msg", "n": 99, "msg": {"type": "human", "content": "x"}})
+    last = max(o["n"] for o in lines_of(path) if o["t"] == "msg")
+    with open(path, "ab") as f:
+        f.write(dumps_line({"v": 2, "t": "msg", "n": last + 1, "like": obj["n"], "id": "again"}))
     report = verify_file(path)
     assert [(p.line, p.kind, p.message) for p in report.problems] == [
         (1, "corrupt", "the first line must be the thread header"),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from langgraph_ctx import CorruptLogError, JsonlSaver
+from langgraph_ctx.codec import FORMAT_VERSION, dumps_line
 from langgraph_ctx.saver.log import CorruptLineWarning
 from langgraph_ctx.storage.jsonl import TornLineWarning
 
@@ -51,7 +52,7 @@ def test_torn_last_line_is_ignored_then_repaired(root):
     data = path.read_bytes()
     assert data.startswith(intact)
     assert b"half-writ" not in data
-    assert all(json.loads(line)["v"] == 1 for line in data.splitlines())
+    assert all(json.loads(line)["v"] == FORMAT_VERSION for line in data.splitlines())
     assert contents(fresh)[-2:] == ["c", "you said: c"]
 
 
@@ -162,7 +163,7 @@ def test_corrupt_message_body_is_reported_when_read(root):
     n = next(i for i, line in enumerate(lines) if json.loads(line)["t"] == "msg")
     obj = json.loads(lines[n])
     obj["msg"]["content"] = {"not": "a valid content"}
-    lines[n] = json.dumps(obj)
+    lines[n] = dumps_line(obj).decode().rstrip("\n")  # a valid checksum: the body is bad
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(CorruptLogError, match=rf"t\.jsonl:{n + 1}: invalid (Human|AI)Message"):
         JsonlSaver(root).get_tuple(CONFIG)
@@ -192,7 +193,8 @@ def test_two_processes_appending_to_one_thread_never_interleave(root):
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     saver = JsonlSaver(root)
     raw = Path(saver.path("shared")).read_bytes()
-    assert all(json.loads(line)["v"] == 1 for line in raw.splitlines())  # no torn or mixed lines
+    # no torn or mixed lines
+    assert all(json.loads(line)["v"] == FORMAT_VERSION for line in raw.splitlines())
     for ns in ("p1", "p2"):
         config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ns}}
         history = list(saver.list(config))

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_ctx import CorruptLogError, JsonlSaver
+from langgraph_ctx.codec import dumps_line
 from langgraph_ctx.storage.thread_ids import decode_thread_id, encode_thread_id
 
 from .test_saver_graphs import chat_graph
@@ -106,7 +107,7 @@ def tamper_value(saver: JsonlSaver, enc) -> None:
     for obj in lines:
         if obj["t"] == "ckpt":
             obj["values"]["messages"] = [1, enc]
-    path.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    path.write_bytes(b"".join(dumps_line(o) for o in lines))
 
 
 def ext(code: int, payload) -> ormsgpack.Ext:
@@ -160,7 +161,7 @@ def test_messages_are_rebuilt_only_as_langchain_messages(tmp_path, msg, reason):
     for obj in lines:
         if obj["t"] == "msg":
             obj["msg"] = msg
-    path.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    path.write_bytes(b"".join(dumps_line(o) for o in lines))
     with pytest.raises(CorruptLogError, match=reason):
         JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
 

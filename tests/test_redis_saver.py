@@ -29,6 +29,7 @@ from langgraph_ctx import (
     ThreadExistsError,
     ThreadNotFoundError,
 )
+from langgraph_ctx.codec import FORMAT_VERSION
 from langgraph_ctx.errors import LockTimeoutError, LogChangedError, StorageUnavailableError
 from langgraph_ctx.storage.jsonl import JsonlStorage
 from langgraph_ctx.storage.transfer import copy_thread_between
@@ -117,8 +118,8 @@ def test_the_redis_list_holds_the_jsonl_files_lines(tmp_path, rb):
     redis_lines = rb.client.lrange(outs["RedisLogSaver"].key("t"), 0, -1)
     assert redis_lines[1:] == jsonl_lines[1:]
     headers = [json.loads(lines[0]) for lines in (jsonl_lines, redis_lines)]
-    assert [{k: v for k, v in h.items() if k != "created"} for h in headers] == [
-        {"v": 1, "t": "thread", "thread_id": "t"}
+    assert [{k: v for k, v in h.items() if k not in ("created", "c")} for h in headers] == [
+        {"v": FORMAT_VERSION, "t": "thread", "thread_id": "t"}
     ] * 2
 
 
@@ -265,7 +266,7 @@ def test_two_processes_writing_one_thread_keep_one_order(rb, lock_timeout):
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     saver = rb.saver()
     lines = rb.client.lrange(saver.key("shared"), 0, -1)
-    assert all(json.loads(line)["v"] == 1 for line in lines)
+    assert all(json.loads(line)["v"] == FORMAT_VERSION for line in lines)
     assert sum(json.loads(line)["t"] == "ckpt" for line in lines) == 60  # nothing twice
     for ns in ("p1", "p2"):
         history = list(saver.list({"configurable": {"thread_id": "shared", "checkpoint_ns": ns}}))

@@ -32,6 +32,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from pydantic import BaseModel, field_validator
 
+from langgraph_ctx.codec.lines import dumps_line
 from langgraph_ctx.errors import CorruptLogError
 
 from .backends import Backend
@@ -177,19 +178,23 @@ def seed(backend: Backend) -> None:
 
 
 def tamper(backend: Backend, edit: Callable[[dict[str, Any]], None]) -> None:
-    """Apply ``edit`` to every stored line (JSON objects) of thread ``t``."""
+    """Apply ``edit`` to every stored line (JSON objects) of thread ``t``.
+
+    Each edited line gets a valid checksum (`dumps_line`), as an attacker with write
+    access would give it: the checksum catches accidents, so these tests reach the
+    decoder with hostile content."""
     if backend.name == "jsonl":
         path = backend._path("t")  # type: ignore[union-attr]
         objs = [json.loads(line) for line in path.read_text().splitlines()]
         for obj in objs:
             edit(obj)
-        path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+        path.write_bytes(b"".join(dumps_line(o) for o in objs))
         return
     key = backend._key("t")  # type: ignore[union-attr]
     for i, raw in enumerate(backend.client.lrange(key, 0, -1)):  # type: ignore[union-attr]
         obj = json.loads(raw)
         edit(obj)
-        backend.client.lset(key, i, json.dumps(obj))  # type: ignore[union-attr]
+        backend.client.lset(key, i, dumps_line(obj).rstrip(b"\n"))  # type: ignore[union-attr]
 
 
 def plant(place: str, enc: Any) -> Callable[[dict[str, Any]], None]:

@@ -4,6 +4,7 @@ renderer from `cli.render`; ``--json`` prints the library's data instead."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -361,15 +362,39 @@ def verify(
 
     Exit code 0: all is well; 1: errors; 3: only torn last lines or empty files.
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from langgraph_ctx.cli.render import verify_view
     from langgraph_ctx.cli.verify import verify_directory
 
     state = _state(ctx)
     if not state.root.is_dir():
         raise CliError(f"no such directory: {state.root} (set --dir or ${DIR_ENV})")
-    with _thread_errors(state):
+    console = _console(stderr=True)
+    with (
+        _thread_errors(state),
+        Progress(  # on a terminal only: never with --json or when piped
+            TextColumn("verifying"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("lines"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json or not console.is_terminal,
+        ) as bar,
+    ):
+
+        def lines_total(total: int) -> Callable[[int], None]:
+            task = bar.add_task("verify", total=total)
+            return lambda n: bar.advance(task, n)
+
         report = verify_directory(
-            state.root, threads=thread or None, backups=backups, decode=decode
+            state.root,
+            threads=thread or None,
+            backups=backups,
+            decode=decode,
+            progress=lines_total,
         )
     if as_json:
         _echo_json(report.to_dict())

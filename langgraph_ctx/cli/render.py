@@ -512,6 +512,14 @@ def verify_view(report: VerifyReport) -> RenderableType:
             f"{f.lines:,} lines: {f.messages:,} msg, {f.checkpoints:,} ckpt, {f.writes:,} writes"
             f" · {decoded}"
         )
+        if f.unchecked:
+            spans = ", ".join(
+                str(first) if first == last else f"{first}-{last}" for first, last in f.unchecked
+            )
+            stats += (
+                f" · {f.unchecked_count:,} line{'s' if f.unchecked_count != 1 else ''} without "
+                f"a checksum (format 1): {spans}"
+            )
         if f.ok:
             parts.append(
                 Text("ok    ", style="bold green").append(f.path).append(f"  {stats}", style="dim")

@@ -9,28 +9,32 @@ for problem in report.problems:
 report.exit_code            # 0 clean, 1 errors, 3 only torn last lines / empty files
 ```
 
-Two passes per file:
+One pass over the lines of a file, each line checked once:
 
-1. **Lines.** Every complete line must parse (format version, kind) and be well formed
-   for its kind, by the codec's own parsers (`langgraph_ctx.codec.lines`, the ones the
-   saver reads with); every reference must point at something in the file: message ordinals
-   (``msgs``, ``append``, ``msg``, ``like``), ``parent`` and ``ckpt`` line numbers,
+1. **Lines.** Every complete line must carry a matching checksum (format 2; format-1
+   lines have none and are counted in `FileReport.unchecked`), parse (format version,
+   kind) and be well formed for its kind, by the codec's own parsers
+   (`langgraph_ctx.codec.lines`, the ones the saver reads with); every reference must
+   point at something in the file: message ordinals (``msgs``, ``append``, ``msg``,
+   ``like``; an ordinal defined twice is an error), ``parent`` and ``ckpt`` line numbers,
    ``base`` lines. A last line without its newline is a *torn* line (a write cut short
    by a crash: the saver ignores it and removes it before the next append).
-2. **Checkpoints.** When the lines are sound, every checkpoint is decoded the way the
-   saver reads it (`get_tuple`: values, metadata, pending writes, and the
-   `DeltaChannel` history it needs), so anything the saver would refuse shows here.
+2. **Decoding.** While the lines are sound, each line is also decoded the way the saver
+   reads it, through the saver's own index: each message once, each stored value,
+   metadata, pending write and folded `DeltaChannel` value once, on the line that holds
+   it, and each message list's length against the ``keep`` of the lists built on it.
+   A checkpoint's state is these pieces put together, so anything the saver would refuse
+   in `get_tuple` shows here, and the work is proportional to the file's size, not to
+   checkpoints times history.
 
-Both passes read one snapshot of the file (the second through a private copy), so
-verifying never changes a thread, even one that is being written to.
+The pass reads one snapshot of the file, so verifying never changes a thread, even one
+that is being written to.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,10 +45,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_ctx.codec.lines import (
     CheckpointHead,
     check_position,
+    checkpoint_from_line,
     checkpoint_key,
     checkpoint_values,
     delta_base_values,
     is_list_value,
+    line_checksum,
     list_link,
     loads_line,
     message_like,
@@ -53,14 +59,18 @@ from langgraph_ctx.codec.lines import (
     parse_writes_line,
 )
 from langgraph_ctx.codec.messages import message_from_body
-from langgraph_ctx.codec.values import message_refs
+from langgraph_ctx.codec.values import PACKAGE_MODELS, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLogError, ThreadNotFoundError
-from langgraph_ctx.saver.jsonl import JsonlSaver
+from langgraph_ctx.saver._index import _Index
 from langgraph_ctx.storage.jsonl import JsonlStorage
+
+Progress = Callable[[int], None]
+"""Called with the number of lines just checked (for a progress bar)."""
 
 __all__ = [
     "FileReport",
     "Problem",
+    "Progress",
     "VerifyReport",
     "verify_directory",
     "verify_file",
@@ -111,7 +121,15 @@ class FileReport:
     writes: int = 0
     decoded: int | None = None
     """Checkpoints decoded without error (``None``: not decoded, see `problems`)."""
+    unchecked: list[list[int]] = field(default_factory=list)
+    """Lines without a checksum (format 1), as ``[first, last]`` ranges: they read, but
+    a change to them is found only when it breaks the line's syntax or meaning."""
     problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def unchecked_count(self) -> int:
+        """How many lines carry no checksum (format 1)."""
+        return sum(last - first + 1 for first, last in self.unchecked)
 
     @property
     def ok(self) -> bool:
@@ -120,6 +138,7 @@ class FileReport:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["unchecked_count"] = self.unchecked_count
         out["problems"] = [p.to_dict() for p in self.problems]
         out["ok"] = self.ok
         return out
@@ -175,17 +194,43 @@ class _Scanner:
         self.serde = serde
         self.msg_lines: dict[int, int] = {}  # ordinal -> line
         self.readable: set[int] = set()  # ordinals whose body is readable JSON
+        self.bad_bodies: set[int] = set()  # ordinals whose body line is reported corrupt
         self.ckpts: dict[int, CheckpointHead] = {}  # line -> checkpoint
         self.lists: dict[int, set[str]] = {}  # line -> channels stored there as message lists
         self.refs: list[tuple[int, int, str]] = []  # (line, ordinal, where), checked at the end
-        self.order: list[tuple[str, str, int]] = []  # (ns, id, line) of every checkpoint line
 
     def problem(self, line: int | None, kind: ProblemKind, message: str) -> None:
         self.report.problems.append(Problem(self.report.path, line, kind, message))
 
-    def scan(self, lines: Sequence[bytes]) -> None:
+    def unchecked(self, n: int) -> None:
+        ranges = self.report.unchecked
+        if ranges and ranges[-1][1] == n - 1:
+            ranges[-1][1] = n
+        else:
+            ranges.append([n, n])
+
+    def scan(
+        self,
+        lines: Sequence[bytes],
+        decoder: _Decoder | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        """Check every line; hand each to ``decoder`` while no error was found."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if decoder is not None:
+                decoder.caught = caught
+            self._scan(lines, decoder, progress)
+
+    def _scan(
+        self, lines: Sequence[bytes], decoder: _Decoder | None, progress: Progress | None
+    ) -> None:
         unreadable: list[int] = []
         for n, raw in enumerate(lines, 1):
+            if progress is not None and n % 1024 == 0:
+                progress(1024)
+            if line_checksum(raw) is None:
+                self.unchecked(n)
             try:
                 obj = loads_line(raw)
             except CodecError as exc:
@@ -198,6 +243,15 @@ class _Scanner:
                 self.problem(n, _kind(exc), str(exc))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self.problem(n, "corrupt", f"malformed {obj.get('t')} line ({exc!r})")
+            if decoder is not None:
+                if any(p.severity == "error" for p in self.report.problems):
+                    decoder = None  # what follows may build on the bad line: lines only
+                else:
+                    decoder.line(n, obj)
+        if progress is not None:
+            progress(len(lines) % 1024)
+        if decoder is not None:
+            decoder.finish()
         for n, ordinal, where in self.refs:
             if ordinal not in self.msg_lines:
                 lost = [u for u in unreadable if u < n]
@@ -234,7 +288,10 @@ class _Scanner:
         self.msg_lines[ordinal] = n  # even when its body is bad: references to it are not
         like = message_like(obj, ordinal, self.msg_lines)
         if like is not None:
-            if like not in self.readable:
+            if like in self.bad_bodies:
+                # One problem, not two: the body's line is reported; fixing it fixes this.
+                self.bad_bodies.add(ordinal)
+            elif like not in self.readable:
                 raise CodecError(
                     f"'like' names message #{like}, which is not readable", dangling=True
                 )
@@ -243,6 +300,7 @@ class _Scanner:
         try:
             message_from_body(obj, self.serde)
         except CodecError as exc:
+            self.bad_bodies.add(ordinal)
             raise CodecError(f"message #{ordinal}: {exc}") from None
         if "msg" in obj:
             self.readable.add(ordinal)
@@ -250,7 +308,6 @@ class _Scanner:
     def checkpoint(self, n: int, obj: Mapping[str, Any]) -> None:
         ns, cid = checkpoint_key(obj)
         self.report.checkpoints += 1
-        self.order.append((ns, cid, n))
         # Recorded even when the line is bad below: later lines refer to it.
         self.ckpts[n] = CheckpointHead(
             ns, cid, n, None, None, _UNREAD, _UNREAD, None, {}, frozenset(), frozenset()
@@ -304,57 +361,103 @@ def _kind(exc: CodecError) -> ProblemKind:
 # ----------------------------------------------------------------- decode pass
 
 
-def _decode_all(
-    report: FileReport,
-    lines: Sequence[bytes],
-    order: Sequence[tuple[str, str, int]],
-    *,
-    allowed_types: Sequence[type | tuple[str, ...]] = (),
-) -> None:
-    """Decode every checkpoint through a saver over a private copy of the lines."""
-    tmp = tempfile.mkdtemp(prefix="langgraph-ctx-verify-")
-    try:
-        saver = JsonlSaver(tmp, allowed_types=allowed_types)
-        copy = Path(saver.path("t"))
-        with open(copy, "wb") as out:
-            for raw in lines:
-                out.write(raw + b"\n")
-        latest: dict[tuple[str, str], int] = {}
-        for ns, cid, n in order:
-            latest[(ns, cid)] = n  # a re-put supersedes the earlier line
-        seen: set[tuple[int | None, str]] = set()
-        decoded = 0
+class _Decoder:
+    """Decodes each line once, as it is scanned, through the saver's own `_Index`.
 
-        def add(line: int | None, kind: ProblemKind, message: str) -> None:
-            if (line, message) not in seen:
-                seen.add((line, message))
-                report.problems.append(Problem(report.path, line, kind, message))
+    A checkpoint's state is assembled from pieces stored on earlier lines; each
+    piece is decoded here once, on its own line (so the work is linear in the
+    file). Message lists are not assembled: their references are checked by the
+    scanner, their messages decoded on their own lines, and their lengths
+    followed here so a ``keep`` longer than its base list is found.
+    """
 
-        for (ns, cid), n in sorted(latest.items(), key=lambda kv: kv[1]):
-            config = {"configurable": {"thread_id": "t", "checkpoint_ns": ns, "checkpoint_id": cid}}
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    tup = saver.get_tuple(config)  # type: ignore[arg-type]
-                    if tup is None:
-                        raise CodecError("checkpoint is in the file but the saver cannot find it")
-                    counters = tup.metadata.get("counters_since_delta_snapshot")
-                    if isinstance(counters, dict) and counters:
-                        saver.get_delta_channel_history(
-                            config=config,  # type: ignore[arg-type]
-                            channels=sorted(counters),
-                        )
-                    decoded += 1
-                except CorruptLogError as exc:
-                    add(exc.line, "undecodable", exc.reason)
-                except Exception as exc:  # anything the saver or LangGraph raises
-                    add(n, "undecodable", f"checkpoint {cid}: {type(exc).__name__}: {exc}")
-            for w in caught:
-                text = str(w.message).replace(str(copy), report.path)
-                add(n, "warning", text.splitlines()[0] if text else type(w.message).__name__)
-        report.decoded = decoded
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    def __init__(
+        self, report: FileReport, lines: Sequence[bytes], serde: SerializerProtocol
+    ) -> None:
+        self.report = report
+        self.index = _Index(
+            where=report.path, reader=lambda ns: {n: lines[n - 1] for n in ns}, serde=serde
+        )
+        self.lengths: dict[tuple[int, str], int] = {}  # (line, channel) -> list length
+        self.latest: dict[tuple[str, str], int] = {}  # (ns, id) -> its last line
+        self.failed: set[int] = set()  # checkpoint lines that did not decode
+        self.seen: set[tuple[int | None, str]] = set()
+        self.caught: list[warnings.WarningMessage] = []  # set by the scanner
+
+    def add(self, line: int | None, kind: ProblemKind, message: str) -> None:
+        if (line, message) not in self.seen:
+            self.seen.add((line, message))
+            self.report.problems.append(Problem(self.report.path, line, kind, message))
+
+    def line(self, n: int, obj: dict[str, Any]) -> None:
+        index = self.index
+        try:
+            index.add(obj, n)
+            index.parsed.put(n, obj)
+            kind = obj["t"]
+            if kind == "msg":
+                index.message(obj["n"])
+            elif kind == "ckpt":
+                self.checkpoint(n, obj, index.ckpt_at[n])
+            elif kind == "writes":
+                for item in obj["w"]:
+                    self.value(item[2], n, item[1])
+        except CorruptLogError as exc:
+            self.fail(n, exc.line if exc.line is not None else n, exc.reason)
+        except CodecError as exc:
+            self.fail(n, n, str(exc))
+        except Exception as exc:  # anything the saver or LangGraph raises
+            self.fail(n, n, f"{type(exc).__name__}: {exc}")
+        if self.caught:
+            for w in self.caught:
+                text = str(w.message)
+                self.add(n, "warning", text.splitlines()[0] if text else type(w.message).__name__)
+            self.caught.clear()
+
+    def fail(self, n: int, line: int, reason: str) -> None:
+        self.failed.add(n)
+        self.add(line, "undecodable", reason)
+
+    def value(self, enc: Any, n: int, channel: str) -> None:
+        """Decode a value that is not a message list (its messages must be in the file:
+        a missing one is reported by the scanner, as dangling)."""
+        ordinals = (o for _, refs in message_refs(enc, where=channel) for o in refs)
+        if all(o in self.index.msg_lines for o in ordinals):
+            self.index.decode(enc, n, channel)
+
+    def checkpoint(self, n: int, obj: dict[str, Any], head: CheckpointHead) -> None:
+        index = self.index
+        self.latest[(head.ns, head.id)] = n
+        index.metadata(head)
+        checkpoint_from_line(obj, head, {}, index.serde)
+        for channel, item in obj.get("values", {}).items():
+            if len(item) != 2:
+                continue
+            enc = item[1]
+            if not is_list_value(enc):
+                self.value(enc, n, channel)
+                continue
+            refs = refs_of(enc)
+            link, base = list_link(enc, n)
+            if link == "append":
+                base = index.append_base.get((n, channel))
+            if base is None:
+                self.lengths[(n, channel)] = len(refs)
+                continue
+            known = self.lengths.get((base, channel))
+            if known is None:
+                continue  # the base is not a message list: reported by the scanner
+            keep = enc["keep"] if link == "base" else known
+            if keep > known:
+                raise CorruptLogError(
+                    index.where, n, f"channel {channel!r}: base value shorter than 'keep'"
+                )
+            self.lengths[(n, channel)] = keep + len(refs)
+        for channel, enc in delta_base_values(obj):
+            self.value(enc, n, channel)
+
+    def finish(self) -> None:
+        self.report.decoded = sum(1 for n in self.latest.values() if n not in self.failed)
 
 
 # -------------------------------------------------------------------- entry points
@@ -367,17 +470,18 @@ def verify_file(
     decode: bool = True,
     allowed_types: Sequence[type | tuple[str, ...]] = (),
     serde: SerializerProtocol | None = None,
+    progress: Progress | None = None,
 ) -> FileReport:
     """Check one thread file (a live log or a revert backup); see the module docstring.
 
     Args:
         path: The file.
         thread_id: Its thread id, for the report (default: the id in its header).
-        decode: Also decode every checkpoint (slower on long threads: every state
-            is rebuilt).
+        decode: Also decode every line's values (each once: linear in the file).
         allowed_types: Classes your state holds, as for `JsonlSaver`.
         serde: Serializer for message bodies stored through it (default: the
             saver's strict `JsonPlusSerializer`).
+        progress: Called with the number of lines checked since its last call.
     """
     path = Path(path)
     report = FileReport(path=str(path), thread_id=thread_id)
@@ -393,10 +497,10 @@ def verify_file(
     lines, tail = pieces[:-1], pieces[-1]
     report.lines = len(lines)
     if serde is None:
-        serde = JsonPlusSerializer(allowed_msgpack_modules=list(allowed_types) or None)
+        serde = _serde(allowed_types)
     scanner = _Scanner(report, serde)
-    scanner.scan(lines)
-    errors = any(p.severity == "error" for p in report.problems)
+    decoder = _Decoder(report, lines, serde) if decode and lines else None
+    scanner.scan(lines, decoder, progress)
     if tail:
         report.problems.append(
             Problem(
@@ -407,8 +511,6 @@ def verify_file(
                 "the saver ignores it and removes it before the next append",
             )
         )
-    if decode and not errors and lines:
-        _decode_all(report, lines, scanner.order, allowed_types=allowed_types)
     report.problems.sort(key=lambda p: (p.line is None, p.line or 0))
     return report
 
@@ -420,6 +522,7 @@ def verify_directory(
     backups: bool = False,
     decode: bool = True,
     allowed_types: Sequence[type | tuple[str, ...]] = (),
+    progress: Callable[[int], Progress] | None = None,
 ) -> VerifyReport:
     """Check every thread file of a `JsonlSaver` directory (or only ``threads``).
 
@@ -427,8 +530,10 @@ def verify_directory(
         root: The directory.
         threads: Thread ids to check (default: all).
         backups: Also check the revert backups (``<thread>.jsonl.1``, ...).
-        decode: Also decode every checkpoint.
+        decode: Also decode every line's values.
         allowed_types: Classes your state holds, as for `JsonlSaver`.
+        progress: Called with the total number of lines to check (known after the
+            files are read); returns the callback `verify_file` reports lines to.
 
     Raises:
         FileNotFoundError: ``root`` is not a directory.
@@ -439,21 +544,36 @@ def verify_directory(
         raise FileNotFoundError(f"no such directory: {root}")
     storage = JsonlStorage(root)
     ids = list(threads) if threads is not None else list(storage.thread_ids())
-    serde = JsonPlusSerializer(allowed_msgpack_modules=list(allowed_types) or None)
+    serde = _serde(allowed_types)
     files: list[FileReport] = []
+    paths: list[tuple[str, Path]] = []
     for thread_id in ids:
         path = storage.path(thread_id)
         if not path.exists():
             raise ThreadNotFoundError(thread_id)
         candidates = [path, *(Path(p) for p in storage.backups(thread_id))] if backups else [path]
-        for candidate in candidates:
-            files.append(
-                verify_file(
-                    candidate,
-                    thread_id=thread_id,
-                    decode=decode,
-                    allowed_types=allowed_types,
-                    serde=serde,
-                )
+        paths.extend((thread_id, candidate) for candidate in candidates)
+    advance = None
+    if progress is not None:
+        total = 0
+        for _, candidate in paths:
+            with open(candidate, "rb") as f:
+                total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        advance = progress(total)
+    for thread_id, candidate in paths:
+        files.append(
+            verify_file(
+                candidate,
+                thread_id=thread_id,
+                decode=decode,
+                allowed_types=allowed_types,
+                serde=serde,
+                progress=advance,
             )
+        )
     return VerifyReport(root=str(root), files=files)
+
+
+def _serde(allowed_types: Sequence[type | tuple[str, ...]]) -> SerializerProtocol:
+    """The saver's own strict serializer (its package models and ``allowed_types``)."""
+    return JsonPlusSerializer(allowed_msgpack_modules=[*PACKAGE_MODELS, *allowed_types])

@@ -9,7 +9,8 @@ The storage layer moves the bytes; the saver decides what to write; both it and
   how they are rebuilt without running their code;
 * `langgraph_ctx.codec.messages`: message bodies and their digests;
 * `langgraph_ctx.codec.lines`: the ``thread`` / ``msg`` / ``ckpt`` / ``writes``
-  lines: build, parse, validate (the format version lives there).
+  lines: build, parse, validate (the format version and the per-line checksum live
+  there).
 
 The names below are re-exported for code that imports ``langgraph_ctx.codec``.
 """
@@ -19,12 +20,15 @@ from langgraph_ctx.codec.lines import (
     FORMAT_VERSION,
     KNOWN_CHECKPOINT_KEYS,
     LINE_KINDS,
+    check_line,
     dumps_line,
     extra_fields,
     extra_from_fields,
+    line_checksum,
     loads_line,
     metadata_fields,
     metadata_from_fields,
+    seal_line,
 )
 from langgraph_ctx.codec.messages import (
     MESSAGE_CLASSES,
@@ -71,6 +75,7 @@ __all__ = [
     "LogSerde",
     "MessageLoader",
     "MessageRef",
+    "check_line",
     "decode_value",
     "dumps_line",
     "encode_value",
@@ -78,6 +83,7 @@ __all__ = [
     "extra_from_fields",
     "is_message_list",
     "is_plain_json",
+    "line_checksum",
     "loads_line",
     "message_body",
     "message_digest",
@@ -89,6 +95,7 @@ __all__ = [
     "metadata_fields",
     "metadata_from_fields",
     "refs_of",
+    "seal_line",
     "serde_decode",
     "serde_encode",
     "value_rules",

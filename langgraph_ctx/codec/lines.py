@@ -1,7 +1,11 @@
 """The lines of a thread log: build, parse and validate.
 
 Every line is one JSON object carrying the format version (``"v"``) and its
-kind (``"t"``):
+kind (``"t"``), and (format 2) ending with its checksum ``"c"``: the CRC-32 of
+the line's bytes without that key, in 6 base64url characters (`seal_line`). A line whose
+checksum does not match was changed after it was written (a flipped bit, an
+edit): every reader refuses it, naming the line. Format-1 lines have no
+checksum and still read (``langgraph-ctx verify`` counts them).
 
 ``thread``
     The first line of every log: ``{"v":1,"t":"thread","thread_id":...,"created":...}``.
@@ -22,15 +26,20 @@ kind (``"t"``):
     The pending writes of one task against one checkpoint.
 
 The builders here and the parsers undo each other; the saver's index and
-``langgraph-ctx verify`` both read lines through them. Values are in
+``langgraph-ctx verify`` both read lines through them. (One module, ~700 lines, on
+purpose: each kind's builder sits next to its parser, and the envelope and checksum
+every line shares next to both, so a change to the grammar is one diff.) Values are in
 `langgraph_ctx.codec.values`, message bodies in `langgraph_ctx.codec.messages`.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
+import uuid
+import zlib
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -42,8 +51,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
 from langgraph_ctx.errors import CodecError
 
-FORMAT_VERSION = 1
-"""Version written on every line. Readers refuse lines from a newer format."""
+FORMAT_VERSION = 2
+"""Version written on every line. Readers refuse lines from a newer format.
+
+1: no checksum. 2: every line ends with its checksum ``"c"`` (`seal_line`)."""
+
+CHECKSUM_FROM = 2
+"""The first format version whose lines must carry a checksum."""
 
 LINE_KINDS = frozenset({"thread", "msg", "ckpt", "writes"})
 
@@ -58,15 +72,78 @@ KNOWN_CHECKPOINT_KEYS = frozenset(
 # --------------------------------------------------------------------------- JSON
 
 
+# `,"c":"` + 6 base64url characters + `"}`: the checksum is always the line's last key.
+_SUFFIX_LEN = 14
+
+
+def _crc(raw: bytes | memoryview, crc: int = 0) -> bytes:
+    """CRC-32 of ``raw`` (continuing ``crc``) in 6 base64url characters (8 hex digits
+    would cost 2 bytes more on every line)."""
+    return base64.urlsafe_b64encode(zlib.crc32(raw, crc).to_bytes(4, "big") + b"\0")[:6]
+
+
+def seal_line(raw: bytes) -> bytes:
+    """A JSON object line (no newline, no checksum) with its checksum ``"c"`` added last.
+
+    The checksum is the CRC-32 of ``raw``: the line as it reads without the key.
+    It catches accidents (a flipped bit, a truncated edit), not an attacker, who
+    can recompute it. Returns the sealed line without a newline.
+
+    >>> seal_line(b'{"v":2,"t":"thread","thread_id":"t"}')
+    b'{"v":2,"t":"thread","thread_id":"t","c":"P1b9rA"}'
+    """
+    return b'%s,"c":"%s"}' % (raw[:-1], _crc(raw))
+
+
+def line_checksum(raw: bytes) -> bool | None:
+    """Whether a line (without its newline) carries a checksum that matches it.
+
+    ``True``: it ends with a checksum that matches; ``False``: it ends with one
+    that does not; ``None``: it carries none (a format-1 line, or a line whose
+    end was damaged; `loads_line` tells the two apart by the format version).
+
+    >>> line_checksum(seal_line(b'{"v":2,"t":"msg"}'))
+    True
+    >>> line_checksum(b'{"v":1,"t":"msg"}') is None
+    True
+    """
+    if raw[-_SUFFIX_LEN:-8] != b',"c":"' or raw[-2:] != b'"}':
+        return None
+    return _crc(b"}", zlib.crc32(memoryview(raw)[:-_SUFFIX_LEN])) == raw[-8:-2]
+
+
+def check_line(raw: bytes) -> None:
+    """Raise `CodecError` unless a line's checksum matches (without parsing the line,
+    when it has one), or the line is of format 1, which has none."""
+    checked = line_checksum(raw)
+    if checked:
+        return
+    if checked is False:
+        raise CodecError(
+            "checksum mismatch: the line was changed after it was written "
+            "(a damaged disk or an edit)"
+        )
+    if not raw.startswith(b'{"v":1,'):
+        loads_line(raw)  # raises the precise error, or accepts a format-1 line
+
+
 def dumps_line(obj: Mapping[str, Any]) -> bytes:
-    """One compact JSON line, newline included, UTF-8 (non-ASCII kept readable)."""
-    return (
-        json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-    ).encode("utf-8")
+    """One compact JSON line with its checksum, newline included, UTF-8 (non-ASCII kept
+    readable). A ``"c"`` key in ``obj`` (the checksum of a line read before) is replaced."""
+    if "c" in obj:
+        obj = {k: v for k, v in obj.items() if k != "c"}
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return seal_line(text.encode("utf-8")) + b"\n"
 
 
 def loads_line(raw: bytes) -> dict[str, Any]:
-    """Parse and check the envelope of one line (without its newline)."""
+    """Parse and check one line (without its newline): checksum, format version, kind.
+
+    The returned dict does not hold the checksum.
+    """
+    checked = line_checksum(raw)
+    if checked is False:
+        check_line(raw)  # raises
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -77,13 +154,19 @@ def loads_line(raw: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CodecError("a line must be a JSON object")
     version = obj.get("v")
-    if type(version) is not int:
-        raise CodecError("line has no format version 'v'")
+    if type(version) is not int or version < 1:
+        raise CodecError(f"line has no format version 'v' (got {version!r})")
     if version > FORMAT_VERSION:
         raise CodecError(
             f"line has format version {version}, newer than this langgraph-ctx reads "
             f"({FORMAT_VERSION}); upgrade langgraph-ctx"
         )
+    if checked is None and version >= CHECKSUM_FROM:
+        raise CodecError(
+            f"line of format {version} has no checksum 'c' at its end "
+            "(it was changed after it was written)"
+        )
+    obj.pop("c", None)
     if obj.get("t") not in LINE_KINDS:
         raise CodecError(f"unknown line kind {obj.get('t')!r}")
     return obj
@@ -123,7 +206,7 @@ def like_line(ordinal: int, like: int, message_id: Any) -> dict[str, Any]:
     return {"v": FORMAT_VERSION, "t": "msg", "n": ordinal, "like": like, "id": message_id}
 
 
-_MSG_PREFIX = re.compile(rb'\{"v":%d,"t":"msg","n":(\d+),' % FORMAT_VERSION)
+_MSG_PREFIX = re.compile(rb'\{"v":[12],"t":"msg","n":(\d+),')
 
 
 def peek_message_ordinal(raw: bytes) -> int | None:
@@ -132,8 +215,10 @@ def peek_message_ordinal(raw: bytes) -> int | None:
     ``None`` for any other line (parse it). A reader indexes a message line by
     this and parses its body only when the message is first read.
 
-    >>> peek_message_ordinal(b'{"v":1,"t":"msg","n":12,"msg":{"type":"ai","content":""}}')
+    >>> peek_message_ordinal(b'{"v":2,"t":"msg","n":12,"msg":{"type":"ai","content":""}}')
     12
+
+    The line's checksum is not checked here (see `check_line`).
     """
     match = _MSG_PREFIX.match(raw)
     return None if match is None else int(match.group(1))
@@ -297,7 +382,7 @@ def checkpoint_line(
         line["parent"] = parent_id
     if checkpoint.get("v", DEFAULT_CHECKPOINT_VERSION) != DEFAULT_CHECKPOINT_VERSION:
         line["cv"] = checkpoint["v"]
-    line["ts"] = checkpoint["ts"]
+    line["ts"] = _short_ts(checkpoint["ts"], checkpoint["id"])
     versions = dict(checkpoint.get("channel_versions") or {})
     derived = {**parent.versions, **new_versions} if parent else dict(new_versions)
     if versions != derived:
@@ -331,7 +416,7 @@ def checkpoint_from_line(
     checkpoint: dict[str, Any] = {
         "v": line.get("cv", DEFAULT_CHECKPOINT_VERSION),
         "id": head.id,
-        "ts": line.get("ts", ""),
+        "ts": checkpoint_ts(line, head.id),
         "channel_values": values,
         "channel_versions": dict(head.versions),
         "versions_seen": {k: dict(v) for k, v in head.seen.items()},
@@ -349,6 +434,58 @@ def checkpoint_metadata(
     if head.meta is not None:
         return copy.deepcopy(head.meta)
     return metadata_from_fields(line, serde)
+
+
+_UTC_TS = re.compile(r"(\d{4}-\d\d-\d\d)(T\d\d:\d\d:\d\d(?:\.\d+)?)\+00:00")
+# 100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch.
+_UUID_EPOCH = 0x01B21DD213814000
+
+
+def _id_date(checkpoint_id: str) -> str | None:
+    """The UTC date in a LangGraph checkpoint id (a version-6 UUID holds its time)."""
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if u.version != 6:
+        return None
+    ticks = ((u.int >> 80) << 12) | ((u.int >> 64) & 0xFFF)
+    try:
+        when = datetime.fromtimestamp((ticks - _UUID_EPOCH) / 1e7, timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when.date().isoformat()
+
+
+def _short_ts(ts: Any, checkpoint_id: str) -> Any:
+    """``ts`` without its date and zone when the id holds the same UTC date (``T12:00:01.5``).
+
+    LangGraph's timestamps are UTC and its ids carry their time, so the date on
+    every ``ckpt`` line is the id's; dropping it pays for the line's checksum.
+    Undone by `checkpoint_ts`.
+
+    >>> _short_ts("2026-11-23T11:04:13.963241+00:00", "1f1e72d9-e3e6-6fd7-8004-66189353ea14")
+    'T11:04:13.963241'
+    >>> _short_ts("2026-11-23T11:04:13+01:00", "1f1e72d9-e3e6-6fd7-8004-66189353ea14")
+    '2026-11-23T11:04:13+01:00'
+    """
+    if not isinstance(ts, str):
+        return ts
+    match = _UTC_TS.fullmatch(ts)
+    if match is None or _id_date(checkpoint_id) != match.group(1):
+        return ts
+    return match.group(2)
+
+
+def checkpoint_ts(line: Mapping[str, Any], checkpoint_id: str) -> str:
+    """The checkpoint's ``ts`` as LangGraph wrote it (see `_short_ts`)."""
+    ts = line.get("ts", "")
+    if isinstance(ts, str) and ts.startswith("T"):
+        date = _id_date(checkpoint_id)
+        if date is None:
+            raise CodecError("checkpoint 'ts' holds only a time, and its id no date")
+        return f"{date}{ts}+00:00"
+    return str(ts)
 
 
 def _updated(values: Mapping[str, Sequence[Any]]) -> list[str]:

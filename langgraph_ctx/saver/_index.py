@@ -5,11 +5,14 @@ value; built by reading the log once, then kept up to date with what is
 appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
 decoded through `langgraph_ctx.codec.values`: this module only keeps the
 results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
+It is one module (just over 600 lines) because indexing, queries and decoding share
+the index's caches.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import warnings
 import weakref
@@ -24,9 +27,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.codec.lines import (
     CheckpointHead,
+    check_line,
     check_position,
     checkpoint_from_line,
     checkpoint_metadata,
+    checkpoint_ts,
     is_list_value,
     list_link,
     loads_line,
@@ -122,6 +127,8 @@ class _Index:
     blobs: dict[tuple[str, str, Any], list[tuple[str, int]]] = field(default_factory=dict)
     writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
     error: CorruptLogError | None = None
+    # The saver's on_corrupt="skip": a bad line a read or write does not need is left out.
+    skip_corrupt: bool = False
     parsed: _LRU = field(default_factory=lambda: _LRU(16384))
     refs: _LRU = field(default_factory=lambda: _LRU(512))
     templates: _LRU = field(default_factory=lambda: _LRU(16384))
@@ -148,11 +155,14 @@ class _Index:
             return
         if self.reader is None:
             raise self.corrupt(missing[0], "line is referenced but was never written")
+        first_error: CorruptLogError | None = None
         for n, raw in self.reader(missing).items():
             try:
                 self.parsed.put(n, loads_line(raw))
-            except CodecError as exc:
-                raise self.corrupt(n, str(exc)) from None
+            except CodecError as exc:  # the good lines are kept; the first bad one raises
+                first_error = first_error or self.corrupt(n, str(exc))
+        if first_error is not None:
+            raise first_error
 
     def feed(self, first_line: int, lines: Sequence[bytes], *, skip_corrupt: bool) -> None:
         """Index lines read from the log, the first of them being line ``first_line``.
@@ -163,14 +173,17 @@ class _Index:
         # A cold scan of a long log keeps no parsed lines: thousands of live dicts
         # would make every garbage collection walk them (and LangGraph's heap) again.
         fresh_tail = len(lines) <= 64
+        self.skip_corrupt = skip_corrupt
         for offset, raw in enumerate(lines):
             n = first_line + offset
-            ordinal = peek_message_ordinal(raw) if n > 1 else None
-            if ordinal is not None:
-                # A message line is parsed when it is first read, not to index it.
-                self.add_message_line(ordinal, n)
-                continue
             try:
+                ordinal = peek_message_ordinal(raw) if n > 1 else None
+                if ordinal is not None:
+                    # A message line is parsed when it is first read, not to index it;
+                    # its checksum (a byte operation) is checked now.
+                    check_line(raw)
+                    self.add_message_line(ordinal, n)
+                    continue
                 obj = loads_line(raw)
                 self.add(obj, n)
             except (CodecError, KeyError, TypeError, ValueError) as exc:
@@ -202,28 +215,59 @@ class _Index:
         self.lines = n
 
     def add_message_line(self, ordinal: int, n: int) -> None:
+        first = self.msg_lines.get(ordinal)
+        if first is not None and first != n:
+            # Taking it would silently replace the message in every checkpoint.
+            raise CodecError(
+                f"message #{ordinal} is already defined on line {first}; "
+                "a second definition is refused"
+            )
         self.msg_lines[ordinal] = n
         self.next_msg = max(self.next_msg, ordinal + 1)
         self.undigested.append(ordinal)
         self.lines = n
 
     def ensure_digests(self) -> None:
-        """Content addresses of every message, for a writer to de-duplicate against."""
+        """Content addresses of every message, for a writer to de-duplicate against.
+
+        A message line that cannot be read is left out with a `CorruptLineWarning`
+        when the saver skips corrupt lines (a new message is then stored anew);
+        otherwise it raises `CorruptLogError` naming it, and the next write tries again.
+        """
         if not self.undigested:
             return
         pending, self.undigested = self.undigested, []
-        self.prefetch(self.msg_lines[o] for o in pending)
-        for ordinal in pending:
-            line_no = self.msg_lines[ordinal]
-            obj = self.line(line_no)
-            if "like" in obj:
-                body: dict[str, Any] = {"msg": self.message_json(ordinal)}
-            else:
-                body = {k: obj[k] for k in BODY_KEYS if k in obj}
-                noid = message_digest_without_id(body)
-                if noid is not None:
-                    self.msg_noid.setdefault(noid, ordinal)
-            self.msg_digest.setdefault(message_digest(body), ordinal)
+        with contextlib.suppress(CorruptLogError):  # each bad line raises below, by itself
+            self.prefetch(self.msg_lines[o] for o in pending)
+        for i, ordinal in enumerate(pending):
+            try:
+                self._digest(ordinal)
+            except CorruptLogError as err:
+                if not self.skip_corrupt:
+                    self.undigested = pending[i:] + self.undigested
+                    raise self.corrupt(
+                        err.line,
+                        f"{err.reason} (a write compares new messages with every stored "
+                        "one, so it needs this line even when no checkpoint does)",
+                    ) from None
+                warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+
+    def _digest(self, ordinal: int) -> None:
+        line_no, obj = self._message_line(ordinal)
+        if "like" in obj:
+            body: dict[str, Any] = {"msg": self.message_json(ordinal)}
+        else:
+            if "msg" not in obj and "serde" not in obj:
+                raise self.corrupt(line_no, f"message #{ordinal} has neither 'msg' nor 'serde'")
+            body = {k: obj[k] for k in BODY_KEYS if k in obj}
+            noid = message_digest_without_id(body)
+            if noid is not None:
+                self.msg_noid.setdefault(noid, ordinal)
+        try:
+            digest = message_digest(body)
+        except (TypeError, ValueError) as exc:
+            raise self.corrupt(line_no, f"message #{ordinal}: {exc}") from None
+        self.msg_digest.setdefault(digest, ordinal)
 
     def _add_ckpt(self, obj: dict[str, Any], n: int) -> None:
         entry = parse_checkpoint_line(obj, n, self.ckpt_at)
@@ -337,7 +381,12 @@ class _Index:
                 raise self.corrupt(cur, f"channel {channel!r}: {exc}") from None
             if link == "append":
                 steps.append((cur, None, refs))
-                cur = self.append_base[(cur, channel)]
+                prev = self.append_base.get((cur, channel))
+                if prev is None:  # the line was skipped as corrupt, or is not a checkpoint
+                    raise self.corrupt(
+                        cur, f"channel {channel!r} appends to a value the parent does not have"
+                    )
+                cur = prev
                 continue
             if base is None:
                 value = list(refs)
@@ -355,32 +404,42 @@ class _Index:
         self.refs.put((line, channel), value)
         return value
 
-    def body_line(self, ordinal: int) -> int:
-        """The line holding a message's body (following ``like`` lines)."""
-        line_no = self.msg_lines[ordinal]
-        obj = self.line(line_no)
-        return self.body_line(obj["like"]) if "like" in obj else line_no
-
-    def message_json(self, ordinal: int) -> dict[str, Any]:
-        """The readable body of a message (``like`` lines resolved), as a fresh dict."""
+    def _message_line(self, ordinal: int) -> tuple[int, dict[str, Any]]:
+        """``(line, parsed line)`` of a message ordinal."""
         line_no = self.msg_lines.get(ordinal)
         if line_no is None:
             raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
         obj = self.line(line_no)
-        if "like" in obj:
-            return like_body(self.message_json(obj["like"]), obj.get("id"))
-        if not isinstance(obj.get("msg"), dict):
+        if obj.get("t") != "msg" or obj.get("n") != ordinal:
+            raise self.corrupt(line_no, f"line is indexed as message #{ordinal} but is not")
+        return line_no, obj
+
+    def body_line(self, ordinal: int) -> int:
+        """The line holding a message's body (following ``like`` lines, each to an
+        earlier message, so the walk ends)."""
+        line_no, obj = self._message_line(ordinal)
+        while "like" in obj:
+            try:
+                ordinal = message_like(obj, ordinal, self.msg_lines)  # type: ignore[assignment]
+            except CodecError as exc:
+                raise self.corrupt(line_no, f"message #{obj.get('n')}: {exc}") from None
+            line_no, obj = self._message_line(ordinal)
+        return line_no
+
+    def message_json(self, ordinal: int) -> dict[str, Any]:
+        """The readable body of a message (``like`` lines resolved), as a fresh dict."""
+        line_no, obj = self._message_line(ordinal)
+        body_obj = self.line(self.body_line(ordinal)) if "like" in obj else obj
+        if not isinstance(body_obj.get("msg"), dict):
             raise self.corrupt(line_no, "a 'like' line must point to a readable message")
-        return dict(obj["msg"])
+        body = dict(body_obj["msg"])
+        return like_body(body, obj.get("id")) if "like" in obj else body
 
     def message(self, ordinal: int) -> BaseMessage:
         """A fresh message object for an ordinal (validated once, then copied)."""
         template = self.templates.get_hit(ordinal)
         if template is None:
-            line_no = self.msg_lines.get(ordinal)
-            if line_no is None:
-                raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
-            obj = self.line(line_no)
+            line_no, obj = self._message_line(ordinal)
             body_line = line_no
             try:
                 if "like" in obj:
@@ -444,12 +503,19 @@ class _Index:
             return decode_value(enc, self.message, load_refs, self.serde)
         except CodecError as exc:
             raise self.corrupt(line, f"{where}: {exc}") from None
+        except CorruptLogError as exc:
+            if exc.line is not None:
+                raise
+            raise self.corrupt(line, f"{where}: {exc.reason}") from None
 
     def values(self, entry: CheckpointHead) -> dict[str, Any]:
         """The channel values of a checkpoint."""
         found: list[tuple[str, int]] = []
         for channel, version in entry.versions.items():
-            writer = self.resolve(entry.ns, channel, version, entry.id)
+            try:
+                writer = self.resolve(entry.ns, channel, version, entry.id)
+            except CorruptLogError as exc:
+                raise self.corrupt(entry.line, exc.reason) from None
             if writer is not None:
                 found.append((channel, writer[1]))
         self.prefetch(line for _, line in found)
@@ -484,6 +550,13 @@ class _Index:
         """A checkpoint's metadata (a fresh copy)."""
         try:
             return checkpoint_metadata(entry, self.line(entry.line), self.serde)
+        except CodecError as exc:
+            raise self.corrupt(entry.line, str(exc)) from None
+
+    def checkpoint_ts(self, entry: CheckpointHead) -> str:
+        """A checkpoint's ``ts``, read from its line."""
+        try:
+            return checkpoint_ts(self.line(entry.line), entry.id)
         except CodecError as exc:
             raise self.corrupt(entry.line, str(exc)) from None
 

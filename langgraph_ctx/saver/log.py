@@ -53,6 +53,8 @@ from langgraph_ctx.codec.values import PACKAGE_MODELS, LogSerde, value_rules
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLineWarning,
+    CorruptLogError,
+    LangGraphCtxError,
     ThreadExistsError,
     ThreadNotFoundError,
 )
@@ -442,7 +444,6 @@ class LogSaver(BaseCheckpointSaver[int]):
                 chunk = entries[start : start + 1024]
                 index.prefetch(e.line for e in chunk)
                 for entry in chunk:
-                    line = index.line(entry.line)
                     metadata = index.metadata(entry)
                     out.append(
                         CheckpointInfo(
@@ -450,7 +451,7 @@ class LogSaver(BaseCheckpointSaver[int]):
                             checkpoint_ns=entry.ns,
                             checkpoint_id=entry.id,
                             parent_checkpoint_id=entry.parent,
-                            ts=str(line.get("ts", "")),
+                            ts=index.checkpoint_ts(entry),
                             metadata=metadata,
                             channel_versions=dict(entry.versions),
                             versions_seen={k: dict(v) for k, v in entry.seen.items()},
@@ -617,14 +618,24 @@ class LogSaver(BaseCheckpointSaver[int]):
         return batch.apply(first, lines)
 
     def _tuple(self, thread_id: Any, index: _Index, entry: CheckpointHead) -> CheckpointTuple:
-        metadata = index.metadata(entry)
-        checkpoint = index.checkpoint(entry, index.values(entry))
+        try:
+            metadata = index.metadata(entry)
+            checkpoint = index.checkpoint(entry, index.values(entry))
+            writes = index.pending_writes(entry)
+        except LangGraphCtxError:
+            raise
+        except (KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
+            # The index names the line of what it finds wrong; this is the net under it:
+            # a malformed file never escapes as a bare Python error.
+            raise CorruptLogError(
+                index.where, entry.line, f"checkpoint {entry.id} cannot be read ({exc!r})"
+            ) from None
         return CheckpointTuple(
             config=_config(thread_id, entry.ns, entry.id),
             checkpoint=checkpoint,  # type: ignore[arg-type]
             metadata=metadata,  # type: ignore[arg-type]
             parent_config=_config(thread_id, entry.ns, entry.parent) if entry.parent else None,
-            pending_writes=index.pending_writes(entry),
+            pending_writes=writes,
         )
 
     @_retry_on_change
