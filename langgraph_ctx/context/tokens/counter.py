@@ -138,6 +138,10 @@ def _common_prefix(
     return min(len(messages), len(last))
 
 
+_RECENT_LISTS = 4
+"""How many recent lists `MessageTokenCounter.count_many` compares a new list with."""
+
+
 def _stable_json(value: Any) -> str:
     try:
         return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
@@ -188,7 +192,9 @@ class MessageTokenCounter:
         self._tools_key: tuple[int, ...] | None = None
         self._tools_value: tuple[int, list[str]] = (0, [])
         self._tools_ref: tuple[Any, ...] = ()
-        self._last: tuple[list[BaseMessage], list[Any], list[int]] = ([], [], [])
+        # The last few lists `count_many` counted, newest first: a pipeline step counts
+        # the history and then the request it sends, so one slot would thrash.
+        self._recent: list[tuple[list[BaseMessage], list[Any], list[int]]] = []
 
     @property
     def exact(self) -> bool:
@@ -205,7 +211,7 @@ class MessageTokenCounter:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._last = ([], [], [])
+            self._recent = []
             self.hits = self.misses = 0
 
     def count(self, message: BaseMessage) -> int:
@@ -216,17 +222,25 @@ class MessageTokenCounter:
         """Counts of a whole message list, reusing the previous call's unchanged prefix.
 
         Within one graph run the state holds the same message objects from step to
-        step: the prefix whose objects and contents are those of the last call is taken
-        as is, the rest goes through the id + fingerprint cache.
+        step: the longest prefix whose objects and contents are those of one of the last
+        few calls (`_RECENT_LISTS`) is taken as is, the rest goes through the id +
+        fingerprint cache.
         """
         messages = list(messages)
         contents = [m.content for m in messages]
         with self._lock:
-            last_messages, last_contents, last_counts = self._last
-        k = _common_prefix(messages, last_messages, contents, last_contents)
-        counts = last_counts[:k] + self._count_all(messages[k:])
+            recent = list(self._recent)
+        best, k = -1, 0
+        for slot, (last_messages, last_contents, _) in enumerate(recent):
+            n = _common_prefix(messages, last_messages, contents, last_contents)
+            if n > k:
+                best, k = slot, n
+        counts = (recent[best][2][:k] if k else []) + self._count_all(messages[k:])
         with self._lock:
-            self._last = (messages, contents, counts)
+            # The slot this list continues gives way to it; else the oldest goes.
+            continued = recent[best] if k else None
+            kept = [r for r in self._recent if r is not continued]
+            self._recent = [(messages, contents, counts), *kept][:_RECENT_LISTS]
         return counts
 
     def _count_all(self, messages: Sequence[BaseMessage]) -> list[int]:
