@@ -269,6 +269,23 @@ class MessageTokenCounter:
                 self._entries.popitem(last=False)
         return counts  # type: ignore[return-value]
 
+    def count_request(self, messages: Sequence[Any]) -> int:
+        """Tokens of a request sending `messages` (no tools), each message from the cache.
+
+        The same number as `count_tokens(messages, model=self.model)` (with a custom
+        `token_counter`: `token_counter(messages)`, uncached), so it can stand in for it
+        as a `TokenCounter` where the same messages are counted again and again.
+
+        Example:
+            ```python
+            counter = MessageTokenCounter("gpt-4o")
+            counter.count_request([HumanMessage("Hi!")])  # 9, as count_tokens says
+            ```
+        """
+        if self.token_counter is not None:
+            return int(self.token_counter(list(messages)))
+        return sum(self._count_all(_as_message_list(messages))) + self.family.reply_priming
+
     def count_text_as_system(self, text: str) -> int:
         """Tokens of `text` sent as a system message (cached like a message)."""
         return self.count(SystemMessage(text)) if text else 0
