@@ -540,3 +540,27 @@ def test_head_and_tail_keep_both_ends_of_a_single_long_line() -> None:
     short = head_and_tail_text(line, 400)
     assert short.startswith("BEGIN ") and short.endswith("KeyError('user_id') END")
     assert "characters omitted" in short and len(short) < 500
+
+
+@pytest.mark.parametrize(
+    ("text", "signals"),
+    [
+        ("Do not touch the replica", ["constraint"]),  # a listed word pair
+        ("undo notes later", []),  # "do" only inside a word: no pair
+        ("we're going with plan b", ["decision"]),
+        ("We will ship; the deploy failed", ["decision", "error"]),
+        ("see main.py and x-.md", ["path"]),
+        ("a file called .py alone", []),  # a file name needs a name before the dot
+        ("/var/log/app", ["path"]),
+        ("C:\\data\\x", ["path"]),
+        ("```\ncode\n```", ["code"]),
+        ("took 300 ms", ["number"]),
+        ("请务必检查，已解决", ["decision", "constraint"]),
+        ("Ünïcode must stay", ["constraint"]),
+    ],
+)
+def test_text_signals_find_words_pairs_paths_and_numbers(text: str, signals: list[str]) -> None:
+    from langgraph_ctx.context.compaction.signals import SIGNALS, line_weight, text_signals
+
+    assert text_signals(text) == signals
+    assert line_weight(text) == sum(SIGNALS[name] for name in signals)

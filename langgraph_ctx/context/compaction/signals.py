@@ -41,6 +41,11 @@ _WORDS: dict[str, frozenset[str]] = {
         "error errors exception traceback failed failure fatal denied timeout refused"
     ),
 }
+# First words of the listed pairs (`do_not`): words have no "_", so a pair can only be
+# listed when its first word is one of these.
+_PAIR_STARTS = frozenset(
+    word.split("_", 1)[0] for listed in _WORDS.values() for word in listed if "_" in word
+)
 _CHINESE: dict[str, tuple[str, ...]] = {
     "constraint": ("必须", "需要", "务必", "不要", "不能", "应该", "禁止"),
     "decision": ("决定", "结论", "完成", "确定", "采用", "已解决"),
@@ -65,8 +70,9 @@ PATH = re.compile(
 )
 _UNIX_PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?(?:/[\w.@+-]*[\w@+-]){2,}")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\[\w\\.-]+")
+# The "." comes first (the lookbehind after it) so that the search skips to each ".".
 _FILE_NAME = re.compile(
-    r"(?<=[\w-])\.(?:py|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|sql|sh|go|rs|java|c|cc|cpp|"
+    r"\.(?<=[\w-]\.)(?:py|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|sql|sh|go|rs|java|c|cc|cpp|"
     r"h|hpp|cfg|ini|log|html|css|xml|ipynb|lock|env)\b"
 )
 # Numbers that carry information: two or more digits, decimals, or a unit.
@@ -136,8 +142,9 @@ def text_signals(text: str) -> list[str]:
     lower = text.lower()
     words = _WORD.findall(lower)
     vocabulary = set(words)
-    vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words))
-    cjk = bool(_HAS_CJK.search(text))
+    if not vocabulary.isdisjoint(_PAIR_STARTS):  # only listed pairs can matter
+        vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
+    cjk = not text.isascii() and bool(_HAS_CJK.search(text))
     found = {
         name
         for name, listed in _WORDS.items()
