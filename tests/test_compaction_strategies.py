@@ -564,3 +564,26 @@ def test_text_signals_find_words_pairs_paths_and_numbers(text: str, signals: lis
 
     assert text_signals(text) == signals
     assert line_weight(text) == sum(SIGNALS[name] for name in signals)
+
+
+def test_line_weights_equal_line_weight_line_by_line() -> None:
+    from langgraph_ctx.context.compaction.signals import line_weight, line_weights
+
+    text = "\n".join(
+        [
+            "ok",
+            "",
+            "   ",
+            "Do not retry: the deploy failed after 300 ms",
+            "we will keep /etc/app.yaml and main.py",
+            "7\n%",  # a unit on the next line is not this number's unit
+            "a 5 ms wait, v1.2.3, id_42, x2",
+            "必须检查 the result",
+            "İstanbul must wait; Ünïcode 12 k",
+            "```python",
+        ]
+    )
+    assert line_weights(text) == tuple(
+        line_weight(line) if line.strip() else 0.0 for line in text.split("\n")
+    )
+    assert line_weights(text)[3] == 1.5 + 1.0 + 1.0  # constraint, number, error

@@ -77,6 +77,11 @@ _FILE_NAME = re.compile(
 )
 # Numbers that carry information: two or more digits, decimals, or a unit.
 NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)+\b|\b\d{2,}\b|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|k|usd|eur)\b")
+# `NUMBER` with the digit first, so a search skips to digits (whether it matches: the same;
+# "\b" before a digit is "no word character before it").
+_NUMBER_START = re.compile(
+    r"\d(?<!\w\d)(?:\d*(?:[.,:]\d+)+\b|\d+\b|\d*\s?(?:%|ms|s|kb|mb|gb|tb|k|usd|eur)\b)"
+)
 
 # name -> weight, in the order signals are reported. The weights are the defaults of
 # KeyMessageExtraction.
@@ -154,7 +159,7 @@ def text_signals(text: str) -> list[str]:
         found.add("path")
     if "```" in text:
         found.add("code")
-    if NUMBER.search(text):
+    if _NUMBER_START.search(text):
         found.add("number")
     return [name for name in SIGNALS if name in found]
 
@@ -171,7 +176,28 @@ def line_weights(text: str) -> tuple[float, ...]:
     A preview is built several times while it is sized to its budget; the cache makes
     the lines of a large tool result scored once.
     """
-    return tuple(line_weight(line) if line.strip() else 0.0 for line in text.split("\n"))
+    return tuple(_line_weight(line) if line.strip() else 0.0 for line in text.split("\n"))
+
+
+def _line_weight(line: str) -> float:
+    """`line_weight` without naming the signals (the inner loop of `line_weights`)."""
+    if not line.isascii():
+        return line_weight(line)
+    words = _WORD.findall(line.lower())
+    vocabulary = set(words)
+    if not vocabulary.isdisjoint(_PAIR_STARTS):
+        vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
+    weight = 0.0
+    for listed, value in _WORD_WEIGHTS:
+        if not vocabulary.isdisjoint(listed):
+            weight += value
+    if _has_path(line):
+        weight += _PATH_WEIGHT
+    if "```" in line:
+        weight += _CODE_WEIGHT
+    if _NUMBER_START.search(line):
+        weight += _NUMBER_WEIGHT
+    return weight
 
 
 def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = None) -> list[int]:
@@ -186,3 +212,8 @@ def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = 
         weights = line_weights("\n".join(lines))
     best = sorted(((w, -i) for i, w in enumerate(weights) if w > 0), reverse=True)[:limit]
     return sorted(-neg_index for _, neg_index in best)
+
+
+# Weights are multiples of 0.5: their sum is the same in any order.
+_WORD_WEIGHTS = tuple((listed, SIGNALS[name]) for name, listed in _WORDS.items())
+_PATH_WEIGHT, _CODE_WEIGHT, _NUMBER_WEIGHT = SIGNALS["path"], SIGNALS["code"], SIGNALS["number"]
