@@ -718,6 +718,19 @@ def test_count_request_equals_count_tokens_and_is_cached() -> None:
     assert custom.count_request([HumanMessage("one two"), HumanMessage("three")]) == 3
 
 
+def test_count_text_as_system_remembers_the_last_prompt_and_sees_a_new_one() -> None:
+    counter = MessageTokenCounter("gpt-4o")
+    prompt = "You are a careful research agent. " * 20
+    first = counter.count_text_as_system(prompt)
+    assert first == count_message_tokens(SystemMessage(prompt))
+    hits = counter.hits
+    assert counter.count_text_as_system("".join(prompt)) == first  # equal text: remembered
+    assert counter.hits == hits + 1
+    longer = prompt + "Answer in French."
+    assert counter.count_text_as_system(longer) == count_message_tokens(SystemMessage(longer))
+    assert counter.count_text_as_system("") == 0
+
+
 def test_custom_token_counter_is_used_per_message() -> None:
     seen: list[int] = []
 

@@ -195,6 +195,7 @@ class MessageTokenCounter:
         # The last few lists `count_many` counted, newest first: a pipeline step counts
         # the history and then the request it sends, so one slot would thrash.
         self._recent: list[tuple[list[BaseMessage], list[Any], list[int]]] = []
+        self._system_text: tuple[str, int] | None = None  # count_text_as_system's last
 
     @property
     def exact(self) -> bool:
@@ -212,6 +213,7 @@ class MessageTokenCounter:
         with self._lock:
             self._entries.clear()
             self._recent = []
+            self._system_text = None
             self.hits = self.misses = 0
 
     def count(self, message: BaseMessage) -> int:
@@ -287,8 +289,21 @@ class MessageTokenCounter:
         return sum(self._count_all(_as_message_list(messages))) + self.family.reply_priming
 
     def count_text_as_system(self, text: str) -> int:
-        """Tokens of `text` sent as a system message (cached like a message)."""
-        return self.count(SystemMessage(text)) if text else 0
+        """Tokens of `text` sent as a system message (cached like a message).
+
+        The last text is remembered as well: the pipeline sends the same composed prompt
+        call after call, and this spares building and fingerprinting a message for it.
+        """
+        if not text:
+            return 0
+        last = self._system_text
+        if last is not None and (last[0] is text or last[0] == text):
+            with self._lock:
+                self.hits += 1
+            return last[1]
+        tokens = self.count(SystemMessage(text))
+        self._system_text = (text, tokens)
+        return tokens
 
     def count_tools(self, tools: Sequence[Any] | None) -> tuple[int, list[str]]:
         """Tokens of the bound tools and notes about tools without schemas.
