@@ -540,3 +540,50 @@ def test_head_and_tail_keep_both_ends_of_a_single_long_line() -> None:
     short = head_and_tail_text(line, 400)
     assert short.startswith("BEGIN ") and short.endswith("KeyError('user_id') END")
     assert "characters omitted" in short and len(short) < 500
+
+
+@pytest.mark.parametrize(
+    ("text", "signals"),
+    [
+        ("Do not touch the replica", ["constraint"]),  # a listed word pair
+        ("undo notes later", []),  # "do" only inside a word: no pair
+        ("we're going with plan b", ["decision"]),
+        ("We will ship; the deploy failed", ["decision", "error"]),
+        ("see main.py and x-.md", ["path"]),
+        ("a file called .py alone", []),  # a file name needs a name before the dot
+        ("/var/log/app", ["path"]),
+        ("C:\\data\\x", ["path"]),
+        ("```\ncode\n```", ["code"]),
+        ("took 300 ms", ["number"]),
+        ("请务必检查，已解决", ["decision", "constraint"]),
+        ("Ünïcode must stay", ["constraint"]),
+    ],
+)
+def test_text_signals_find_words_pairs_paths_and_numbers(text: str, signals: list[str]) -> None:
+    from langgraph_ctx.context.compaction.signals import SIGNALS, line_weight, text_signals
+
+    assert text_signals(text) == signals
+    assert line_weight(text) == sum(SIGNALS[name] for name in signals)
+
+
+def test_line_weights_equal_line_weight_line_by_line() -> None:
+    from langgraph_ctx.context.compaction.signals import line_weight, line_weights
+
+    text = "\n".join(
+        [
+            "ok",
+            "",
+            "   ",
+            "Do not retry: the deploy failed after 300 ms",
+            "we will keep /etc/app.yaml and main.py",
+            "7\n%",  # a unit on the next line is not this number's unit
+            "a 5 ms wait, v1.2.3, id_42, x2",
+            "必须检查 the result",
+            "İstanbul must wait; Ünïcode 12 k",
+            "```python",
+        ]
+    )
+    assert line_weights(text) == tuple(
+        line_weight(line) if line.strip() else 0.0 for line in text.split("\n")
+    )
+    assert line_weights(text)[3] == 1.5 + 1.0 + 1.0  # constraint, number, error

@@ -672,6 +672,65 @@ def test_cache_is_bounded() -> None:
         MessageTokenCounter(max_entries=0)
 
 
+def test_count_many_reuses_the_prefix_of_either_list_it_alternates_between() -> None:
+    # A pipeline step counts the history, then the request it sends: both prefixes stay.
+    counter = MessageTokenCounter("gpt-4o")
+    history = [HumanMessage(f"question {i}", id=f"h{i}") for i in range(50)]
+    request = [SystemMessage("You are terse.", id="s"), *history[-3:]]
+    counter.count_many(history)
+    counter.count_many(request)
+    history = [*history, AIMessage("an answer", id="a")]
+    calls = 0
+    fingerprint = tokens.counter.message_fingerprint
+
+    def counting(message: BaseMessage) -> int:
+        nonlocal calls
+        calls += 1
+        return fingerprint(message)
+
+    tokens.counter.message_fingerprint = counting  # type: ignore[assignment]
+    try:
+        counts = counter.count_many(history)
+    finally:
+        tokens.counter.message_fingerprint = fingerprint  # type: ignore[assignment]
+    assert calls == 1  # only the new message went through the id + fingerprint cache
+    assert counts == [count_message_tokens(m) for m in history]
+    # An edit in place inside the reused prefix is still seen.
+    history[3].content = "a question rewritten in place, much longer than it was"
+    assert counter.count_many(history)[3] == count_message_tokens(history[3])
+
+
+def test_count_request_equals_count_tokens_and_is_cached() -> None:
+    counter = MessageTokenCounter("gpt-4o")
+    call = AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c"}])
+    messages = [HumanMessage("Hi!", id="h"), call, ToolMessage("result", tool_call_id="c")]
+    assert counter.count_request(messages) == count_tokens(messages)
+    assert counter.count_request([]) == count_tokens([])
+    misses = counter.misses
+    assert counter.count_request(messages) == count_tokens(messages)
+    assert counter.misses == misses  # every message came from the cache
+    assert counter.count_request([("user", "Hi!")]) == count_tokens([("user", "Hi!")])
+
+    def by_words(items: list[BaseMessage]) -> int:
+        return sum(len(str(m.content).split()) for m in items)
+
+    custom = MessageTokenCounter("gpt-4o", token_counter=by_words)
+    assert custom.count_request([HumanMessage("one two"), HumanMessage("three")]) == 3
+
+
+def test_count_text_as_system_remembers_the_last_prompt_and_sees_a_new_one() -> None:
+    counter = MessageTokenCounter("gpt-4o")
+    prompt = "You are a careful research agent. " * 20
+    first = counter.count_text_as_system(prompt)
+    assert first == count_message_tokens(SystemMessage(prompt))
+    hits = counter.hits
+    assert counter.count_text_as_system("".join(prompt)) == first  # equal text: remembered
+    assert counter.hits == hits + 1
+    longer = prompt + "Answer in French."
+    assert counter.count_text_as_system(longer) == count_message_tokens(SystemMessage(longer))
+    assert counter.count_text_as_system("") == 0
+
+
 def test_custom_token_counter_is_used_per_message() -> None:
     seen: list[int] = []
 

@@ -613,8 +613,10 @@ def compute_usage(
     notes.extend(tool_notes)
     before["tools"] += tool_tokens
     before["overhead"] += counter.reply_priming if counter.token_counter is None else 0
-    for i, (kind, tokens) in enumerate(zip(kinds, counts, strict=True)):
-        (before if i < anchor_index else after)[kind] += tokens
+    for kind, tokens in zip(kinds[:anchor_index], counts[:anchor_index], strict=True):
+        before[kind] += tokens
+    for kind, tokens in zip(kinds[anchor_index:], counts[anchor_index:], strict=True):
+        after[kind] += tokens
 
     calibration_delta = 0
     if anchor is not None:
@@ -657,7 +659,8 @@ def compute_usage(
     over = [k for k, limit in allocation.items() if limit and breakdown.get(k, 0) > limit]
 
     capacity = max(budget.input_capacity, 1)
-    big = sorted(((t, i) for i, t in enumerate(counts) if t > 0.25 * capacity), reverse=True)[:3]
+    alone = 0.25 * capacity
+    big = sorted(((t, i) for i, t in enumerate(counts) if t > alone), reverse=True)[:3]
     for tokens, i in big:
         ident = f" id={msgs[i].id!r}" if msgs[i].id else ""
         notes.append(

@@ -67,6 +67,7 @@ from langgraph_ctx.context.compaction.previews import is_preview, is_tool_result
 from langgraph_ctx.context.compaction.record import RunningSummary
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
+from langgraph_ctx.context.tokens import MessageTokenCounter
 from langgraph_ctx.nodes.budget import load_tokenizer_off_loop
 from langgraph_ctx.nodes.state import (
     CompactionAgentState,
@@ -279,6 +280,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         self.name = name
         self._warned = False
         self._threads: set[str] = set()  # threads this node wrote a cursor to
+        self._counters: dict[str, MessageTokenCounter] = {}  # per tokenizer model
 
     # -- the one implementation -------------------------------------------------
     def steps(
@@ -303,6 +305,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         view: Sequence[BaseMessage] | None,
         summary: Any,
         thread_id: str | None = None,
+        message_counter: MessageTokenCounter | None = None,
     ) -> Generator[Step, Any, dict[str, Any]]:
         """Count, decide, compact (a summary may call a model) and return the state writes.
 
@@ -310,10 +313,12 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         of the request), `compaction_cursor`, `llm_input_messages` (the compacted view,
         without a composed prompt) and `running_summary`. `ContextPipeline` calls it with
         the active context and its own count; `steps` with the node's state.
+        `message_counter`: a BudgetNode's per-message cache, shared when it counts as
+        this node would (the pipeline passes its own, so a message is tokenized once).
         """
         self._check_keys(cursor, view, thread_id)
         self._remember(thread_id)  # every step writes compaction_cursor
-        counter = resolve_token_counter(self.token_counter, self._tokenizer(usage))
+        counter = self._counter(self._tokenizer(usage), message_counter)
         now = self._measure(messages, cursor, view, usage, counter)
         window, reserved = self._window(usage)
         fires, why = self._fires(now.used, now.size, window, reserved)
@@ -333,6 +338,24 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
     # -- its steps -------------------------------------------------------------------
     def _tokenizer(self, usage: Any) -> str:
         return self.model or _usage(usage, "model") or "gpt-4o"
+
+    def _counter(self, model: str, shared: MessageTokenCounter | None) -> TokenCounter:
+        """The counter for `model`: `count_tokens`' numbers, each message counted once.
+
+        Compaction counts the same messages step after step (and every preview it sizes);
+        with the default tokenizer the counts come from a per-message cache: `shared`
+        when it counts for `model` with the built-in rules, else this node's own.
+        """
+        if self.token_counter is not None:
+            return resolve_token_counter(self.token_counter, model)
+        if shared is not None and shared.model == model and shared.token_counter is None:
+            return shared.count_request
+        cached = self._counters.get(model)
+        if cached is None:
+            if len(self._counters) >= 8:  # a bound, not a registry
+                self._counters.clear()
+            cached = self._counters[model] = MessageTokenCounter(model)
+        return cached.count_request
 
     def _window(self, usage: Any) -> tuple[int | None, int]:
         """The context window and the tokens reserved for the reply."""

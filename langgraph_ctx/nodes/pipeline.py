@@ -368,6 +368,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             view=[m for m in previous if not is_system_prompt_message(m)],
             summary=state_value(state, "running_summary"),
             thread_id=thread_id_of(config),
+            message_counter=self.budget.counter,
         )
         update.update(written)
         view = request.conversation

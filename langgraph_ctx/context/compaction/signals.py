@@ -41,6 +41,11 @@ _WORDS: dict[str, frozenset[str]] = {
         "error errors exception traceback failed failure fatal denied timeout refused"
     ),
 }
+# First words of the listed pairs (`do_not`): words have no "_", so a pair can only be
+# listed when its first word is one of these.
+_PAIR_STARTS = frozenset(
+    word.split("_", 1)[0] for listed in _WORDS.values() for word in listed if "_" in word
+)
 _CHINESE: dict[str, tuple[str, ...]] = {
     "constraint": ("必须", "需要", "务必", "不要", "不能", "应该", "禁止"),
     "decision": ("决定", "结论", "完成", "确定", "采用", "已解决"),
@@ -65,12 +70,18 @@ PATH = re.compile(
 )
 _UNIX_PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?(?:/[\w.@+-]*[\w@+-]){2,}")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\[\w\\.-]+")
+# The "." comes first (the lookbehind after it) so that the search skips to each ".".
 _FILE_NAME = re.compile(
-    r"(?<=[\w-])\.(?:py|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|sql|sh|go|rs|java|c|cc|cpp|"
+    r"\.(?<=[\w-]\.)(?:py|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|sql|sh|go|rs|java|c|cc|cpp|"
     r"h|hpp|cfg|ini|log|html|css|xml|ipynb|lock|env)\b"
 )
 # Numbers that carry information: two or more digits, decimals, or a unit.
 NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)+\b|\b\d{2,}\b|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|k|usd|eur)\b")
+# `NUMBER` with the digit first, so a search skips to digits (whether it matches: the same;
+# "\b" before a digit is "no word character before it").
+_NUMBER_START = re.compile(
+    r"\d(?<!\w\d)(?:\d*(?:[.,:]\d+)+\b|\d+\b|\d*\s?(?:%|ms|s|kb|mb|gb|tb|k|usd|eur)\b)"
+)
 
 # name -> weight, in the order signals are reported. The weights are the defaults of
 # KeyMessageExtraction.
@@ -136,8 +147,9 @@ def text_signals(text: str) -> list[str]:
     lower = text.lower()
     words = _WORD.findall(lower)
     vocabulary = set(words)
-    vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words))
-    cjk = bool(_HAS_CJK.search(text))
+    if not vocabulary.isdisjoint(_PAIR_STARTS):  # only listed pairs can matter
+        vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
+    cjk = not text.isascii() and bool(_HAS_CJK.search(text))
     found = {
         name
         for name, listed in _WORDS.items()
@@ -147,7 +159,7 @@ def text_signals(text: str) -> list[str]:
         found.add("path")
     if "```" in text:
         found.add("code")
-    if NUMBER.search(text):
+    if _NUMBER_START.search(text):
         found.add("number")
     return [name for name in SIGNALS if name in found]
 
@@ -164,7 +176,28 @@ def line_weights(text: str) -> tuple[float, ...]:
     A preview is built several times while it is sized to its budget; the cache makes
     the lines of a large tool result scored once.
     """
-    return tuple(line_weight(line) if line.strip() else 0.0 for line in text.split("\n"))
+    return tuple(_line_weight(line) if line.strip() else 0.0 for line in text.split("\n"))
+
+
+def _line_weight(line: str) -> float:
+    """`line_weight` without naming the signals (the inner loop of `line_weights`)."""
+    if not line.isascii():
+        return line_weight(line)
+    words = _WORD.findall(line.lower())
+    vocabulary = set(words)
+    if not vocabulary.isdisjoint(_PAIR_STARTS):
+        vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
+    weight = 0.0
+    for listed, value in _WORD_WEIGHTS:
+        if not vocabulary.isdisjoint(listed):
+            weight += value
+    if _has_path(line):
+        weight += _PATH_WEIGHT
+    if "```" in line:
+        weight += _CODE_WEIGHT
+    if _NUMBER_START.search(line):
+        weight += _NUMBER_WEIGHT
+    return weight
 
 
 def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = None) -> list[int]:
@@ -179,3 +212,8 @@ def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = 
         weights = line_weights("\n".join(lines))
     best = sorted(((w, -i) for i, w in enumerate(weights) if w > 0), reverse=True)[:limit]
     return sorted(-neg_index for _, neg_index in best)
+
+
+# Weights are multiples of 0.5: their sum is the same in any order.
+_WORD_WEIGHTS = tuple((listed, SIGNALS[name]) for name, listed in _WORDS.items())
+_PATH_WEIGHT, _CODE_WEIGHT, _NUMBER_WEIGHT = SIGNALS["path"], SIGNALS["code"], SIGNALS["number"]

@@ -138,6 +138,10 @@ def _common_prefix(
     return min(len(messages), len(last))
 
 
+_RECENT_LISTS = 4
+"""How many recent lists `MessageTokenCounter.count_many` compares a new list with."""
+
+
 def _stable_json(value: Any) -> str:
     try:
         return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
@@ -188,7 +192,10 @@ class MessageTokenCounter:
         self._tools_key: tuple[int, ...] | None = None
         self._tools_value: tuple[int, list[str]] = (0, [])
         self._tools_ref: tuple[Any, ...] = ()
-        self._last: tuple[list[BaseMessage], list[Any], list[int]] = ([], [], [])
+        # The last few lists `count_many` counted, newest first: a pipeline step counts
+        # the history and then the request it sends, so one slot would thrash.
+        self._recent: list[tuple[list[BaseMessage], list[Any], list[int]]] = []
+        self._system_text: tuple[str, int] | None = None  # count_text_as_system's last
 
     @property
     def exact(self) -> bool:
@@ -205,7 +212,8 @@ class MessageTokenCounter:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._last = ([], [], [])
+            self._recent = []
+            self._system_text = None
             self.hits = self.misses = 0
 
     def count(self, message: BaseMessage) -> int:
@@ -216,17 +224,25 @@ class MessageTokenCounter:
         """Counts of a whole message list, reusing the previous call's unchanged prefix.
 
         Within one graph run the state holds the same message objects from step to
-        step: the prefix whose objects and contents are those of the last call is taken
-        as is, the rest goes through the id + fingerprint cache.
+        step: the longest prefix whose objects and contents are those of one of the last
+        few calls (`_RECENT_LISTS`) is taken as is, the rest goes through the id +
+        fingerprint cache.
         """
         messages = list(messages)
         contents = [m.content for m in messages]
         with self._lock:
-            last_messages, last_contents, last_counts = self._last
-        k = _common_prefix(messages, last_messages, contents, last_contents)
-        counts = last_counts[:k] + self._count_all(messages[k:])
+            recent = list(self._recent)
+        best, k = -1, 0
+        for slot, (last_messages, last_contents, _) in enumerate(recent):
+            n = _common_prefix(messages, last_messages, contents, last_contents)
+            if n > k:
+                best, k = slot, n
+        counts = (recent[best][2][:k] if k else []) + self._count_all(messages[k:])
         with self._lock:
-            self._last = (messages, contents, counts)
+            # The slot this list continues gives way to it; else the oldest goes.
+            continued = recent[best] if k else None
+            kept = [r for r in self._recent if r is not continued]
+            self._recent = [(messages, contents, counts), *kept][:_RECENT_LISTS]
         return counts
 
     def _count_all(self, messages: Sequence[BaseMessage]) -> list[int]:
@@ -255,9 +271,39 @@ class MessageTokenCounter:
                 self._entries.popitem(last=False)
         return counts  # type: ignore[return-value]
 
+    def count_request(self, messages: Sequence[Any]) -> int:
+        """Tokens of a request sending `messages` (no tools), each message from the cache.
+
+        The same number as `count_tokens(messages, model=self.model)` (with a custom
+        `token_counter`: `token_counter(messages)`, uncached), so it can stand in for it
+        as a `TokenCounter` where the same messages are counted again and again.
+
+        Example:
+            ```python
+            counter = MessageTokenCounter("gpt-4o")
+            counter.count_request([HumanMessage("Hi!")])  # 9, as count_tokens says
+            ```
+        """
+        if self.token_counter is not None:
+            return int(self.token_counter(list(messages)))
+        return sum(self._count_all(_as_message_list(messages))) + self.family.reply_priming
+
     def count_text_as_system(self, text: str) -> int:
-        """Tokens of `text` sent as a system message (cached like a message)."""
-        return self.count(SystemMessage(text)) if text else 0
+        """Tokens of `text` sent as a system message (cached like a message).
+
+        The last text is remembered as well: the pipeline sends the same composed prompt
+        call after call, and this spares building and fingerprinting a message for it.
+        """
+        if not text:
+            return 0
+        last = self._system_text
+        if last is not None and (last[0] is text or last[0] == text):
+            with self._lock:
+                self.hits += 1
+            return last[1]
+        tokens = self.count(SystemMessage(text))
+        self._system_text = (text, tokens)
+        return tokens
 
     def count_tools(self, tools: Sequence[Any] | None) -> tuple[int, list[str]]:
         """Tokens of the bound tools and notes about tools without schemas.
