@@ -27,6 +27,7 @@ from langgraph_ctx.codec.lines import (
     check_position,
     checkpoint_from_line,
     checkpoint_metadata,
+    has_legacy_versions,
     is_list_value,
     list_link,
     loads_line,
@@ -226,7 +227,9 @@ class _Index:
             self.msg_digest.setdefault(message_digest(body), ordinal)
 
     def _add_ckpt(self, obj: dict[str, Any], n: int) -> None:
-        entry = parse_checkpoint_line(obj, n, self.ckpt_at)
+        entry = parse_checkpoint_line(
+            obj, n, self.ckpt_at, legacy_versions=has_legacy_versions(self.header)
+        )
         ns, cid = entry.ns, entry.id
         parent = self.ckpt_at[obj["parent"]] if type(obj.get("parent")) is int else None
         for ch, e in obj.get("values", {}).items():

@@ -26,7 +26,7 @@ import builtins
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -43,8 +43,9 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_ctx.codec.lines import dumps_line, thread_line
+from langgraph_ctx.codec.lines import dumps_line, has_legacy_versions, thread_line
 from langgraph_ctx.codec.values import PACKAGE_MODELS
+from langgraph_ctx.codec.versions import next_version
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLineWarning,
@@ -83,7 +84,7 @@ class CheckpointInfo:
 
 
 
-class LogSaver(BaseCheckpointSaver[int]):
+class LogSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpointer over a `LogStorage` backend (see `JsonlSaver`, `RedisLogSaver`).
 
     Example:
@@ -246,6 +247,17 @@ class LogSaver(BaseCheckpointSaver[int]):
             self.storage.delete(thread_id)
             self._indexes.pop(thread_id, None)
 
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        """The version after ``current``, in LangGraph's string format.
+
+        The format `InMemorySaver`, `SqliteSaver` and the LangGraph server use
+        (``"<counter, 32 digits>.<random>"``), so a thread moves freely between
+        them and this saver. Integer versions (older logs) continue from their
+        counter; see `langgraph_ctx.codec.versions`.
+        """
+        # An integer only continues a thread the caller put integer versions into.
+        return cast(str, next_version(current))
+
     # ------------------------------------ optional methods, then fork/revert
 
     @_retry_on_change
@@ -351,7 +363,9 @@ class LogSaver(BaseCheckpointSaver[int]):
                     raise CheckpointNotFoundError(source, checkpoint_id)
                 n_lines = entry.line
             header = thread_line(
-                target, forked_from={"thread_id": source, "checkpoint_id": checkpoint_id}
+                target,
+                legacy_versions=has_legacy_versions(index.header),
+                forked_from={"thread_id": source, "checkpoint_id": checkpoint_id},
             )
             self.storage.copy(source, target, n_lines, dumps_line(header))
             self._indexes.pop(target, None)
