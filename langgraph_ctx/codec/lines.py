@@ -135,6 +135,28 @@ def thread_line(thread_id: str, *, legacy_versions: bool = False, **extra: Any) 
     return line
 
 
+def copied_thread_ids(source_header: Mapping[str, Any] | None, source_id: str) -> list[str]:
+    """The header's ``copied_thread_ids`` for a copy of a log: the ids whose
+    checkpoints the copy holds (the source's, and those its source copied).
+
+    A copy is the source's lines, byte for byte; its checkpoints' metadata still
+    names an earlier ``thread_id``, which reads as the copy's own (`own_thread_id`).
+    """
+    earlier = (source_header or {}).get("copied_thread_ids")
+    ids = [i for i in earlier if isinstance(i, str)] if isinstance(earlier, list) else []
+    return [*ids, source_id] if source_id not in ids else ids
+
+
+def own_thread_id(metadata: dict[str, Any], header: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` with a copied checkpoint's ``thread_id`` made the log's own (in place)."""
+    if header and "thread_id" in metadata:
+        copied = header.get("copied_thread_ids")
+        own = header.get("thread_id")
+        if isinstance(copied, list) and isinstance(own, str) and metadata["thread_id"] in copied:
+            metadata["thread_id"] = own
+    return metadata
+
+
 def has_legacy_versions(header: Mapping[str, Any] | None) -> bool:
     """True when a log's integer versions are the old saver's numbering (see `thread_line`)."""
     return header is None or header.get("versions") != VERSIONS_AS_PUT

@@ -33,6 +33,7 @@ from langgraph_ctx.codec.lines import (
     loads_line,
     message_like,
     message_ordinal,
+    own_thread_id,
     parse_checkpoint_line,
     parse_writes_line,
     peek_message_ordinal,
@@ -486,7 +487,8 @@ class _Index:
     def metadata(self, entry: CheckpointHead) -> dict[str, Any]:
         """A checkpoint's metadata (a fresh copy)."""
         try:
-            return checkpoint_metadata(entry, self.line(entry.line), self.serde)
+            meta = checkpoint_metadata(entry, self.line(entry.line), self.serde)
+            return own_thread_id(meta, self.header)
         except CodecError as exc:
             raise self.corrupt(entry.line, str(exc)) from None
 

@@ -43,7 +43,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_ctx.codec.lines import dumps_line, has_legacy_versions, thread_line
+from langgraph_ctx.codec.lines import (
+    copied_thread_ids,
+    dumps_line,
+    has_legacy_versions,
+    thread_line,
+)
 from langgraph_ctx.codec.values import PACKAGE_MODELS
 from langgraph_ctx.codec.versions import next_version
 from langgraph_ctx.errors import (
@@ -282,7 +287,7 @@ class LogSaver(BaseCheckpointSaver[str]):
                     self._indexes.pop(thread_id, None)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and write of a thread to a new thread id."""
+        """Copy every checkpoint and write of a thread to a new thread id (see `fork`)."""
         self.fork(source_thread_id, target_thread_id)
 
     @_retry_on_change
@@ -329,7 +334,9 @@ class LogSaver(BaseCheckpointSaver[str]):
         """Copy a thread to a new thread id, whole or as it was at ``checkpoint_id``.
 
         The fork is an independent log: later changes to either thread do not
-        show in the other. Returns the config of the fork's latest checkpoint.
+        show in the other. Its checkpoints' metadata says ``thread_id`` is the
+        fork's (as LangGraph's server's own checkpointer does on ``threads.copy``).
+        Returns the config of the fork's latest checkpoint.
 
         Example:
             ```python
@@ -366,6 +373,7 @@ class LogSaver(BaseCheckpointSaver[str]):
                 target,
                 legacy_versions=has_legacy_versions(index.header),
                 forked_from={"thread_id": source, "checkpoint_id": checkpoint_id},
+                copied_thread_ids=copied_thread_ids(index.header, source),
             )
             self.storage.copy(source, target, n_lines, dumps_line(header))
             self._indexes.pop(target, None)
