@@ -47,6 +47,7 @@ from langgraph_ctx.codec.lines import (
     copied_thread_ids,
     dumps_line,
     has_legacy_versions,
+    loads_line,
     thread_line,
 )
 from langgraph_ctx.codec.values import PACKAGE_MODELS
@@ -564,12 +565,19 @@ class LogSaver(BaseCheckpointSaver[str]):
         return index
 
     def _commit(self, thread_id: str, index: _Index, batch: _Batch) -> int:
-        """Append a batch (with the header if the log is new); return the last line."""
+        """Append a batch (with the header if the log is new); return the last line.
+
+        The index learns the lines as a cold read parses them, not the dicts
+        built from the caller's objects: a warm read then returns exactly what
+        a fresh process reads (a tuple the caller put comes back a list, as
+        from `SqliteSaver`), and never an object the caller may still change.
+        """
         lines = builtins.list(batch.lines)
         if index.lines == 0:
             lines.insert(0, thread_line(thread_id))
-        first = self.storage.append(thread_id, [dumps_line(obj) for obj in lines])
-        return batch.apply(first, lines)
+        raw = [dumps_line(obj) for obj in lines]
+        first = self.storage.append(thread_id, raw)
+        return batch.apply(first, [loads_line(r) for r in raw])
 
     def _tuple(self, thread_id: Any, index: _Index, entry: CheckpointHead) -> CheckpointTuple:
         metadata = index.metadata(entry)
