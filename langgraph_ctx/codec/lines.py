@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
 from langgraph_ctx.codec.versions import (
@@ -440,6 +441,13 @@ def delta_base_values(obj: Mapping[str, Any]) -> list[tuple[str, Any]]:
 # ------------------------------------------------------------ metadata, extra
 
 
+def writes_readable(serde: SerializerProtocol) -> bool:
+    """True when values may be written as readable JSON: the serializer is LangGraph's
+    plain `JsonPlusSerializer`. Any other (an `EncryptedSerializer`, your own) gets
+    every value, message and metadata field, so the file holds only what it writes."""
+    return type(serde) is JsonPlusSerializer
+
+
 def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
     """Checkpoint keys LangGraph may add later, kept under ``extra`` / ``extra_serde``."""
     extra = {
@@ -449,7 +457,7 @@ def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> di
     }
     if not extra:
         return {}
-    if is_plain_json(extra):
+    if is_plain_json(extra) and writes_readable(serde):
         return {"extra": extra}
     return {"extra_serde": serde_encode(extra, serde)}
 
@@ -461,9 +469,10 @@ def extra_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dic
 
 
 def metadata_fields(metadata: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
-    """``meta`` (readable) or ``meta_serde`` when some value is not plain JSON."""
+    """``meta`` (readable) or ``meta_serde`` when some value is not plain JSON (or the
+    serializer is not `writes_readable`)."""
     meta = dict(metadata)
-    if is_plain_json(meta):
+    if is_plain_json(meta) and writes_readable(serde):
         return {"meta": meta}
     return {"meta_serde": serde_encode(meta, serde)}
 

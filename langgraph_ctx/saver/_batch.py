@@ -24,9 +24,10 @@ from langgraph_ctx.codec.lines import (
     message_line,
     thread_line,
     writes_line,
+    writes_readable,
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
-from langgraph_ctx.codec.values import encode_value
+from langgraph_ctx.codec.values import encode_value, serde_encode
 from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index
 
 
@@ -36,6 +37,8 @@ class _Batch:
     def __init__(self, index: _Index, serde: SerializerProtocol) -> None:
         self.index = index
         self.serde = serde
+        # A serializer of the user's own (encryption, ...) gets every value whole.
+        self.readable = writes_readable(serde)
         self.lines: list[dict[str, Any]] = []
         self.new_digests: dict[bytes, int] = {}
         self.new_noids: dict[bytes, int] = {}
@@ -98,6 +101,8 @@ class _Batch:
         node changed in place. An edited message is saved again, as a new
         message line (the old one stays in the log); the others cost nothing new.
         """
+        if not self.readable:
+            return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
             return encode_value(value, self.ref, self.serde), None
         index = self.index

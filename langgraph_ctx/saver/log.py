@@ -278,9 +278,10 @@ class LogSaver(BaseCheckpointSaver[str]):
             return
         for thread_id in list(self.storage.thread_ids()):
             with self._view(thread_id, exclusive=True) as index:
-                if not any(e.run_id in runs for e in index.ckpts.values()):
+                run_of = {key: _run_id(index, e) for key, e in index.ckpts.items()}
+                if not any(run in runs for run in run_of.values()):
                     continue
-                keep = [e for e in index.ckpts.values() if e.run_id not in runs]
+                keep = [e for key, e in index.ckpts.items() if run_of[key] not in runs]
                 if keep:
                     self._rebuild(thread_id, index, keep)
                 else:
@@ -631,6 +632,13 @@ class LogSaver(BaseCheckpointSaver[str]):
     def _head_config(thread_id: Any, index: _Index) -> RunnableConfig:
         head = index.latest("")
         return _config(thread_id, "", head.id if head else None)
+
+
+def _run_id(index: _Index, entry: CheckpointHead) -> Any:
+    """The run that made a checkpoint (from the index, or its serialized metadata)."""
+    if entry.meta is not None:
+        return entry.run_id
+    return index.metadata(entry).get("run_id")
 
 
 def _config(thread_id: Any, ns: str, checkpoint_id: str | None) -> RunnableConfig:
