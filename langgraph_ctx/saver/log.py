@@ -119,6 +119,9 @@ class LogSaver(BaseCheckpointSaver[str]):
             Defaults to LangGraph's `JsonPlusSerializer` in strict mode: only
             its safe-type allowlist (plus ``allowed_types``) is ever rebuilt
             from a file, so a tampered log cannot construct arbitrary objects.
+            Any other serializer (an `EncryptedSerializer`, your own) gets
+            every value, message and metadata field whole: nothing is written
+            in the clear, and the file is no longer readable JSON.
         allowed_types: Extra classes (or ``(module, name)`` pairs) your state
             holds that the serializer may rebuild.
         on_corrupt: ``"raise"`` (default) raises `CorruptLogError` naming the
