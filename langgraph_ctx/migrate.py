@@ -16,9 +16,9 @@ task path. The JSONL thread therefore answers ``get_state``, ``get_state_history
 pending writes and `DeltaChannel` histories exactly as the database did
 (`compare_with_sqlite` checks it, checkpoint by checkpoint), and graphs carry on from it.
 
-Channel versions become integers, as `JsonlSaver` numbers them: `SqliteSaver` writes
-``"<zero-padded counter>.<random>"`` strings, which a saver with integer versions cannot
-continue from. The counter is what orders versions along a branch, so it is kept.
+Channel versions are kept as `SqliteSaver` wrote them (``"<zero-padded counter>.<random>"``
+strings): `JsonlSaver` numbers versions the same way, so graphs, and the LangGraph server,
+carry on from them.
 
 The database is opened read-only and read in one transaction (a consistent snapshot,
 even while an application writes to it). No ``langgraph-checkpoint-sqlite`` is needed:
@@ -212,33 +212,6 @@ def _ordered(rows: Sequence[tuple[str, str, str | None]]) -> list[tuple[str, str
     return out
 
 
-def _int_version(version: Any) -> Any:
-    """``"00000000000000000000000000000007.0.4172..."`` -> ``7``: the counter part of the
-    versions SqliteSaver writes, which is what orders them along a branch."""
-    if isinstance(version, bool) or version is None or isinstance(version, int):
-        return version
-    if isinstance(version, float):
-        return int(version)
-    if isinstance(version, str):
-        head = version.split(".", 1)[0]
-        if head.isdigit():
-            return int(head)
-    raise SqliteSourceError(f"cannot read channel version {version!r}")
-
-
-def _int_versions(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint with integer channel versions, as `JsonlSaver` numbers them."""
-    out = dict(checkpoint)
-    out["channel_versions"] = {
-        ch: _int_version(v) for ch, v in (checkpoint.get("channel_versions") or {}).items()
-    }
-    out["versions_seen"] = {
-        node: {ch: _int_version(v) for ch, v in seen.items()}
-        for node, seen in (checkpoint.get("versions_seen") or {}).items()
-    }
-    return out
-
-
 def _load_tuple(
     conn: sqlite3.Connection,
     serde: SerializerProtocol,
@@ -253,7 +226,7 @@ def _load_tuple(
         (thread_id, ns, checkpoint_id),
     ).fetchone()
     type_, blob, metadata, parent = row
-    checkpoint = _int_versions(serde.loads_typed((type_, blob)))
+    checkpoint = serde.loads_typed((type_, blob))
     meta = json.loads(metadata) if metadata is not None else {}
     writes: list[tuple[str, str, int, str, Any]] = []
     if writes_sql is not None:
@@ -463,8 +436,8 @@ def compare_with_sqlite(
 ) -> list[str]:
     """Differences between a thread in the database and in the JSONL directory.
 
-    Every checkpoint is compared whole: channel values, versions (as integers, see the
-    module docstring), versions seen, metadata, parent and pending writes (in order).
+    Every checkpoint is compared whole: channel values, versions, versions seen,
+    metadata, parent and pending writes (in order).
     ``[]`` means identical.
     """
     serde = serde or JsonPlusSerializer()

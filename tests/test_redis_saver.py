@@ -119,7 +119,7 @@ def test_the_redis_list_holds_the_jsonl_files_lines(tmp_path, rb):
     assert redis_lines[1:] == jsonl_lines[1:]
     headers = [json.loads(lines[0]) for lines in (jsonl_lines, redis_lines)]
     assert [{k: v for k, v in h.items() if k not in ("created", "c")} for h in headers] == [
-        {"v": FORMAT_VERSION, "t": "thread", "thread_id": "t"}
+        {"v": FORMAT_VERSION, "t": "thread", "thread_id": "t", "versions": "langgraph"}
     ] * 2
 
 

@@ -411,11 +411,6 @@ def test_copy_then_delete(server: DevServer) -> None:
     assert _contents(client.threads.get_state(source)) == BOOKED
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 11 point 5: copy_thread keeps the source thread_id in the copy's "
-    "checkpoint metadata, so filtering the copy's history by its own id finds nothing",
-)
 def test_a_copy_history_filters_by_its_own_thread_id(server: DevServer) -> None:
     client = server.client()
     source = _booked_thread(client)

@@ -47,8 +47,16 @@ from typing import Any
 
 import orjson
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
+from langgraph_ctx.codec.versions import (
+    pack_seen,
+    pack_version,
+    pack_versions,
+    unpack_seen,
+    unpack_versions,
+)
 from langgraph_ctx.errors import CodecError
 
 FORMAT_VERSION = 2
@@ -185,15 +193,57 @@ def check_position(kind: str, n: int) -> None:
 # ------------------------------------------------------------------ thread, msg
 
 
-def thread_line(thread_id: str, **extra: Any) -> dict[str, Any]:
-    """The header of a new log (``extra``: e.g. ``forked_from``)."""
-    return {
+VERSIONS_AS_PUT = "langgraph"
+"""The header's ``"versions"`` in logs begun since the saver numbers versions as
+LangGraph does: channel versions read back exactly as they were put. A log
+without it is older: its integer versions are the saver's own numbering and read
+as LangGraph's strings (`langgraph_ctx.codec.versions`)."""
+
+
+def thread_line(thread_id: str, *, legacy_versions: bool = False, **extra: Any) -> dict[str, Any]:
+    """The header of a new log (``extra``: e.g. ``forked_from``).
+
+    ``legacy_versions``: the log continues an older one (a fork of it) whose
+    integer versions must still read as strings, so the header leaves out
+    ``"versions"``.
+    """
+    line: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "t": "thread",
         "thread_id": thread_id,
         "created": datetime.now(timezone.utc).isoformat(),
-        **extra,
     }
+    if not legacy_versions:
+        line["versions"] = VERSIONS_AS_PUT
+    line.update(extra)
+    return line
+
+
+def copied_thread_ids(source_header: Mapping[str, Any] | None, source_id: str) -> list[str]:
+    """The header's ``copied_thread_ids`` for a copy of a log: the ids whose
+    checkpoints the copy holds (the source's, and those its source copied).
+
+    A copy is the source's lines, byte for byte; its checkpoints' metadata still
+    names an earlier ``thread_id``, which reads as the copy's own (`own_thread_id`).
+    """
+    earlier = (source_header or {}).get("copied_thread_ids")
+    ids = [i for i in earlier if isinstance(i, str)] if isinstance(earlier, list) else []
+    return [*ids, source_id] if source_id not in ids else ids
+
+
+def own_thread_id(metadata: dict[str, Any], header: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` with a copied checkpoint's ``thread_id`` made the log's own (in place)."""
+    if header and "thread_id" in metadata:
+        copied = header.get("copied_thread_ids")
+        own = header.get("thread_id")
+        if isinstance(copied, list) and isinstance(own, str) and metadata["thread_id"] in copied:
+            metadata["thread_id"] = own
+    return metadata
+
+
+def has_legacy_versions(header: Mapping[str, Any] | None) -> bool:
+    """True when a log's integer versions are the old saver's numbering (see `thread_line`)."""
+    return header is None or header.get("versions") != VERSIONS_AS_PUT
 
 
 def message_line(ordinal: int, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -319,22 +369,40 @@ def check_checkpoint_fields(obj: Mapping[str, Any]) -> None:
 
 
 def parse_checkpoint_line(
-    obj: Mapping[str, Any], n: int, ckpt_at: Mapping[int, CheckpointHead]
+    obj: Mapping[str, Any],
+    n: int,
+    ckpt_at: Mapping[int, CheckpointHead],
+    *,
+    legacy_versions: bool = False,
 ) -> CheckpointHead:
-    """The head of the ``ckpt`` line ``n``, with what it leaves to its parent filled in."""
+    """The head of the ``ckpt`` line ``n``, with what it leaves to its parent filled in.
+
+    ``legacy_versions``: the log is older than string versions (`has_legacy_versions`);
+    its integer versions read as LangGraph's strings (see `langgraph_ctx.codec.versions`).
+    """
     ns, cid = checkpoint_key(obj)
     parent, parent_id = checkpoint_parent(obj, n, ckpt_at)
     values = checkpoint_values(obj)
     check_checkpoint_fields(obj)
-    stored = {ch: e[0] for ch, e in values.items()}
+    # Versions are packed in the line (`codec.versions.pack_version`); a legacy
+    # log's integers read as strings.
+    legacy = legacy_versions
+    stored: Any = unpack_versions({ch: e[0] for ch, e in values.items()}, legacy=legacy)
+    versions_line: Any = obj.get("versions")
+    if versions_line is not None:
+        versions_line = dict(unpack_versions(versions_line, legacy=legacy))
+    seen_line: Any = obj.get("seen")
+    if seen_line is not None:
+        seen_line = unpack_seen(seen_line, legacy=legacy)
+    seen_delta: Any = unpack_seen(obj.get("seen_delta") or {}, legacy=legacy)
     if "versions" in obj:
-        versions = obj["versions"]
+        versions = versions_line
     else:
         versions = {**parent.versions, **stored} if parent else dict(stored)
     if "seen" in obj:
-        seen = obj["seen"]
+        seen = seen_line
     else:
-        delta = obj.get("seen_delta") or {}
+        delta = seen_delta
         base = parent.seen if parent else {}
         seen = {**base, **delta} if delta else base
     meta = _derive_meta(obj, parent)
@@ -386,20 +454,20 @@ def checkpoint_line(
     versions = dict(checkpoint.get("channel_versions") or {})
     derived = {**parent.versions, **new_versions} if parent else dict(new_versions)
     if versions != derived:
-        line["versions"] = versions
+        line["versions"] = pack_versions(versions)
     seen = checkpoint.get("versions_seen") or {}
     if parent is None or not set(parent.seen) <= set(seen):
-        line["seen"] = seen
+        line["seen"] = pack_seen(seen)
     else:
         delta = {node: vs for node, vs in seen.items() if parent.seen.get(node) != vs}
         if delta:
-            line["seen_delta"] = delta
+            line["seen_delta"] = pack_seen(delta)
     updated = checkpoint.get("updated_channels")
     if updated != _updated(values):
         line["updated"] = updated
     line.update(_meta_fields(metadata, parent, serde))
     line.update(extra_fields(checkpoint, serde))
-    line["values"] = values
+    line["values"] = {ch: [pack_version(e[0]), *e[1:]] for ch, e in values.items()}
     if delta_base:
         line["delta_base"] = delta_base
     return line
@@ -510,6 +578,14 @@ def delta_base_values(obj: Mapping[str, Any]) -> list[tuple[str, Any]]:
 # ------------------------------------------------------------ metadata, extra
 
 
+def writes_readable(serde: SerializerProtocol) -> bool:
+    """True when values may be written as readable JSON: the serializer is LangGraph's
+    plain `JsonPlusSerializer`. Any other (an `EncryptedSerializer`, your own) gets
+    every value, message and metadata field, so the file holds only what it writes."""
+    inner = getattr(serde, "inner", serde)  # the saver's `LogSerde` wraps the configured one
+    return type(inner) is JsonPlusSerializer
+
+
 def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
     """Checkpoint keys LangGraph may add later, kept under ``extra`` / ``extra_serde``."""
     extra = {
@@ -519,7 +595,7 @@ def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> di
     }
     if not extra:
         return {}
-    if is_plain_json(extra):
+    if is_plain_json(extra) and writes_readable(serde):
         return {"extra": extra}
     return {"extra_serde": serde_encode(extra, serde)}
 
@@ -531,9 +607,10 @@ def extra_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dic
 
 
 def metadata_fields(metadata: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
-    """``meta`` (readable) or ``meta_serde`` when some value is not plain JSON."""
+    """``meta`` (readable) or ``meta_serde`` when some value is not plain JSON (or the
+    serializer is not `writes_readable`)."""
     meta = dict(metadata)
-    if is_plain_json(meta):
+    if is_plain_json(meta) and writes_readable(serde):
         return {"meta": meta}
     return {"meta_serde": serde_encode(meta, serde)}
 

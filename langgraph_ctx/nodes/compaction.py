@@ -34,6 +34,9 @@ saver's earlier checkpoints still hold everything.
 After a compaction, each step appends only its new messages to the compacted view and
 counts only them (large new tool results become previews), until the trigger fires
 again; below the trigger nothing is rescored or recounted.
+
+It is one module (just over 600 lines) because the node's steps (measure, decide, read,
+compact, write) share its cursor over the compacted view.
 """
 
 from __future__ import annotations

@@ -24,9 +24,10 @@ from langgraph_ctx.codec.lines import (
     message_line,
     thread_line,
     writes_line,
+    writes_readable,
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
-from langgraph_ctx.codec.values import encode_value
+from langgraph_ctx.codec.values import encode_value, serde_encode
 from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index
 
 
@@ -36,19 +37,26 @@ class _Batch:
     def __init__(self, index: _Index, serde: SerializerProtocol) -> None:
         self.index = index
         self.serde = serde
+        # A serializer of the user's own (encryption, ...) gets every value whole.
+        self.readable = writes_readable(serde)
         self.lines: list[dict[str, Any]] = []
         self.new_digests: dict[bytes, int] = {}
         self.new_noids: dict[bytes, int] = {}
         self._new_msgs = 0
         self.seen: list[tuple[BaseMessage, tuple[Any, ...], int]] = []
         self.list_memo: dict[str, list[int]] = {}
-        self.list_objs: dict[str | None, list[BaseMessage]] = {}
+        self.list_objs: dict[str | None, tuple[list[BaseMessage], list[tuple[Any, ...]]]] = {}
 
     def ref(self, msg: BaseMessage) -> int:
+        """The ordinal of a message, adding its line if the log does not hold it yet."""
+        return self._ref(msg)[0]
+
+    def _ref(self, msg: BaseMessage) -> tuple[int, tuple[Any, ...]]:
+        """``(ordinal, fingerprint)``: the fingerprint of exactly what was saved."""
         fingerprint = _fingerprint(msg)
         hit = self.index.ident.get(id(msg))
         if hit is not None and hit[0]() is msg and hit[1] == fingerprint:
-            return hit[2]
+            return hit[2], fingerprint
         # LangGraph's reducer may give the message an id while a background put
         # serializes it: keep the fingerprint of exactly what was serialized.
         while True:
@@ -79,7 +87,7 @@ class _Batch:
             else:
                 self.lines.append(message_line(ordinal, body))
         self.seen.append((msg, fingerprint, ordinal))
-        return ordinal
+        return ordinal, fingerprint
 
     def value(
         self, value: Any, base: tuple[int, list[int]] | None = None, channel: str | None = None
@@ -88,29 +96,51 @@ class _Batch:
 
         With a ``base`` (the channel's value at the parent, as ``(line, refs)``),
         the messages the list shares with the parent's list object by identity
-        are taken from it unread: a C-level list comparison, then Python work
-        only for the new messages. Saved messages are treated as immutable, as
-        LangGraph's reducers treat them.
+        are taken from it unread: a C-level list comparison, then one
+        fingerprint per shared message (`_fingerprint`) to catch a message a
+        node changed in place. An edited message is saved again, as a new
+        message line (the old one stays in the log); the others cost nothing new.
         """
+        if not self.readable:
+            return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
             return encode_value(value, self.ref, self.serde), None
+        index = self.index
         shared = 0
+        fps: list[tuple[Any, ...]] = []
+        refs: list[int] = []
+        keep = 0
         if base is not None:
-            known = self.index.list_objs.get_hit((base[0], channel))
-            if known is not None:
+            known_entry = index.list_objs.get_hit((base[0], channel))
+            if known_entry is not None:
+                known, known_fps = known_entry
                 limit = min(len(known), len(value), len(base[1]))
                 if value[:limit] == known[:limit]:  # identical objects compare in C
                     shared = limit
                 else:
                     while shared < limit and value[shared] is known[shared]:
                         shared += 1
+                base_refs = base[1]
+                if known_fps is None:  # read from the log: compare with the stored messages
+                    known_fps = [index.template_fingerprint(o) for o in base_refs[:shared]]
+                    index.list_objs.put((base[0], channel), (known, known_fps))
+                fps = [_fingerprint(m) for m in value[:shared]]
+                refs = base_refs[:shared]
+                keep = shared
+                if fps != known_fps[:shared]:  # edited in place since saved or read
+                    for i in range(shared):
+                        if fps[i] != known_fps[i]:
+                            keep = min(keep, i)
+                            refs[i], fps[i] = self._ref(value[i])
         rest = value[shared:]
         if not all(isinstance(m, BaseMessage) for m in rest):
             return encode_value(value, self.ref, self.serde), None
-        refs = base[1][:shared] if base is not None else []
-        refs.extend([self.ref(m) for m in rest])
-        self.list_objs[channel] = value.copy()
-        return list_value(refs, base, shared), refs
+        for m in rest:
+            ordinal, fp = self._ref(m)
+            refs.append(ordinal)
+            fps.append(fp)
+        self.list_objs[channel] = (value.copy(), fps)
+        return list_value(refs, base, keep), refs
 
     def apply(self, first: int, lines: Sequence[dict[str, Any]] | None = None) -> int:
         """Index the lines (default: the batch's) that now sit at ``first``, ``first + 1``, ...

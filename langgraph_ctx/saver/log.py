@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mappi
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -48,8 +48,15 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_ctx.codec.lines import dumps_line, thread_line
+from langgraph_ctx.codec.lines import (
+    copied_thread_ids,
+    dumps_line,
+    has_legacy_versions,
+    loads_line,
+    thread_line,
+)
 from langgraph_ctx.codec.values import PACKAGE_MODELS, LogSerde, value_rules
+from langgraph_ctx.codec.versions import next_version
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLineWarning,
@@ -93,7 +100,7 @@ class CheckpointInfo:
 
 
 
-class LogSaver(BaseCheckpointSaver[int]):
+class LogSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpointer over a `LogStorage` backend (see `JsonlSaver`, `RedisLogSaver`).
 
     Example:
@@ -126,6 +133,9 @@ class LogSaver(BaseCheckpointSaver[int]):
             or call a function it names; your own plain data classes (pydantic
             models, dataclasses, enums, NamedTuples) come back as themselves,
             other classes only from the allowlist.
+            Any other serializer (an `EncryptedSerializer`, your own) gets
+            every value, message and metadata field whole: nothing is written
+            in the clear, and the file is no longer readable JSON.
         allowed_types: Extra classes (or ``(module, name)`` pairs) your state
             holds that may be rebuilt through their constructor (classes that
             define their own ``__init__``, ``__post_init__``, ...; everything,
@@ -285,6 +295,17 @@ class LogSaver(BaseCheckpointSaver[int]):
 
         delete_archives(self, thread_id)
 
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        """The version after ``current``, in LangGraph's string format.
+
+        The format `InMemorySaver`, `SqliteSaver` and the LangGraph server use
+        (``"<counter, 32 digits>.<random>"``), so a thread moves freely between
+        them and this saver. Integer versions (older logs) continue from their
+        counter; see `langgraph_ctx.codec.versions`.
+        """
+        # An integer only continues a thread the caller put integer versions into.
+        return cast(str, next_version(current))
+
     # ------------------------------------ optional methods, then fork/revert
 
     @_retry_on_change
@@ -299,9 +320,10 @@ class LogSaver(BaseCheckpointSaver[int]):
             return
         for thread_id in list(self.storage.thread_ids()):
             with self._view(thread_id, exclusive=True) as index:
-                if not any(e.run_id in runs for e in index.ckpts.values()):
+                run_of = {key: _run_id(index, e) for key, e in index.ckpts.items()}
+                if not any(run in runs for run in run_of.values()):
                     continue
-                keep = [e for e in index.ckpts.values() if e.run_id not in runs]
+                keep = [e for key, e in index.ckpts.items() if run_of[key] not in runs]
                 if keep:
                     self._rebuild(thread_id, index, keep)
                 else:
@@ -309,7 +331,7 @@ class LogSaver(BaseCheckpointSaver[int]):
                     self._indexes.pop(thread_id, None)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and write of a thread to a new thread id."""
+        """Copy every checkpoint and write of a thread to a new thread id (see `fork`)."""
         self.fork(source_thread_id, target_thread_id)
 
     @_retry_on_change
@@ -356,7 +378,9 @@ class LogSaver(BaseCheckpointSaver[int]):
         """Copy a thread to a new thread id, whole or as it was at ``checkpoint_id``.
 
         The fork is an independent log: later changes to either thread do not
-        show in the other. Returns the config of the fork's latest checkpoint.
+        show in the other. Its checkpoints' metadata says ``thread_id`` is the
+        fork's (as LangGraph's server's own checkpointer does on ``threads.copy``).
+        Returns the config of the fork's latest checkpoint.
 
         Example:
             ```python
@@ -390,7 +414,10 @@ class LogSaver(BaseCheckpointSaver[int]):
                     raise CheckpointNotFoundError(source, checkpoint_id)
                 n_lines = entry.line
             header = thread_line(
-                target, forked_from={"thread_id": source, "checkpoint_id": checkpoint_id}
+                target,
+                legacy_versions=has_legacy_versions(index.header),
+                forked_from={"thread_id": source, "checkpoint_id": checkpoint_id},
+                copied_thread_ids=copied_thread_ids(index.header, source),
             )
             self.storage.copy(source, target, n_lines, dumps_line(header))
             self._indexes.pop(target, None)
@@ -610,12 +637,19 @@ class LogSaver(BaseCheckpointSaver[int]):
         return index
 
     def _commit(self, thread_id: str, index: _Index, batch: _Batch) -> int:
-        """Append a batch (with the header if the log is new); return the last line."""
+        """Append a batch (with the header if the log is new); return the last line.
+
+        The index learns the lines as a cold read parses them, not the dicts
+        built from the caller's objects: a warm read then returns exactly what
+        a fresh process reads (a tuple the caller put comes back a list, as
+        from `SqliteSaver`), and never an object the caller may still change.
+        """
         lines = builtins.list(batch.lines)
         if index.lines == 0:
             lines.insert(0, thread_line(thread_id))
-        first = self.storage.append(thread_id, [dumps_line(obj) for obj in lines])
-        return batch.apply(first, lines)
+        raw = [dumps_line(obj) for obj in lines]
+        first = self.storage.append(thread_id, raw)
+        return batch.apply(first, [loads_line(r[:-1]) for r in raw])  # r ends with a newline
 
     def _tuple(self, thread_id: Any, index: _Index, entry: CheckpointHead) -> CheckpointTuple:
         try:
@@ -679,6 +713,13 @@ class LogSaver(BaseCheckpointSaver[int]):
     def _head_config(thread_id: Any, index: _Index) -> RunnableConfig:
         head = index.latest("")
         return _config(thread_id, "", head.id if head else None)
+
+
+def _run_id(index: _Index, entry: CheckpointHead) -> Any:
+    """The run that made a checkpoint (from the index, or its serialized metadata)."""
+    if entry.meta is not None:
+        return entry.run_id
+    return index.metadata(entry).get("run_id")
 
 
 def _config(thread_id: Any, ns: str, checkpoint_id: str | None) -> RunnableConfig:

@@ -38,10 +38,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import socket
 import threading
 import time
-import uuid
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -220,6 +220,12 @@ _UNLOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def _generation() -> bytes:
+    """A fresh log generation tag. From `secrets`, not `uuid.uuid4`: a saver must not
+    draw from the generator an app (or LangGraph's tests) may seed or patch for its ids."""
+    return secrets.token_hex(16).encode()
 
 
 @dataclass
@@ -530,7 +536,7 @@ class RedisStorage(LogStorage):
 
     def _acquire(self, thread_id: str, key: str) -> str:
         """Take the writer lock; the same call reads the new lines for the next `sync`."""
-        token = f"{self._owner}:{threading.get_ident()}:{uuid.uuid4().hex[:12]}"
+        token = f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
         px = max(1, round(self.lock_timeout * 1000))
         keys = self.keys(thread_id)
         start = time.monotonic()
@@ -685,7 +691,7 @@ class RedisStorage(LogStorage):
     def append(self, thread_id: str, lines: Sequence[bytes]) -> int:
         keys = self.keys(thread_id)
         state = self._states.setdefault(thread_id, _State())
-        new_gen = uuid.uuid4().hex.encode()
+        new_gen = _generation()
         pushed = [_strip(x) for x in lines]
         args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen, *pushed]
         reply, replicas = self._write(self._append, "appending to", thread_id, keys.for_write, args)
@@ -736,7 +742,7 @@ class RedisStorage(LogStorage):
         """Replace (``keep=-1``) or truncate the log, if it is what was last synced."""
         keys = self.keys(thread_id)
         state = self._states.get(thread_id) or _State()
-        new_gen = uuid.uuid4().hex.encode()
+        new_gen = _generation()
         args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen]
         args += [int(backup), keep, *lines]
         result, replicas = self._write(self._rewrite, "rewriting", thread_id, keys.for_write, args)

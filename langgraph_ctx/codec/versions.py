@@ -1,0 +1,164 @@
+"""Channel versions: LangGraph's string format, and the integers older logs hold.
+
+LangGraph's own savers (`InMemorySaver`, `SqliteSaver`) and the LangGraph
+server number a channel's versions ``"<counter, 32 digits>.<random>"``
+(``"00000000000000000000000000000005.0.7916507770116351"``): strings that
+sort in the order they were made, compared as strings by LangGraph. A thread
+must move between those savers and ours both ways, so the saver writes that
+format too.
+
+Logs begun before stored the saver's own integers (``5``); their header has no
+``"versions"`` field (`langgraph_ctx.codec.lines.has_legacy_versions`). Reading
+such a log, an integer becomes the string
+``"<counter, 32 digits>.0000000000000000"``: the same counter, so the order
+along a branch and equality between ``channel_versions`` and ``versions_seen``
+are kept, and `next_version` (or the server's) continues from it. In a newer
+log, versions read back exactly as they were put, as in LangGraph's savers (a
+caller that puts integers gets integers, and continues with integers).
+
+>>> normalize_version(5)
+'00000000000000000000000000000005.0000000000000000'
+>>> next_version(normalize_version(5))
+'00000000000000000000000000000006'
+>>> next_version(f"{6:032}.0.7916507770116351")
+'00000000000000000000000000000007'
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph_ctx.errors import CodecError
+
+__all__ = [
+    "next_version",
+    "normalize_version",
+    "pack_seen",
+    "pack_version",
+    "pack_versions",
+    "unpack_seen",
+    "unpack_version",
+    "unpack_versions",
+]
+
+
+def next_version(current: str | int | None) -> str | int:
+    """The version after ``current``: LangGraph's zero-padded counter.
+
+    `InMemorySaver` adds ``.<random float>``; LangGraph itself reads only the
+    counter (``current.split(".")[0]``) and compares versions as strings, which
+    the padding keeps in order, so either form continues the other. The random
+    part keeps two branches' versions apart in a blob table keyed by version;
+    this saver tells branches apart by their ancestry, and leaves it out: each
+    version costs a few bytes in the log (``[6]``, see `pack_version`).
+
+    An integer ``current`` (a checkpoint put with integer versions, read back as
+    put) continues as an integer: LangGraph gives every channel a step updates
+    the version after the highest one, so a thread never mixes the two.
+    """
+    if current is None:
+        counter = 0
+    elif isinstance(current, int):
+        return current + 1
+    else:
+        counter = int(current.split(".", 1)[0])
+    return f"{counter + 1:032}"
+
+
+def normalize_version(version: Any) -> Any:
+    """An integer version (from an older log) as the string format; anything else as is."""
+    if type(version) is int:
+        return f"{version:032}.{0:016}"
+    return version
+
+
+# ------------------------------------------------------------ in the file
+
+_WIDTH = 32
+
+
+def pack_version(version: Any) -> Any:
+    """A version as a log line holds it: LangGraph's string as ``[counter, rest]``.
+
+    ``"00000000000000000000000000000005.0.7916507770116351"`` is written
+    ``[5, "0.7916507770116351"]`` and ``"00000000000000000000000000000006"``
+    ``[6]``: a few bytes, and the step number shows.
+    A version is never a list (LangGraph's are strings, integers or floats), so
+    the form cannot be mistaken for one put as is.
+
+    >>> pack_version(f"{5:032}.0.25")
+    [5, '0.25']
+    >>> pack_version(f"{6:032}")
+    [6]
+    >>> pack_version("custom"), pack_version(7)
+    ('custom', 7)
+    """
+    if (
+        type(version) is str
+        and len(version) >= _WIDTH
+        and version[:_WIDTH].isdigit()
+        and version[:_WIDTH].isascii()
+    ):
+        if len(version) == _WIDTH:
+            return [int(version)]
+        if version[_WIDTH] == ".":
+            return [int(version[:_WIDTH]), version[_WIDTH + 1 :]]
+    return version
+
+
+def unpack_version(version: Any) -> Any:
+    """Inverse of `pack_version`; raises `CodecError` for a list not of that form.
+
+    >>> unpack_version([5, "0.25"]) == f"{5:032}.0.25"
+    True
+    """
+    if type(version) is list:
+        if (
+            len(version) in (1, 2)
+            and type(version[0]) is int
+            and 0 <= version[0] < 10**_WIDTH
+            and (len(version) == 1 or type(version[1]) is str)
+        ):
+            counter = f"{version[0]:0{_WIDTH}}"
+            return counter if len(version) == 1 else f"{counter}.{version[1]}"
+        raise CodecError(f"invalid channel version {version!r}")
+    return version
+
+
+def pack_versions(versions: Mapping[str, Any]) -> dict[str, Any]:
+    """`pack_version` over a ``channel -> version`` mapping."""
+    return {ch: pack_version(v) for ch, v in versions.items()}
+
+
+def pack_seen(seen: Mapping[str, Any]) -> dict[str, Any]:
+    """`pack_versions` over ``versions_seen`` (node -> versions)."""
+    return {n: pack_versions(vs) if isinstance(vs, Mapping) else vs for n, vs in seen.items()}
+
+
+def unpack_versions(versions: Mapping[str, Any], *, legacy: bool = False) -> Mapping[str, Any]:
+    """`unpack_version` over a mapping (the same object when nothing changes);
+    ``legacy``: integers too become strings (`normalize_version`)."""
+    for v in versions.values():
+        if type(v) is list or (legacy and type(v) is int):
+            fix = normalize_version if legacy else _same
+            return {ch: fix(unpack_version(v)) for ch, v in versions.items()}
+    return versions
+
+
+def unpack_seen(seen: Mapping[str, Any], *, legacy: bool = False) -> Mapping[str, Any]:
+    """`unpack_versions` over ``versions_seen`` (node -> versions)."""
+    out: dict[str, Any] | None = None
+    for node, versions in seen.items():
+        if isinstance(versions, Mapping):
+            fixed = unpack_versions(versions, legacy=legacy)
+            if fixed is not versions:
+                if out is None:
+                    out = dict(seen)
+                out[node] = fixed
+    return seen if out is None else out
+
+
+def _same(version: Any) -> Any:
+    return version

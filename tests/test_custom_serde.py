@@ -1,0 +1,89 @@
+"""A serializer of the user's own gets every value, message and metadata field.
+
+With `EncryptedSerializer` (or any `SerializerProtocol` that is not LangGraph's
+plain `JsonPlusSerializer`) no state text may reach the file in the clear, and
+a faulty serializer must be called (and fail) like in LangGraph's savers.
+pycryptodome is not installed here, so the cipher is a small XOR one given to
+LangGraph's real `EncryptedSerializer` through its `CipherProtocol`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.graph import START, MessagesState, StateGraph
+
+from tests.backends import Backend
+
+SECRET = "the launch code is swordfish"
+
+
+class XorCipher:
+    """A stand-in cipher (`CipherProtocol`): XOR with a key, tagged ``xor``."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+
+    def _xor(self, data: bytes) -> bytes:
+        return bytes(b ^ self.key[i % len(self.key)] for i, b in enumerate(data))
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return "xor", self._xor(plaintext)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        assert ciphername == "xor"
+        return self._xor(ciphertext)
+
+
+def _serde() -> EncryptedSerializer:
+    return EncryptedSerializer(XorCipher(b"k3y-for-tests"))
+
+
+def _graph(saver: Any) -> Any:
+    def bot(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [("ai", f"noted: {state['messages'][-1].content}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)
+
+
+CONFIG = {"configurable": {"thread_id": "t"}, "metadata": {"note": SECRET}}
+
+
+def test_an_encrypted_serializer_gets_everything(backend: Backend) -> None:
+    graph = _graph(backend.saver(serde=_serde()))
+    graph.invoke({"messages": [("user", SECRET)]}, CONFIG)
+    out = graph.invoke({"messages": [("user", "and again")]}, CONFIG)
+    log = backend.log_bytes("t").decode()
+    for text in (SECRET, "swordfish", "noted", "and again", '"note"'):
+        assert text not in log
+    assert '"t":"msg"' not in log.replace(" ", "")  # no message line in the clear
+    cold = _graph(backend.saver(serde=_serde())).get_state({"configurable": {"thread_id": "t"}})
+    assert [m.content for m in cold.values["messages"]] == [m.content for m in out["messages"]]
+    assert cold.values["messages"][0].content == SECRET
+    assert cold.metadata["note"] == SECRET
+    # the history reads back too, and the thread continues from a fresh process
+    history = list(backend.saver(serde=_serde()).list({"configurable": {"thread_id": "t"}}))
+    assert len(history) == 6 and all(h.metadata["note"] == SECRET for h in history)
+    _graph(backend.saver(serde=_serde())).invoke({"messages": [("user", "3")]}, CONFIG)
+    assert "noted: 3" not in backend.log_bytes("t").decode()
+
+
+class Faulty:
+    """A serializer that fails, as in LangGraph's ``test_checkpoint_errors``."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        raise ValueError("faulty serializer")
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        raise ValueError("faulty serializer")
+
+
+def test_a_faulty_serializer_is_called(backend: Backend) -> None:
+    graph = _graph(backend.saver(serde=Faulty()))
+    with pytest.raises(ValueError, match="faulty serializer"):
+        graph.invoke({"messages": [("user", "hi")]}, CONFIG)
