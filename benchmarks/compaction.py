@@ -45,6 +45,7 @@ from langgraph_ctx.context.compaction import (
     HybridSummary,
     KeyMessageExtraction,
     LLMSummary,
+    RelevanceSelection,
     SlidingWindow,
     compact_messages,
 )
@@ -215,6 +216,7 @@ METHODS: list[tuple[str, Method]] = [
     ("SlidingWindow(), offloading off", no_offload(SlidingWindow)),
     ("SlidingWindow()", with_strategy(SlidingWindow)),
     ("KeyMessageExtraction()", with_strategy(KeyMessageExtraction)),
+    ("RelevanceSelection()", with_strategy(RelevanceSelection)),
     (
         "LLMSummary(fake extractive model)*",
         with_strategy(lambda: LLMSummary(ExtractiveSummaryModel(), retry_delay=0)),

@@ -44,6 +44,7 @@ from langgraph_ctx.context.compaction.strategies import (
     HybridSummary,
     KeyMessageExtraction,
     LLMSummary,
+    RelevanceSelection,
     Selection,
     SlidingWindow,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "KeyMessageExtraction",
     "LLMSummary",
     "OffloadedResult",
+    "RelevanceSelection",
     "RunningSummary",
     "ScoredMessage",
     "Selection",

@@ -44,11 +44,12 @@ from langgraph_ctx.context.compaction.record import (
 )
 from langgraph_ctx.context.compaction.strategies.base import CompactionPlan, CompactionStrategy
 from langgraph_ctx.context.compaction.strategies.extraction import KeyMessageExtraction
+from langgraph_ctx.context.compaction.strategies.relevance import RelevanceSelection
 from langgraph_ctx.context.compaction.strategies.window import SlidingWindow
 from langgraph_ctx.context.compaction.summarizer import summary_message_within
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 
-StrategyLike = CompactionStrategy | Literal["extract", "window"]
+StrategyLike = CompactionStrategy | Literal["relevance", "extract", "window"]
 CounterLike = TokenCounter | Literal["approximate"] | None
 
 
@@ -60,9 +61,11 @@ class Compaction(NamedTuple):
 
 
 def resolve_strategy(strategy: StrategyLike) -> CompactionStrategy:
-    """A strategy object from a strategy or a name (`"extract"`, `"window"`)."""
+    """A strategy object from a strategy or a name (`"relevance"`, `"extract"`, `"window"`)."""
     if isinstance(strategy, CompactionStrategy):
         return strategy
+    if strategy == "relevance":
+        return RelevanceSelection()
     if strategy == "extract":
         return KeyMessageExtraction()
     if strategy == "window":
@@ -73,8 +76,9 @@ def resolve_strategy(strategy: StrategyLike) -> CompactionStrategy:
             "HybridSummary(model)"
         )
     raise CompactionError(
-        f"unknown strategy {strategy!r}; use 'extract', 'window' or a CompactionStrategy "
-        "(KeyMessageExtraction, SlidingWindow, LLMSummary, HybridSummary)"
+        f"unknown strategy {strategy!r}; use 'relevance', 'extract', 'window' or a "
+        "CompactionStrategy (RelevanceSelection, KeyMessageExtraction, SlidingWindow, "
+        "LLMSummary, HybridSummary)"
     )
 
 
