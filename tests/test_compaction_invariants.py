@@ -28,8 +28,8 @@ from langgraph_ctx.context.compaction import (
     CompactionStrategy,
     HybridSummary,
     KeyMessageExtraction,
-    RelevanceSelection,
     LLMSummary,
+    RelevanceSelection,
     SlidingWindow,
     compact_messages,
 )

@@ -514,6 +514,18 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         builder.add_edge(node, before)
         return node
 
+    @property
+    def tools(self) -> list[Any]:
+        """The tools this pipeline offers the model: with compaction on, `read_tool_result`
+        (open a preview's full output) and `search_history` (find what compaction moved
+        out of view). Add them to the agent's tools: `[*tools, *pipeline.tools]`.
+        """
+        if self.compaction is None:
+            return []
+        from langgraph_ctx.context.compaction import read_tool_result, search_history
+
+        return [read_tool_result, search_history]
+
     def check_schema(self, schema: Any) -> None:
         """Raise `StateKeyConflictError` if `schema` declares a pipeline key otherwise.
 

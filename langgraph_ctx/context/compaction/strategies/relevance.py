@@ -68,12 +68,13 @@ class RelevanceSelection(CompactionStrategy):
         if not conv.units:
             return Selection(keep=[])
         query = query_of(conv)
-        relevance = score_units(conv, query)
+        last, latest = conv.rounds, conv.latest_user
+        # the current round is sent anyway: score the rest of the history
+        relevance = score_units(conv, query, units=[u for u in conv.units if u.round < last])
         units = [
             with_query_previews(conv, u, query) if u.position in relevance else u
             for u in conv.units
         ]
-        last, latest = conv.rounds, conv.latest_user
         current = [u for u in units if u.round == last]
         core, ladder = fit(conv, current, avail, protect=latest)
         if conv.cost(core) > avail:
