@@ -206,3 +206,39 @@ def test_the_pipeline_offers_the_tools_when_compaction_is_on() -> None:
         "search_history",
     ]
     assert context_pipeline("fast", compaction=False).tools == []
+
+
+def test_the_node_reselects_from_the_whole_history_when_the_request_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(script=["noted"])
+
+    def call_model(state):  # type: ignore[no-untyped-def]
+        return {"messages": [model.invoke(state.get("llm_input_messages") or state["messages"])]}
+
+    builder = StateGraph(CompactionState)
+    node = CompactionNode(
+        RelevanceSelection(), trigger=6_000, target=3_000, token_counter="approximate"
+    )
+    builder.add_node("compact", node)
+    builder.add_node("model", call_model)
+    builder.add_edge(START, "compact")
+    builder.add_edge("compact", "model")
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    config = {"configurable": {"thread_id": "t"}}
+
+    msgs = history(fact_in="reply")
+    msgs[-1] = HumanMessage("Bump the reporting timeout and rerun.", id="q")
+    out = graph.invoke({"messages": msgs}, config)
+    assert out["compaction_log"] and "Hana Kim" not in sent_text(model.received[-1])
+
+    # below the trigger, but a new request: the fact left out before comes back
+    graph.invoke(
+        {"messages": [HumanMessage("Who was the billing vendor contact?", id="q2")]}, config
+    )
+    seen = model.received[-1]
+    assert "Hana Kim" in sent_text(seen) and seen[-1].id == "q2"
+    log = graph.get_state(config).values["compaction_log"]
+    assert log[-1]["reason"].startswith("the request changed")
+    assert ordering_problems(seen) == []

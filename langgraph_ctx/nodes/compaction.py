@@ -182,6 +182,8 @@ class _Step:
     """Tokens the request sends besides the messages (system prompt, tools), per BudgetNode."""
     used: int = 0
     size: int = 0
+    new_request: bool = False
+    """A user message arrived since the last step (relevance strategies recompact)."""
 
     def overhead_from(self, usage: Any) -> int:
         if usage is None or self.messages_tokens is None:
@@ -318,6 +320,9 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         now = self._measure(messages, cursor, view, usage, counter)
         window, reserved = self._window(usage)
         fires, why = self._fires(now.used, now.size, window, reserved)
+        if not fires and self._full_history and now.view is not None and now.new_request:
+            # what is relevant depends on the request: a new one reselects, below the trigger
+            fires, why = True, "the request changed: relevance selection runs again"
         if not fires:
             return self._carry_on(now)
         conv, max_tokens = self._read(now, usage, counter, summary, window, reserved)
@@ -331,6 +336,10 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         return self._writes(compaction, now, counter)
 
     # -- its steps -------------------------------------------------------------------
+    @property
+    def _full_history(self) -> bool:
+        return bool(getattr(self.strategy, "full_history", False)) and not self.rewrite_messages
+
     def _tokenizer(self, usage: Any) -> str:
         return self.model or _usage(usage, "model") or "gpt-4o"
 
@@ -358,8 +367,12 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         window: int | None,
         reserved: int,
     ) -> tuple[Conversation, int]:
-        """What to compact (the view, else the messages) and the tokens it may keep."""
-        source = now.view if now.view is not None else now.messages
+        """What to compact (the view, else the messages) and the tokens it may keep.
+
+        A strategy with `full_history` (relevance selection) always reads the messages:
+        what an earlier compaction left out may be what the new request needs.
+        """
+        source = now.view if now.view is not None and not self._full_history else now.messages
         conv = Conversation.build(
             source,
             counter=counter,
@@ -418,6 +431,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             cursor, start = _Cursor(), 0
         new = messages[start:]
         now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
+        now.new_request = any(m.type == "human" for m in new)
         if now.messages_tokens is not None:
             now.messages_tokens += count(new)
         elif usage is None:
