@@ -242,3 +242,61 @@ def test_the_node_reselects_from_the_whole_history_when_the_request_changes(tmp_
     log = graph.get_state(config).values["compaction_log"]
     assert log[-1]["reason"].startswith("the request changed")
     assert ordering_problems(seen) == []
+
+
+def test_summaries_are_made_from_the_full_tool_output_not_the_preview() -> None:
+    from langgraph_ctx.context.compaction import LLMSummary, SlidingWindow
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    summariser = ScriptedChatModel(script=['{"text": "ops work so far"}'])
+    msgs = history(fact_in="tool", rounds=12)
+    strategy = LLMSummary(summariser, keep=SlidingWindow(rounds=2), retry_delay=0)
+    _, record = compact_messages(
+        msgs, max_tokens=4_000, strategy=strategy, token_counter="approximate"
+    )
+    assert record.summary_updated and "t0" in record.summarized
+    prompts = "\n".join(content_text(p[-1].content) for p in summariser.received)
+    assert "ops note: the vendor contact for the billing invoice is Hana Kim" in prompts
+    assert "TOOL_RESULT_PREVIEW" not in prompts  # the source, never the previews
+    assert prompts.count("[tool result run_shell") >= 10
+
+
+def test_an_over_long_summary_rewrites_itself_instead_of_losing_its_oldest_part() -> None:
+    from langgraph_ctx.context.compaction import LLMSummary, RunningSummary, SlidingWindow
+    from langgraph_ctx.context.compaction.summarizer import CONDENSE_NOTE
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    long = RunningSummary(decisions_made=[f"decision {i}: " + "detail " * 20 for i in range(40)])
+    short = '{"decisions_made": ["decisions 0-39 condensed: keep retries at 3"]}'
+    summariser = ScriptedChatModel(script=[long.model_dump_json(), short])
+    msgs = history(fact_in="reply", rounds=12)
+    strategy = LLMSummary(
+        summariser,
+        keep=SlidingWindow(rounds=2),
+        retry_delay=0,
+        summary_tokens=300,
+        condense_calls=1,
+        input_tokens=100_000,
+    )
+    _, record = compact_messages(
+        msgs, max_tokens=4_000, strategy=strategy, token_counter="approximate"
+    )
+    assert len(summariser.received) == 2  # the fold, then one rewrite of the summary
+    assert CONDENSE_NOTE in content_text(summariser.received[1][-1].content)
+    assert record.summary.decisions_made == ["decisions 0-39 condensed: keep retries at 3"]
+    assert "summary_clipped" not in record.ladder and record.within_budget
+
+    # without extra calls, the next compaction's fold call rewrites the long summary
+    summariser = ScriptedChatModel(script=[short])
+    strategy = LLMSummary(
+        summariser,
+        keep=SlidingWindow(rounds=2),
+        retry_delay=0,
+        summary_tokens=300,
+        input_tokens=100_000,
+    )
+    compact_messages(
+        msgs, max_tokens=4_000, strategy=strategy, token_counter="approximate", summary=long
+    )
+    assert len(summariser.received) == 1
+    assert CONDENSE_NOTE in content_text(summariser.received[0][-1].content)

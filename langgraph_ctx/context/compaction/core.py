@@ -172,7 +172,7 @@ def compaction_steps(
     summarizer = strategy.summarizer
     if plan.summarize and summarizer is not None:
         outcome = yield from summarizer.run(
-            conv.previous_summary, plan.summarize, budget=plan.summary_tokens
+            conv.previous_summary, plan.summarize, budget=plan.summary_tokens, count=conv.count
         )
         attempts = outcome.attempts
         if outcome.summary is not None:
