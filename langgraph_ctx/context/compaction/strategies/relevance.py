@@ -71,8 +71,11 @@ class RelevanceSelection(CompactionStrategy):
         last, latest = conv.rounds, conv.latest_user
         # the current round is sent anyway: score the rest of the history
         relevance = score_units(conv, query, units=[u for u in conv.units if u.round < last])
+        top = max((r.score for r in relevance.values()), default=0.0)
+        relevant = {p for p, r in relevance.items() if r.score >= top * self.min_relative}
+        # previews of the relevant tool results show the lines the request matches
         units = [
-            with_query_previews(conv, u, query) if u.position in relevance else u
+            with_query_previews(conv, u, query) if u.position in relevant else u
             for u in conv.units
         ]
         current = [u for u in units if u.round == last]
@@ -85,7 +88,6 @@ class RelevanceSelection(CompactionStrategy):
         opener = {u.round: u for u in units if u.kind == "user"}
 
         # 2. relevant units, best first, within their share
-        top = max((r.score for r in relevance.values()), default=0.0)
         share = int(room * self.relevance_share)
         for position in sorted(relevance, key=lambda p: (-relevance[p].score, -p)):
             if relevance[position].score < top * self.min_relative:
