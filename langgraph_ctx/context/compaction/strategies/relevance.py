@@ -8,8 +8,11 @@ the history is scored against it with BM25 over its full text (see
 2. the units most relevant to the request, best first, within `relevance_share` of the
    room left, each with the user message that opened its round (so the result still
    starts with a user message and the model sees what the unit answered);
-3. the most recent whole rounds, newest first, while they fit;
-4. whatever still fits, by relevance and recency.
+3. the user messages, newest first, while they fit (what was asked frames the rest);
+4. the most recent whole rounds, newest first, while they fit in `recent_share` of the
+   budget;
+5. whatever still fits, by key-message score (`KeyMessageExtraction.score`: kind,
+   signals, recency) plus relevance.
 
 Tool groups stay whole. Large tool results keep their previews, rebuilt to show the lines
 that match the request (head, matching lines, tail, and the `read_tool_result` ref).
@@ -24,7 +27,12 @@ from langgraph_ctx.context.compaction.conversation import Conversation, Unit
 from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.ladder import fit, fit_current_round
 from langgraph_ctx.context.compaction.record import ScoredMessage
-from langgraph_ctx.context.compaction.relevance import query_of, score_units, with_query_previews
+from langgraph_ctx.context.compaction.relevance import (
+    UnitRelevance,
+    query_of,
+    score_units,
+    with_query_previews,
+)
 from langgraph_ctx.context.compaction.strategies.base import CompactionStrategy, Selection
 from langgraph_ctx.context.compaction.strategies.extraction import KeyMessageExtraction
 
@@ -38,7 +46,10 @@ class RelevanceSelection(CompactionStrategy):
             units may take; the rest goes to the recent rounds first.
         min_relative: a unit counts as relevant when it scores at least this share of
             the best-scoring unit.
-        half_life: rounds after which the recency part of the last fill halves.
+        recent_share: most of the budget the recent whole rounds take before the
+            best-scoring rest gets the room left.
+        relevance_weight: what relevance adds to the key-message score of the last fill
+            (the best-scoring unit gets all of it).
 
     Example:
         ```python
@@ -52,16 +63,19 @@ class RelevanceSelection(CompactionStrategy):
 
     name: ClassVar[str] = "relevance"
     relevance_share: float = 0.4
+    recent_share: float = 0.2
     min_relative: float = 0.3
-    half_life: float = 4.0
+    relevance_weight: float = 6.0
     full_history: ClassVar[bool] = True
     """A node compacts the whole history with it, not its last view: what an earlier
     compaction left out can become relevant again."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.relevance_share <= 1 or not 0 <= self.min_relative <= 1:
+        shares = (self.relevance_share, self.recent_share, self.min_relative)
+        if not all(0 <= share <= 1 for share in shares) or self.relevance_weight < 0:
             raise CompactionError(
-                "RelevanceSelection: relevance_share and min_relative must be within [0, 1]"
+                "RelevanceSelection: relevance_share, recent_share and min_relative must be "
+                "within [0, 1], relevance_weight >= 0"
             )
 
     def select(self, conv: Conversation, avail: int) -> Selection:
@@ -75,8 +89,7 @@ class RelevanceSelection(CompactionStrategy):
         relevant = {p for p, r in relevance.items() if r.score >= top * self.min_relative}
         # previews of the relevant tool results show the lines the request matches
         units = [
-            with_query_previews(conv, u, query) if u.position in relevant else u
-            for u in conv.units
+            with_query_previews(conv, u, query) if u.position in relevant else u for u in conv.units
         ]
         current = [u for u in units if u.round == last]
         core, ladder = fit(conv, current, avail, protect=latest)
@@ -107,19 +120,29 @@ class RelevanceSelection(CompactionStrategy):
             share -= cost
             room -= cost
 
-        # 3. the most recent whole rounds, newest first, while they fit
+        # 3. the user messages, newest first: what was asked frames everything else
+        for unit in reversed(units):
+            if unit.kind == "user" and unit.position not in kept and unit.tokens <= room:
+                kept[unit.position] = unit
+                room -= unit.tokens
+
+        # 4. the most recent whole rounds, newest first, within their share
+        recent = int(avail * self.recent_share)
         for number in range(last - 1, 0, -1):
             rest = [u for u in units if u.round == number and u.position not in kept]
             cost = conv.cost(rest)
-            if cost > room:
+            if cost > recent:
                 break
             for u in rest:
                 kept[u.position] = u
+            recent -= cost
             room -= cost
 
-        # 4. what still fits, by relevance and recency
+        # 5. what still fits, by key-message score plus relevance
         scores = {
-            u.position: self._score(u, relevance, last) for u in units if u.position not in kept
+            u.position: self._score(u, relevance, top, last)
+            for u in units
+            if u.position not in kept
         }
         KeyMessageExtraction._fill(kept, [units[p] for p in scores], scores, room)
         scored = [
@@ -147,11 +170,24 @@ class RelevanceSelection(CompactionStrategy):
             },
         )
 
-    def _score(self, unit: Unit, relevance: dict, last: int) -> ScoredMessage:
+    def _score(
+        self, unit: Unit, relevance: dict[int, UnitRelevance], top: float, last: int
+    ) -> ScoredMessage:
+        """The key-message score (signals, kind, recency), plus relevance scaled to 0..weight."""
+        score = _KEY.score(unit, last_round=last)
         rel = relevance.get(unit.position)
-        recency = 0.5 ** (max(0, last - unit.round) / self.half_life)
-        score = (rel.score if rel else 0.0) + recency + (0.5 if unit.kind == "user" else 0.0)
-        return ScoredMessage(id=unit.keys[0], score=round(score, 3), parts={}, kept=False)
+        if rel is not None and top > 0:
+            part = round(self.relevance_weight * rel.score / top, 3)
+            score = score.model_copy(
+                update={
+                    "score": round(score.score + part, 3),
+                    "parts": {**score.parts, "relevance": part},
+                }
+            )
+        return score
+
+
+_KEY = KeyMessageExtraction()
 
 
 def _after_user(kept: dict[int, Unit], position: int) -> bool:
