@@ -219,7 +219,10 @@ def test_the_node_reselects_from_the_whole_history_when_the_request_changes(tmp_
 
     builder = StateGraph(CompactionState)
     node = CompactionNode(
-        RelevanceSelection(), trigger=6_000, target=3_000, token_counter="approximate"
+        RelevanceSelection(reselect_each_request=True),
+        trigger=6_000,
+        target=3_000,
+        token_counter="approximate",
     )
     builder.add_node("compact", node)
     builder.add_node("model", call_model)

@@ -320,7 +320,8 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         now = self._measure(messages, cursor, view, usage, counter)
         window, reserved = self._window(usage)
         fires, why = self._fires(now.used, now.size, window, reserved)
-        if not fires and self._full_history and now.view is not None and now.new_request:
+        reselect = getattr(self.strategy, "reselect_each_request", False) and self._full_history
+        if not fires and reselect and now.view is not None and now.new_request:
             # what is relevant depends on the request: a new one reselects, below the trigger
             fires, why = True, "the request changed: relevance selection runs again"
         if not fires:

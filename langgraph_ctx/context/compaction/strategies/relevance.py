@@ -50,6 +50,7 @@ class RelevanceSelection(CompactionStrategy):
             best-scoring rest gets the room left.
         relevance_weight: what relevance adds to the key-message score of the last fill
             (the best-scoring unit gets all of it).
+        reselect_each_request: see the attribute.
 
     Example:
         ```python
@@ -66,6 +67,11 @@ class RelevanceSelection(CompactionStrategy):
     recent_share: float = 0.2
     min_relative: float = 0.3
     relevance_weight: float = 6.0
+    reselect_each_request: bool = False
+    """In a `CompactionNode`: select again at each new user message, below the trigger
+    too (previews and relevant messages follow the request; each request then costs a
+    scoring of the whole history, ~30 ms for 200 messages, instead of only its new
+    messages)."""
     full_history: ClassVar[bool] = True
     """A node compacts the whole history with it, not its last view: what an earlier
     compaction left out can become relevant again."""
@@ -131,7 +137,7 @@ class RelevanceSelection(CompactionStrategy):
         for number in range(last - 1, 0, -1):
             rest = [u for u in units if u.round == number and u.position not in kept]
             cost = conv.cost(rest)
-            if cost > recent:
+            if cost > min(recent, room):
                 break
             for u in rest:
                 kept[u.position] = u
