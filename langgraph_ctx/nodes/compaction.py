@@ -205,8 +205,9 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
     """Compacts what the model sees once the context passes `trigger`, down to `target`.
 
     Args:
-        strategy: `"extract"` (default), `"window"`, or a strategy object
-            (`KeyMessageExtraction`, `SlidingWindow`, `LLMSummary`, `HybridSummary`).
+        strategy: `"relevance"` (default), `"extract"`, `"window"`, or a strategy object
+            (`RelevanceSelection`, `KeyMessageExtraction`, `SlidingWindow`, `LLMSummary`,
+            `HybridSummary`).
         trigger: when to compact, measured on what the next request would send:
             `0.8` fires at 80 % of the window (reserved output counted as used, like
             `context_usage.percent`); `12_000` (or `("tokens", 12_000)`) at that many
@@ -242,7 +243,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
 
     def __init__(
         self,
-        strategy: StrategyLike = "extract",
+        strategy: StrategyLike = "relevance",
         *,
         trigger: Trigger = 0.8,
         target: float | int | tuple[Literal["fraction", "tokens"], float] = 0.5,

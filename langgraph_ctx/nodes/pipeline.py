@@ -650,7 +650,7 @@ def context_pipeline(
     mode: Mode = "chat",
     system_prompt: str | None = None,
     compaction: CompactionNode | Literal[False] | None = None,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     trigger: Trigger = 0.8,
     target: float | int = 0.5,
     offload_threshold: int | None = 500,
@@ -676,7 +676,8 @@ def context_pipeline(
             `prompt=False` it is only counted (the host sends it).
         compaction: a configured `CompactionNode`; None builds one from `strategy`,
             `trigger`, `target` and `offload_threshold`; `False`: never compact.
-        strategy: `"extract"`, `"window"` or a strategy object (`LLMSummary(llm)`, ...).
+        strategy: `"relevance"` (default), `"extract"`, `"window"` or a strategy object
+            (`LLMSummary(llm)`, ...).
         trigger: when to compact (`0.8` of the window, a token count, ...; see
             `CompactionNode`).
         target: what compaction leaves (`0.5` of the window, or a token count).

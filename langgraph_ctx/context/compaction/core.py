@@ -3,7 +3,7 @@
 ```python
 from langgraph_ctx.context.compaction import compact_messages
 
-messages, record = compact_messages(history, max_tokens=8_000)   # key-message extraction
+messages, record = compact_messages(history, max_tokens=8_000)   # relevance selection
 llm.invoke(messages)
 record.tokens_before, record.tokens_after, record.dropped_ids()
 ```
@@ -123,7 +123,7 @@ def prepare_compaction(
     messages: Sequence[Any],
     *,
     max_tokens: int,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     model: str = "gpt-4o",
     token_counter: CounterLike = None,
     summary: RunningSummary | None = None,
@@ -302,7 +302,7 @@ def compact_messages(
     messages: Sequence[Any],
     *,
     max_tokens: int,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     model: str = "gpt-4o",
     token_counter: CounterLike = None,
     summary: RunningSummary | None = None,
@@ -317,7 +317,8 @@ def compact_messages(
     Args:
         messages: the history (messages, or dicts / tuples / strings LangChain reads).
         max_tokens: the most tokens the returned messages may cost.
-        strategy: `"extract"` (default, `KeyMessageExtraction()`), `"window"`, or a
+        strategy: `"relevance"` (default, `RelevanceSelection()`), `"extract"`
+            (`KeyMessageExtraction()`), `"window"`, or a
             strategy object (`SlidingWindow(rounds=5)`, `LLMSummary(model)`, ...).
         model: the tokenizer model for the default token counter.
         token_counter: a `TokenCounter`, or `"approximate"`; default
@@ -366,7 +367,7 @@ async def acompact_messages(
     messages: Sequence[Any],
     *,
     max_tokens: int,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     model: str = "gpt-4o",
     token_counter: CounterLike = None,
     summary: RunningSummary | None = None,
