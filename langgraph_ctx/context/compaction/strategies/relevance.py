@@ -9,8 +9,8 @@ the history is scored against it with BM25 over its full text (see
    room left, each with the user message that opened its round (so the result still
    starts with a user message and the model sees what the unit answered);
 3. the user messages, newest first, while they fit (what was asked frames the rest);
-4. the most recent whole rounds, newest first, while they fit in `recent_share` of the
-   budget;
+4. the `recent_rounds` rounds before the current one, whole, when they fit, and more
+   recent rounds while they fit in `recent_share` of the budget;
 5. whatever still fits, by key-message score (`KeyMessageExtraction.score`: kind,
    signals, recency) plus relevance.
 
@@ -46,7 +46,8 @@ class RelevanceSelection(CompactionStrategy):
             units may take; the rest goes to the recent rounds first.
         min_relative: a unit counts as relevant when it scores at least this share of
             the best-scoring unit.
-        recent_share: most of the budget the recent whole rounds take before the
+        recent_rounds: the rounds before the current one kept whole whenever they fit.
+        recent_share: most of the budget further recent whole rounds take before the
             best-scoring rest gets the room left.
         relevance_weight: what relevance adds to the key-message score of the last fill
             (the best-scoring unit gets all of it).
@@ -64,7 +65,8 @@ class RelevanceSelection(CompactionStrategy):
 
     name: ClassVar[str] = "relevance"
     relevance_share: float = 0.4
-    recent_share: float = 0.2
+    recent_share: float = 0.05
+    recent_rounds: int = 2
     min_relative: float = 0.3
     relevance_weight: float = 6.0
     reselect_each_request: bool = False
@@ -137,7 +139,8 @@ class RelevanceSelection(CompactionStrategy):
         for number in range(last - 1, 0, -1):
             rest = [u for u in units if u.round == number and u.position not in kept]
             cost = conv.cost(rest)
-            if cost > min(recent, room):
+            previous = number > last - 1 - self.recent_rounds  # taken whenever it fits
+            if cost > (room if previous else min(recent, room)):
                 break
             for u in rest:
                 kept[u.position] = u
