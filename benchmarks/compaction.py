@@ -338,6 +338,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.workload != "facts":
         relevance_table(12 if args.quick else 40, 44)
+        print()
     if args.workload == "relevance":
         return
     transcripts = [transcript(seed, args.rounds) for seed in range(8 if args.quick else 24)]
