@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/compaction.py            # ~30 s, prints a Markdown table
     .venv/bin/python benchmarks/compaction.py --quick    # fewer transcripts
+    .venv/bin/python benchmarks/compaction.py --workload relevance   # one workload only
 
 Generates long agent transcripts (a user asking, tool calls with log output, assistant
 answers) with facts planted in user messages, tool output and assistant decisions: file
@@ -13,6 +14,11 @@ The summary strategies use `ExtractiveSummaryModel`, a deterministic offline sta
 that copies fact-bearing sentences: it is NOT a real LLM, so their rows measure the
 plumbing (what gets dropped, folded and clipped), not summary quality.
 Token counts are exact (`count_tokens`, gpt-4o), cached per message as BudgetNode does.
+
+The relevance workload (`relevance_workload.py`) asks about one early plain-prose fact
+among look-alikes, in transcripts where paths, numbers and "must" are everywhere; it
+prints the share of transcripts whose answer the model would be sent, at 15% of the
+transcript's tokens.
 """
 
 from __future__ import annotations
@@ -32,18 +38,26 @@ from langchain_core.messages import (
     ToolMessage,
     trim_messages,
 )
+from relevance_workload import relevance_case  # benchmarks/, next to this script
 
 from langgraph_ctx.context.compaction import (
     CompactionStrategy,
     HybridSummary,
     KeyMessageExtraction,
     LLMSummary,
+    RelevanceSelection,
     SlidingWindow,
     compact_messages,
 )
+from langgraph_ctx.context.compaction.core import resolve_strategy
+from langgraph_ctx.context.compaction.previews import preview_text
+from langgraph_ctx.context.compaction.relevance import message_index
 from langgraph_ctx.context.compaction.signals import content_text
 from langgraph_ctx.context.tokens import MessageTokenCounter
 from langgraph_ctx.testing import ExtractiveSummaryModel, ordering_problems
+
+DEFAULT_NAME = resolve_strategy((compact_messages.__kwdefaults__ or {})["strategy"]).name
+RELEVANCE_SHARE = 0.15  # the relevance workload's budget: this share of a transcript's tokens
 
 FILLER = [
     "I looked at the module and the tests again.",
@@ -204,6 +218,7 @@ METHODS: list[tuple[str, Method]] = [
     ("SlidingWindow(), offloading off", no_offload(SlidingWindow)),
     ("SlidingWindow()", with_strategy(SlidingWindow)),
     ("KeyMessageExtraction()", with_strategy(KeyMessageExtraction)),
+    ("RelevanceSelection()", with_strategy(RelevanceSelection)),
     (
         "LLMSummary(fake extractive model)*",
         with_strategy(lambda: LLMSummary(ExtractiveSummaryModel(), retry_delay=0)),
@@ -220,12 +235,112 @@ def kept(facts: Sequence[Fact], messages: Sequence[BaseMessage]) -> list[Fact]:
     return [f for f in facts if f.key in text]
 
 
+def summarization_middleware(
+    messages: list[BaseMessage], budget: int, counter: Callable
+) -> list[BaseMessage]:
+    """LangChain's `SummarizationMiddleware` (fake extractive summarizer), as the model sees it."""
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    middleware = SummarizationMiddleware(
+        model=ExtractiveSummaryModel(),
+        trigger=("tokens", budget),
+        keep=("tokens", budget // 2),
+        token_counter=counter,
+    )
+    system, rest = messages[:1], messages[1:]
+    update = middleware.before_model({"messages": list(rest)}, None)  # type: ignore[arg-type]
+    if update is None:
+        return messages
+    kept = [m for m in update["messages"] if getattr(m, "id", None) != REMOVE_ALL_MESSAGES]
+    return [*system, *kept]
+
+
+def clear_caches() -> None:
+    """Forget the per-text caches of relevance scoring and previews (a cold start)."""
+    message_index.cache_clear()
+    preview_text.cache_clear()
+
+
+def default_strategy(
+    messages: list[BaseMessage], budget: int, counter: Callable
+) -> list[BaseMessage]:
+    out, _ = compact_messages(messages, max_tokens=budget, token_counter=counter)
+    return out
+
+
+def relevance_table(count: int, rounds: int) -> None:
+    """The relevance workload: is the answer to the last question in what the model sees?"""
+    cases = [relevance_case(seed, rounds) for seed in range(count)]
+    sizes = [cached_counter()(c.messages) for c in cases]
+    print(
+        f"\nRelevance workload: {count} transcripts x {rounds} rounds, "
+        f"{statistics.mean(len(c.messages) for c in cases):.0f} messages and "
+        f"{statistics.mean(sizes):,.0f} tokens on average; the last user message asks about "
+        f"one of 5 look-alike facts planted early (in replies and inside large tool results); "
+        f"budget {RELEVANCE_SHARE:.0%} of each transcript's tokens\n"
+    )
+    methods: list[tuple[str, Method]] = [
+        (f"compact_messages() default ({DEFAULT_NAME})", default_strategy),
+        *[(n, m) for n, m in METHODS if "offloading off" not in n],
+        ("SummarizationMiddleware(fake extractive model)*", summarization_middleware),
+    ]
+    print(
+        "| strategy | answer kept | in a reply | in tool output | ms, first compaction "
+        "| ms, history grew by a step | tool pairs valid | latest user kept | within budget |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, method in methods:
+        got = {"assistant": [0, 0], "tool": [0, 0]}
+        times, grown, valid, latest, within = [], [], 0, 0, 0
+        for case, size in zip(cases, sizes, strict=True):
+            budget = int(size * RELEVANCE_SHARE)
+            # the previous request (inside the last agent turn), then this one: caches of
+            # token counts and of the relevance index are warm, as in a running thread
+            clear_caches()
+            counter = cached_counter()
+            method(case.messages[:-2], budget, counter)
+            start = time.perf_counter()
+            method(case.messages, budget, counter)
+            grown.append((time.perf_counter() - start) * 1000)
+            clear_caches()  # and the first compaction of a thread: nothing cached
+            counter = cached_counter()
+            start = time.perf_counter()
+            out = method(case.messages, budget, counter)
+            times.append((time.perf_counter() - start) * 1000)
+            text = "\n".join(content_text(m.content) for m in out)
+            got[case.where][0] += case.answer in text
+            got[case.where][1] += 1
+            valid += not ordering_problems(out)
+            latest += any(m.id == "last" and m.content == case.messages[-1].content for m in out)
+            within += counter(out) <= budget
+        hits = sum(g[0] for g in got.values())
+
+        def pct(bucket: str, got: dict[str, list[int]] = got) -> str:
+            return f"{100 * got[bucket][0] / max(got[bucket][1], 1):.0f}%"
+
+        n = len(cases)
+        print(
+            f"| {name} | {100 * hits / n:.0f}% ({hits}/{n}) | {pct('assistant')} | {pct('tool')} "
+            f"| {statistics.median(times):.1f} | {statistics.median(grown):.1f} "
+            f"| {valid}/{n} | {latest}/{n} | {within}/{n} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="8 transcripts instead of 24")
     parser.add_argument("--rounds", type=int, default=60, help="rounds per transcript")
     parser.add_argument("--budgets", default="4000,16000", help="token budgets, comma-separated")
+    parser.add_argument(
+        "--workload", choices=["facts", "relevance", "all"], default="all", help="which workload"
+    )
     args = parser.parse_args()
+    if args.workload != "facts":
+        relevance_table(12 if args.quick else 40, 44)
+        print()
+    if args.workload == "relevance":
+        return
     transcripts = [transcript(seed, args.rounds) for seed in range(8 if args.quick else 24)]
     sizes = [cached_counter()(t.messages) for t in transcripts]
     n_facts = sum(len(t.facts) for t in transcripts)

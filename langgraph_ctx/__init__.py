@@ -66,6 +66,8 @@ _EXPORTS: dict[str, str] = {
     "LLMSummary": "langgraph_ctx.context.compaction",
     "HybridSummary": "langgraph_ctx.context.compaction",
     "read_tool_result": "langgraph_ctx.context.compaction",
+    "RelevanceSelection": "langgraph_ctx.context.compaction",
+    "search_history": "langgraph_ctx.context.compaction",
     "CompactionError": "langgraph_ctx.context.compaction",
     "CompactionNode": "langgraph_ctx.nodes.compaction",
     "CompactionState": "langgraph_ctx.nodes.compaction",
@@ -120,12 +122,14 @@ if TYPE_CHECKING:
         HybridSummary,
         KeyMessageExtraction,
         LLMSummary,
+        RelevanceSelection,
         RunningSummary,
         SlidingWindow,
         acompact_messages,
         compact_messages,
         prepare_compaction,
         read_tool_result,
+        search_history,
     )
     from langgraph_ctx.context.llm_error import LLMError, is_llm_error, is_recoverable_error
     from langgraph_ctx.context.notebook import ErrorRecord

@@ -29,6 +29,7 @@ from langgraph_ctx.context.compaction import (
     HybridSummary,
     KeyMessageExtraction,
     LLMSummary,
+    RelevanceSelection,
     SlidingWindow,
     compact_messages,
 )
@@ -229,6 +230,7 @@ def fixed_cost(history: list[BaseMessage]) -> int:
 
 def strategies() -> list[tuple[str, Any]]:
     return [
+        ("relevance", lambda: RelevanceSelection()),
         ("extract", lambda: KeyMessageExtraction()),
         ("window", lambda: SlidingWindow()),
         ("window-2-rounds", lambda: SlidingWindow(rounds=2)),

@@ -76,7 +76,9 @@ def test_extraction_keeps_every_user_message_and_the_current_round() -> None:
         ToolMessage("3 passed", tool_call_id="c1", id="t12"),
     ]
     total = count_tokens_approximately(history)
-    messages, record = compact_messages(history, max_tokens=total - 60, token_counter=APPROX)
+    messages, record = compact_messages(
+        history, max_tokens=total - 60, token_counter=APPROX, strategy="extract"
+    )
 
     assert record.compacted and record.within_budget and record.strategy == "extract"
     kept = ids(messages)
@@ -97,7 +99,9 @@ def test_scores_are_explainable_and_pick_the_better_message() -> None:
     ]
     full = count_tokens_approximately(history)
     cheap = count_tokens_approximately([history[3]])
-    messages, record = compact_messages(history, max_tokens=full - cheap, token_counter=APPROX)
+    messages, record = compact_messages(
+        history, max_tokens=full - cheap, token_counter=APPROX, strategy="extract"
+    )
 
     assert "keep" in ids(messages) and "lose" not in ids(messages)
     by_id = {s.id: s for s in record.scores}
@@ -115,7 +119,9 @@ def test_large_tool_results_are_penalised_in_the_score() -> None:
         ToolMessage(big, tool_call_id="c1", id="t0"),
         HumanMessage("next", id="u1"),
     ]
-    plan = prepare_compaction(history, max_tokens=60, token_counter=APPROX, offload_threshold=None)
+    plan = prepare_compaction(
+        history, max_tokens=60, token_counter=APPROX, offload_threshold=None, strategy="extract"
+    )
     (score,) = [s for s in plan.scores if s.id == "a0"]
     assert score.parts["large_tool_result"] == -3.0
 
@@ -151,7 +157,9 @@ def test_ladder_step_two_shortens_long_texts_to_first_paragraph_and_key_lines() 
         AIMessage("noted", id="a1"),
         HumanMessage("what now?", id="u2"),
     ]
-    messages, record = compact_messages(history, max_tokens=700, token_counter=APPROX)
+    messages, record = compact_messages(
+        history, max_tokens=700, token_counter=APPROX, strategy="extract"
+    )
     assert "shorten_texts" in record.ladder and record.within_budget
     short = next(m for m in messages if m.id == "u0~short")
     assert str(short.content).startswith("Here is the background for the migration.")
@@ -163,7 +171,9 @@ def test_ladder_step_two_shortens_long_texts_to_first_paragraph_and_key_lines() 
 
 def test_ladder_last_step_keeps_only_the_recent_rounds() -> None:
     history = chat(30, user_words=60)
-    messages, record = compact_messages(history, max_tokens=500, token_counter=APPROX)
+    messages, record = compact_messages(
+        history, max_tokens=500, token_counter=APPROX, strategy="extract"
+    )
     assert record.ladder[0] == "recent_rounds:4" and record.within_budget
     kept = ids(messages)
     assert all(f"u{i}" in kept for i in range(26, 30))

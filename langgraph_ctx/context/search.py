@@ -36,15 +36,25 @@ words are counted that many times.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, NamedTuple
 
-__all__ = ["STOP_WORDS", "Ranked", "rank", "tokenize"]
+__all__ = [
+    "STOP_WORDS",
+    "Ranked",
+    "inverse_frequency",
+    "query_terms",
+    "rank",
+    "rank_bags",
+    "term_score",
+    "tokenize",
+]
 
 K1: Final[float] = 1.2
 B: Final[float] = 0.75
@@ -91,7 +101,14 @@ def tokenize(text: str) -> list[str]:
         tokenize("修复跨轮 bug")             # ['修复', '复跨', '跨轮', 'bug']
         ```
     """
+    if text.isascii():  # the common case, ~4x faster: NFKC and CJK change nothing here
+        return [_stem_word(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
     return [term for term, _ in _terms(text)]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _stem_word(word: str) -> str:
+    return _stem(word)
 
 
 def _terms(text: str) -> Iterator[tuple[str, str]]:
@@ -136,12 +153,6 @@ def rank(
         Only documents with a positive score: `[]` when nothing matches (or the query has
         no searchable words).
     """
-    words: dict[str, str] = {}
-    for term, word in _terms(query):
-        words.setdefault(term, word)
-    terms = list(words)
-    if not terms or not documents:
-        return []
     bags: list[Counter[str]] = []
     for fields in documents:
         bag: Counter[str] = Counter()
@@ -150,19 +161,55 @@ def rank(
             for term in tokenize(field):
                 bag[term] += weight
         bags.append(bag)
+    return rank_bags(query, bags)
+
+
+def inverse_frequency(n_docs: int, df: int) -> float:
+    """BM25's idf with Lucene's +1, positive even for a word in every document."""
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def term_score(idf: float, tf: int, length: int, average: float) -> float:
+    """One query term's BM25 contribution to a document of `length` terms."""
+    return idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / (average or 1.0)))
+
+
+def query_terms(query: str) -> dict[str, str]:
+    """The search terms of `query`, each with the word it came from (first occurrence)."""
+    words: dict[str, str] = {}
+    for term, word in _terms(query):
+        words.setdefault(term, word)
+    return words
+
+
+def rank_bags(query: str | dict[str, str], bags: Sequence[Mapping[str, int]]) -> list[Ranked]:
+    """`rank` over documents already counted into term bags (term -> count).
+
+    Callers that score the same documents again and again (compaction scores the whole
+    history at every request) keep the bags and only count new documents.
+
+    Example:
+        ```python
+        bags = [Counter(tokenize("Paris trip")), Counter(tokenize("CSV parser"))]
+        rank_bags("trip to Paris", bags)[0].index   # 0
+        ```
+    """
+    words = query_terms(query) if isinstance(query, str) else query
+    terms = list(words)
+    if not terms or not bags:
+        return []
     n_docs = len(bags)
     lengths = [sum(bag.values()) for bag in bags]
     average = (sum(lengths) / n_docs) or 1.0
     idf = {
-        t: math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+        t: inverse_frequency(n_docs, df)
         for t in terms
         if (df := sum(1 for bag in bags if t in bag))
     }
     ranked = []
     for i, bag in enumerate(bags):
-        norm = K1 * (1 - B + B * lengths[i] / average)
         found = [t for t in terms if t in bag and t in idf]
-        score = sum(idf[t] * bag[t] * (K1 + 1) / (bag[t] + norm) for t in found)
+        score = sum(term_score(idf[t], bag[t], lengths[i], average) for t in found)
         if score > 0:
             ranked.append(Ranked(i, score, tuple(words[t] for t in found)))
     ranked.sort(key=lambda r: -r.score)  # stable: equal scores keep the input order

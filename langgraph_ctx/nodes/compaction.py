@@ -185,6 +185,8 @@ class _Step:
     """Tokens the request sends besides the messages (system prompt, tools), per BudgetNode."""
     used: int = 0
     size: int = 0
+    new_request: bool = False
+    """A user message arrived since the last step (relevance strategies recompact)."""
 
     def overhead_from(self, usage: Any) -> int:
         if usage is None or self.messages_tokens is None:
@@ -206,8 +208,9 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
     """Compacts what the model sees once the context passes `trigger`, down to `target`.
 
     Args:
-        strategy: `"extract"` (default), `"window"`, or a strategy object
-            (`KeyMessageExtraction`, `SlidingWindow`, `LLMSummary`, `HybridSummary`).
+        strategy: `"relevance"` (default), `"extract"`, `"window"`, or a strategy object
+            (`RelevanceSelection`, `KeyMessageExtraction`, `SlidingWindow`, `LLMSummary`,
+            `HybridSummary`).
         trigger: when to compact, measured on what the next request would send:
             `0.8` fires at 80 % of the window (reserved output counted as used, like
             `context_usage.percent`); `12_000` (or `("tokens", 12_000)`) at that many
@@ -243,7 +246,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
 
     def __init__(
         self,
-        strategy: StrategyLike = "extract",
+        strategy: StrategyLike = "relevance",
         *,
         trigger: Trigger = 0.8,
         target: float | int | tuple[Literal["fraction", "tokens"], float] = 0.5,
@@ -325,6 +328,10 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         now = self._measure(messages, cursor, view, usage, counter)
         window, reserved = self._window(usage)
         fires, why = self._fires(now.used, now.size, window, reserved)
+        reselect = getattr(self.strategy, "reselect_each_request", False) and self._full_history
+        if not fires and reselect and now.view is not None and now.new_request:
+            # what is relevant depends on the request: a new one reselects, below the trigger
+            fires, why = True, "the request changed: relevance selection runs again"
         if not fires:
             return self._carry_on(now)
         conv, target, limit = self._read(now, usage, counter, summary, window, reserved)
@@ -339,6 +346,10 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         return self._writes(compaction, now, counter)
 
     # -- its steps -------------------------------------------------------------------
+    @property
+    def _full_history(self) -> bool:
+        return bool(getattr(self.strategy, "full_history", False)) and not self.rewrite_messages
+
     def _tokenizer(self, usage: Any) -> str:
         return self.model or _usage(usage, "model") or "gpt-4o"
 
@@ -388,9 +399,11 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
 
         The target is a goal; the hard budget (the window minus the reply's reserve and
         what the request sends besides the messages) bounds the current round, which the
-        model needs whole unless even the hard budget cannot hold it.
+        model needs whole unless even the hard budget cannot hold it. A strategy with
+        `full_history` (relevance selection) always reads the messages: what an earlier
+        compaction left out may be what the new request needs.
         """
-        source = now.view if now.view is not None else now.messages
+        source = now.view if now.view is not None and not self._full_history else now.messages
         conv = Conversation.build(
             source,
             counter=counter,
@@ -458,6 +471,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             cursor, start = _Cursor(), 0
         new = messages[start:]
         now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
+        now.new_request = any(m.type == "human" for m in new)
         if now.messages_tokens is not None:
             now.messages_tokens += count(new)
         elif usage is None:

@@ -515,6 +515,18 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         builder.add_edge(node, before)
         return node
 
+    @property
+    def tools(self) -> list[Any]:
+        """The tools this pipeline offers the model: with compaction on, `read_tool_result`
+        (open a preview's full output) and `search_history` (find what compaction moved
+        out of view). Add them to the agent's tools: `[*tools, *pipeline.tools]`.
+        """
+        if self.compaction is None:
+            return []
+        from langgraph_ctx.context.compaction import read_tool_result, search_history
+
+        return [read_tool_result, search_history]
+
     def check_schema(self, schema: Any) -> None:
         """Raise `StateKeyConflictError` if `schema` declares a pipeline key otherwise.
 
@@ -640,7 +652,7 @@ def context_pipeline(
     mode: Mode = "chat",
     system_prompt: str | None = None,
     compaction: CompactionNode | Literal[False] | None = None,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     trigger: Trigger = 0.8,
     target: float | int = 0.5,
     offload_threshold: int | None = 500,
@@ -671,7 +683,8 @@ def context_pipeline(
             `prompt=False` it is only counted (the host sends it).
         compaction: a configured `CompactionNode`; None builds one from `strategy`,
             `trigger`, `target` and `offload_threshold`; `False`: never compact.
-        strategy: `"extract"`, `"window"` or a strategy object (`LLMSummary(llm)`, ...).
+        strategy: `"relevance"` (default), `"extract"`, `"window"` or a strategy object
+            (`LLMSummary(llm)`, ...).
         trigger: when to compact (`0.8` of the window, a token count, ...; see
             `CompactionNode`).
         target: what compaction leaves (`0.5` of the window, or a token count).

@@ -29,6 +29,7 @@ from langgraph_ctx.context.compaction.core import (
     prepare_compaction,
 )
 from langgraph_ctx.context.compaction.errors import CompactionError
+from langgraph_ctx.context.compaction.history_search import search_history, search_messages
 from langgraph_ctx.context.compaction.previews import tool_result_ref
 from langgraph_ctx.context.compaction.record import (
     CompactionRecord,
@@ -44,6 +45,7 @@ from langgraph_ctx.context.compaction.strategies import (
     HybridSummary,
     KeyMessageExtraction,
     LLMSummary,
+    RelevanceSelection,
     Selection,
     SlidingWindow,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "KeyMessageExtraction",
     "LLMSummary",
     "OffloadedResult",
+    "RelevanceSelection",
     "RunningSummary",
     "ScoredMessage",
     "Selection",
@@ -77,5 +80,7 @@ __all__ = [
     "is_summary_class_message",
     "prepare_compaction",
     "read_tool_result",
+    "search_history",
+    "search_messages",
     "tool_result_ref",
 ]

@@ -162,6 +162,13 @@ class Unit:
     """Tokens of each message (they add up to `tokens`)."""
     offloads: tuple[OffloadedResult, ...] = ()
     shortened: tuple[ShortenedMessage, ...] = ()
+    originals: tuple[BaseMessage, ...] = ()
+    """The messages before previews or shortening (empty when `messages` are the originals)."""
+
+    @property
+    def source(self) -> tuple[BaseMessage, ...]:
+        """The original messages: what relevance scoring and summaries read."""
+        return self.originals or self.messages
 
     @property
     def role(self) -> str:
@@ -281,6 +288,7 @@ class Conversation:
             sizes=tuple(sizes),
             tokens=sum(sizes),
             offloads=tuple(offloads),
+            originals=unit.source,
         )
 
     def shortened(self, unit: Unit, *, budget: int) -> Unit:
@@ -308,6 +316,7 @@ class Conversation:
             sizes=(cost,),
             tokens=cost,
             shortened=(*unit.shortened, record),
+            originals=unit.source,
         )
 
     def shortened_to_fit(self, unit: Unit, *, budget: int) -> Unit:

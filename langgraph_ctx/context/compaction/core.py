@@ -3,7 +3,7 @@
 ```python
 from langgraph_ctx.context.compaction import compact_messages
 
-messages, record = compact_messages(history, max_tokens=8_000)   # key-message extraction
+messages, record = compact_messages(history, max_tokens=8_000)   # relevance selection
 llm.invoke(messages)
 record.tokens_before, record.tokens_after, record.dropped_ids()
 ```
@@ -45,11 +45,12 @@ from langgraph_ctx.context.compaction.record import (
 )
 from langgraph_ctx.context.compaction.strategies.base import CompactionPlan, CompactionStrategy
 from langgraph_ctx.context.compaction.strategies.extraction import KeyMessageExtraction
+from langgraph_ctx.context.compaction.strategies.relevance import RelevanceSelection
 from langgraph_ctx.context.compaction.strategies.window import SlidingWindow
 from langgraph_ctx.context.compaction.summarizer import summary_message_within
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 
-StrategyLike = CompactionStrategy | Literal["extract", "window"]
+StrategyLike = CompactionStrategy | Literal["relevance", "extract", "window"]
 CounterLike = TokenCounter | Literal["approximate"] | None
 
 
@@ -61,9 +62,11 @@ class Compaction(NamedTuple):
 
 
 def resolve_strategy(strategy: StrategyLike) -> CompactionStrategy:
-    """A strategy object from a strategy or a name (`"extract"`, `"window"`)."""
+    """A strategy object from a strategy or a name (`"relevance"`, `"extract"`, `"window"`)."""
     if isinstance(strategy, CompactionStrategy):
         return strategy
+    if strategy == "relevance":
+        return RelevanceSelection()
     if strategy == "extract":
         return KeyMessageExtraction()
     if strategy == "window":
@@ -74,8 +77,9 @@ def resolve_strategy(strategy: StrategyLike) -> CompactionStrategy:
             "HybridSummary(model)"
         )
     raise CompactionError(
-        f"unknown strategy {strategy!r}; use 'extract', 'window' or a CompactionStrategy "
-        "(KeyMessageExtraction, SlidingWindow, LLMSummary, HybridSummary)"
+        f"unknown strategy {strategy!r}; use 'relevance', 'extract', 'window' or a "
+        "CompactionStrategy (RelevanceSelection, KeyMessageExtraction, SlidingWindow, "
+        "LLMSummary, HybridSummary)"
     )
 
 
@@ -129,7 +133,7 @@ def prepare_compaction(
     messages: Sequence[Any],
     *,
     max_tokens: int,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     model: str = "gpt-4o",
     token_counter: CounterLike = None,
     summary: RunningSummary | None = None,
@@ -187,7 +191,7 @@ def compaction_steps(
     summarizer = strategy.summarizer
     if plan.summarize and summarizer is not None:
         outcome = yield from summarizer.run(
-            conv.previous_summary, plan.summarize, budget=plan.summary_tokens
+            conv.previous_summary, plan.summarize, budget=plan.summary_tokens, count=conv.count
         )
         attempts = outcome.attempts
         if outcome.summary is not None:
@@ -325,7 +329,7 @@ def compact_messages(
     messages: Sequence[Any],
     *,
     max_tokens: int,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     model: str = "gpt-4o",
     token_counter: CounterLike = None,
     summary: RunningSummary | None = None,
@@ -341,7 +345,8 @@ def compact_messages(
     Args:
         messages: the history (messages, or dicts / tuples / strings LangChain reads).
         max_tokens: the most tokens the returned messages may cost.
-        strategy: `"extract"` (default, `KeyMessageExtraction()`), `"window"`, or a
+        strategy: `"relevance"` (default, `RelevanceSelection()`), `"extract"`
+            (`KeyMessageExtraction()`), `"window"`, or a
             strategy object (`SlidingWindow(rounds=5)`, `LLMSummary(model)`, ...).
         model: the tokenizer model for the default token counter.
         token_counter: a `TokenCounter`, or `"approximate"`; default
@@ -395,7 +400,7 @@ async def acompact_messages(
     messages: Sequence[Any],
     *,
     max_tokens: int,
-    strategy: StrategyLike = "extract",
+    strategy: StrategyLike = "relevance",
     model: str = "gpt-4o",
     token_counter: CounterLike = None,
     summary: RunningSummary | None = None,

@@ -20,6 +20,7 @@ Full output: read_tool_result(ref="tool-result/call_1")
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -126,6 +127,7 @@ def _pick(lines: list[str], weights: tuple[float, ...], budget: int) -> list[str
     return [_clip(lines[i].strip(), _LINE_CLIP) for i in sorted(chosen)]
 
 
+@functools.lru_cache(maxsize=1024)  # every compaction previews the same large results again
 def preview_text(text: str, chars: int) -> tuple[str, int]:
     """Head, key lines and tail of `text` within about `chars` characters.
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -46,6 +46,11 @@ decisions and their outcomes, errors.
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _MESSAGE_CLIP = 12_000  # characters of one message shown to the summarizer
+CONDENSE_NOTE = (
+    "(the previous summary above is longer than its budget. Rewrite it shorter, "
+    "merging and condensing items; keep every fact that may still be asked about, the "
+    "oldest as well as the newest.)"
+)
 # Summaries are not part of the conversation: keep them out of `stream_mode="messages"`.
 _MODEL_CONFIG: RunnableConfig = {"tags": [TAG_NOSTREAM], "run_name": "compaction_summary"}
 
@@ -75,44 +80,67 @@ class Summarizer:
     retry_delay: float = 0.5
     input_tokens: int = 8_000
     instructions: str = SUMMARY_INSTRUCTIONS
+    condense_calls: int = 0
+    """Extra calls that rewrite a new summary still over its budget (0: the next
+    compaction's fold call rewrites it; this request shows it clipped)."""
 
     def run(
-        self, previous: RunningSummary | None, units: Sequence[Unit], *, budget: int
+        self,
+        previous: RunningSummary | None,
+        units: Sequence[Unit],
+        *,
+        budget: int,
+        count: Callable[[BaseMessage], int] | None = None,
     ) -> Generator[Step, Any, SummaryOutcome]:
-        """Fold `units` into `previous`; yields model-call steps, returns the outcome."""
+        """Fold `units` into `previous`; yields model-call steps, returns the outcome.
+
+        The model reads the original messages (`Unit.source`: full tool outputs, not
+        their previews), a long one in parts over several calls. With `count`, a previous
+        summary whose message costs more than `budget` tokens is rewritten shorter in the
+        same call that folds the new messages, and a new summary still over it is given
+        back to the model `condense_calls` more times: the summary stays within its share
+        by re-summarising itself, not by losing its oldest part.
+        """
         summary = previous or RunningSummary()
         policy = ModelCallPolicy(
             max_retries=self.max_retries, retry_delay=self.retry_delay, partial_output=False
         )
         attempts = 0
         words = max(30, int(budget * 0.6))
-        for chunk in self._chunks(units):
-            prompt = self.prompt(summary, chunk, words=words)
-            base = summary
-
-            def check(reply: Any, base: RunningSummary = base) -> str | None:
-                if parse_summary(reply, base) is None:
-                    return "the model returned an empty summary"
-                return None
-
-            outcome, count = yield from policy.attempts(
-                partial(self.model.invoke, prompt, _MODEL_CONFIG),
-                partial(self.model.ainvoke, prompt, _MODEL_CONFIG),
-                check=check,
-            )
-            attempts += count
-            if outcome.error is not None:
-                return SummaryOutcome(
-                    None, attempts, f"{type(outcome.error).__name__}: {outcome.error}"
-                )
-            parsed = parse_summary(outcome.result, summary)
+        # the previous summary over its budget: the first call also rewrites it shorter
+        over = (
+            count is not None and count(summary_message(summary, render_summary(summary))) > budget
+        )
+        for chunk in self._chunks(self._pieces(units)):
+            lines = [line for line, _ in chunk]
+            if over:
+                lines, over = [CONDENSE_NOTE, *lines], False
+            prompt = self._prompt(summary, lines, words=words)
+            parsed, count_, error = yield from self._call(policy, prompt, summary)
+            attempts += count_
             if parsed is None:
-                return SummaryOutcome(None, attempts, outcome.rejected)
-            folded = sum(len(unit.messages) for unit in chunk)
+                return SummaryOutcome(None, attempts, error)
+            done = [unit for _, unit in chunk if unit is not None]
             summary = parsed.model_copy(
                 update={
-                    "covered_messages": summary.covered_messages + folded,
-                    "covered_until": chunk[-1].keys[-1],
+                    "covered_messages": summary.covered_messages
+                    + sum(len(unit.messages) for unit in done),
+                    "covered_until": done[-1].keys[-1] if done else summary.covered_until,
+                }
+            )
+        for _ in range(self.condense_calls if count is not None else 0):
+            assert count is not None
+            if count(summary_message(summary, render_summary(summary))) <= budget:
+                break
+            prompt = self._prompt(summary, [CONDENSE_NOTE], words=words)
+            parsed, count_, _error = yield from self._call(policy, prompt, summary)
+            attempts += count_
+            if parsed is None:
+                break  # the longer summary stays; the message is clipped for this request
+            summary = parsed.model_copy(
+                update={
+                    "covered_messages": summary.covered_messages,
+                    "covered_until": summary.covered_until,
                 }
             )
         summary = summary.model_copy(
@@ -120,14 +148,39 @@ class Summarizer:
         )
         return SummaryOutcome(summary, attempts, None)
 
+    def _call(
+        self, policy: ModelCallPolicy, prompt: list[BaseMessage], base: RunningSummary
+    ) -> Generator[Step, Any, tuple[RunningSummary | None, int, str | None]]:
+        """One summarizer call with retries: the parsed summary, attempts, or the error."""
+
+        def check(reply: Any) -> str | None:
+            if parse_summary(reply, base) is None:
+                return "the model returned an empty summary"
+            return None
+
+        outcome, count = yield from policy.attempts(
+            partial(self.model.invoke, prompt, _MODEL_CONFIG),
+            partial(self.model.ainvoke, prompt, _MODEL_CONFIG),
+            check=check,
+        )
+        if outcome.error is not None:
+            return None, count, f"{type(outcome.error).__name__}: {outcome.error}"
+        parsed = parse_summary(outcome.result, base)
+        return parsed, count, None if parsed is not None else outcome.rejected
+
     def prompt(
         self, summary: RunningSummary, units: Sequence[Unit], *, words: int
     ) -> list[BaseMessage]:
-        """The messages one summarizer call sends."""
+        """The messages one summarizer call sends for `units` (their original messages)."""
+        return self._prompt(summary, [line for line, _ in self._pieces(units)], words=words)
+
+    def _prompt(
+        self, summary: RunningSummary, lines: Sequence[str], *, words: int
+    ) -> list[BaseMessage]:
         previous = summary.model_dump(
             include={"user_intent", "key_entities", "decisions_made", "pending_questions", "text"}
         )
-        transcript = "\n".join(_transcript_line(m) for unit in units for m in unit.messages)
+        transcript = "\n".join(lines)
         return [
             SystemMessage(self.instructions.format(words=words)),
             HumanMessage(
@@ -137,16 +190,44 @@ class Summarizer:
             ),
         ]
 
-    def _chunks(self, units: Sequence[Unit]) -> list[list[Unit]]:
-        chunks: list[list[Unit]] = [[]]
-        size = 0
+    def _pieces(self, units: Sequence[Unit]) -> list[tuple[str, Unit | None]]:
+        """Transcript lines of the units' original messages; a long message in parts.
+
+        Each unit's last line carries the unit (it is folded in once that line is).
+        """
+        part = min(_MESSAGE_CLIP, max(2_000, self.input_tokens * 3))  # characters per part
+        pieces: list[tuple[str, Unit | None]] = []
         for unit in units:
-            if chunks[-1] and size + unit.tokens > self.input_tokens:
+            lines = [line for m in unit.source for line in _transcript_lines(m, part)]
+            pieces += [(line, None) for line in lines[:-1]]
+            if lines:
+                pieces.append((lines[-1], unit))
+        return pieces
+
+    def _chunks(
+        self, pieces: Sequence[tuple[str, Unit | None]]
+    ) -> list[list[tuple[str, Unit | None]]]:
+        chunks: list[list[tuple[str, Unit | None]]] = [[]]
+        size = 0
+        for line, unit in pieces:
+            tokens = len(line) // 4 + 1  # an estimate: the split only needs to be close
+            if chunks[-1] and size + tokens > self.input_tokens:
                 chunks.append([])
                 size = 0
-            chunks[-1].append(unit)
-            size += unit.tokens
+            chunks[-1].append((line, unit))
+            size += tokens
         return [chunk for chunk in chunks if chunk]
+
+
+def _transcript_lines(message: BaseMessage, part: int) -> list[str]:
+    """The transcript line of `message`, or several (`part 1/3`, ...) when it is long."""
+    text = content_text(message.content)
+    if len(text) <= part:
+        return [_transcript_line(message)]
+    parts = [text[i : i + part] for i in range(0, len(text), part)]
+    label = "tool result" if isinstance(message, ToolMessage) else message.type
+    name = f" {message.name}" if isinstance(message, ToolMessage) and message.name else ""
+    return [f"[{label}{name}, part {n}/{len(parts)}] {p}" for n, p in enumerate(parts, 1)]
 
 
 def _transcript_line(message: BaseMessage) -> str:

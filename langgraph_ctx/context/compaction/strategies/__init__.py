@@ -9,6 +9,7 @@ from langgraph_ctx.context.compaction.strategies.extraction import (
     DEFAULT_WEIGHTS,
     KeyMessageExtraction,
 )
+from langgraph_ctx.context.compaction.strategies.relevance import RelevanceSelection
 from langgraph_ctx.context.compaction.strategies.summary import HybridSummary, LLMSummary
 from langgraph_ctx.context.compaction.strategies.window import SlidingWindow
 
@@ -19,6 +20,7 @@ __all__ = [
     "HybridSummary",
     "KeyMessageExtraction",
     "LLMSummary",
+    "RelevanceSelection",
     "Selection",
     "SlidingWindow",
 ]

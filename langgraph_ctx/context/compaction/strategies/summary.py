@@ -40,7 +40,10 @@ class LLMSummary(CompactionStrategy):
             what the history may use).
         max_retries, retry_delay: retries after a failed model call, and the first
             back-off in seconds (doubling).
-        input_tokens: tokens of dropped messages per summarizer call.
+        input_tokens: tokens of dropped messages per summarizer call (the model reads
+            the original messages, full tool outputs included, not their previews).
+        condense_calls: extra calls that rewrite a summary still over `summary_tokens`
+            shorter (0: the next compaction's call rewrites it, this request clips it).
         fallback: the strategy used when the model still fails (key-message extraction).
 
     Example:
@@ -62,6 +65,7 @@ class LLMSummary(CompactionStrategy):
     retry_delay: float = 0.5
     input_tokens: int = 8_000
     instructions: str = SUMMARY_INSTRUCTIONS
+    condense_calls: int = 0
     fallback: CompactionStrategy = field(default_factory=KeyMessageExtraction)
 
     def __post_init__(self) -> None:
@@ -83,6 +87,7 @@ class LLMSummary(CompactionStrategy):
             retry_delay=self.retry_delay,
             input_tokens=self.input_tokens,
             instructions=self.instructions,
+            condense_calls=self.condense_calls,
         )
 
     def select(self, conv: Conversation, avail: int) -> Selection:

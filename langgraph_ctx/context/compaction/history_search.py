@@ -1,0 +1,178 @@
+"""`search_history`: the model searches what compaction moved out of its view.
+
+Compaction leaves messages out of the request and shows large tool results as previews;
+the thread's `messages` (and its log) keep everything. `read_tool_result` opens one
+result the model knows the reference of; `search_history` finds the passages that
+answer a question, anywhere in the history, ranked by BM25 (the same scoring as
+relevance selection), each with a reference the model can open:
+
+```text
+3 passages match "vendor contact billing invoice":
+1. tool-result/call_7 line 148 (run_shell): the vendor contact for billing is Hana Kim
+   open: read_tool_result(ref="tool-result/call_7", offset=10422)
+2. message r4 (assistant): The vendor contact for the search invoice is Omar Haddad.
+```
+
+```python
+from langgraph_ctx.context.compaction import read_tool_result, search_history
+
+tools = [*my_tools, read_tool_result, search_history]   # ToolNode(tools), bind_tools(tools)
+```
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import InjectedState
+
+from langgraph_ctx.context.compaction.previews import READ_TOOL_RESULT, is_preview, tool_result_ref
+from langgraph_ctx.context.compaction.relevance import message_index, message_text
+from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
+from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score
+
+SEARCH_HISTORY = "search_history"
+_SNIPPET = 300  # characters of one passage shown
+
+
+@dataclass(frozen=True)
+class HistoryHit:
+    """One matching passage: where it is, how to open it, and its text."""
+
+    ref: str
+    """`tool-result/<tool_call_id>` for a tool result, else `message <id or #index>`."""
+    role: str
+    line: int
+    offset: int
+    """Character offset of the passage's line (for `read_tool_result(offset=...)`)."""
+    score: float
+    text: str
+    tool: str | None = None
+
+
+def _full_text(message: BaseMessage) -> str:
+    """The message's full text: a preview's offloaded content when it carries one."""
+    if is_preview(message):
+        artifact: Any = getattr(message, "artifact", None)
+        if isinstance(artifact, dict) and OFFLOADED_KEY in artifact:
+            return content_text(artifact[OFFLOADED_KEY])
+        return ""  # the original is elsewhere in the history
+    return message_text(message)
+
+
+def search_messages(
+    messages: Sequence[BaseMessage], query: str, *, limit: int = 8
+) -> list[HistoryHit]:
+    """The passages of `messages` that best match `query`, best first (BM25 over passages).
+
+    The current round (the latest user message and what follows it) is always in view
+    and is not searched; nor are the answers of `read_tool_result` and `search_history`
+    (they repeat what they found).
+
+    Example:
+        ```python
+        from langchain_core.messages import AIMessage, HumanMessage
+        hits = search_messages(
+            [HumanMessage("hi", id="u1"), AIMessage("The demo moved to Lisbon.", id="a1"),
+             HumanMessage("where is the demo?", id="u2")],
+            "where is the demo",
+        )
+        (hits[0].ref, hits[0].text)   # ('message a1', 'The demo moved to Lisbon.')
+        ```
+    """
+    words = query_terms(query)
+    if not words:
+        return []
+    docs = []
+    current = max((i for i, m in enumerate(messages) if m.type == "human"), default=len(messages))
+    for i, message in enumerate(messages[:current]):
+        if isinstance(message, ToolMessage) and message.name in (READ_TOOL_RESULT, SEARCH_HISTORY):
+            continue
+        text = _full_text(message)
+        if text:
+            docs.append((i, message, text, message_index(text)))
+    n_docs = sum(len(ix.passages) for *_, ix in docs) or 1
+    average = sum(sum(ix.lengths) for *_, ix in docs) / n_docs
+    df: Counter[str] = Counter()
+    for *_, ix in docs:
+        for term in words:
+            df[term] += len(ix.postings.get(term, ()))
+    idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
+    hits: list[HistoryHit] = []
+    for i, message, text, ix in docs:
+        scores: dict[int, float] = {}
+        for term in idf:
+            for passage, tf in ix.postings.get(term, ()):
+                scores[passage] = scores.get(passage, 0.0) + term_score(
+                    idf[term], tf, ix.lengths[passage], average
+                )
+        if not scores:
+            continue
+        starts = _line_starts(text)
+        for passage, score in scores.items():
+            line = ix.lines[passage]
+            if isinstance(message, ToolMessage):
+                ref, tool_name = tool_result_ref(message.tool_call_id), message.name
+            else:
+                ref, tool_name = f"message {message.id or f'#{i}'}", None
+            snippet = ix.passages[passage].strip()
+            if len(snippet) > _SNIPPET:
+                snippet = snippet[: _SNIPPET - 1] + "…"
+            hits.append(
+                HistoryHit(
+                    ref, message.type, line, starts[line], round(score, 3), snippet, tool_name
+                )
+            )
+    hits.sort(key=lambda h: -h.score)
+    return hits[: max(1, limit)]
+
+
+def _line_starts(text: str) -> list[int]:
+    starts, at = [], 0
+    for line in text.split("\n"):
+        starts.append(at)
+        at += len(line) + 1
+    return starts
+
+
+def format_hits(query: str, hits: Sequence[HistoryHit]) -> str:
+    """The tool's answer: one numbered line per hit, with how to open tool results."""
+    if not hits:
+        return (
+            f"Nothing in the conversation history matches {query!r}. Try other words "
+            "(names, identifiers, the subject)."
+        )
+    lines = [f"{len(hits)} passage(s) match {query!r}, best first:"]
+    for n, hit in enumerate(hits, 1):
+        where = f"{hit.ref} line {hit.line + 1}" + (f" ({hit.tool})" if hit.tool else "")
+        if not hit.tool:
+            where = f"{hit.ref} ({hit.role})"
+        lines.append(f"{n}. {where}: {hit.text}")
+        if hit.ref.startswith("tool-result/"):
+            lines.append(f'   open: {READ_TOOL_RESULT}(ref="{hit.ref}", offset={hit.offset})')
+    return "\n".join(lines)
+
+
+@tool(SEARCH_HISTORY)
+def search_history(
+    query: str,
+    messages: Annotated[list[BaseMessage], InjectedState("messages")],
+    limit: int = 8,
+) -> str:
+    """Search the whole conversation history, including earlier messages and full tool
+    outputs no longer shown to you, for passages matching `query`.
+
+    Use it when the request refers to something said or found earlier that you do not
+    see. Returns ranked passages; open a tool result with read_tool_result(ref, offset).
+
+    Args:
+        query: words the passage should contain (names, subjects, identifiers).
+        limit: most passages to return.
+    """
+    return format_hits(query, search_messages(messages, query, limit=limit))

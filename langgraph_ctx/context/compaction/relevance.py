@@ -1,0 +1,313 @@
+"""Relevance to the current request: BM25 over the full text of every message.
+
+The query is the latest user message plus, inside an agent turn, the tool calls the
+assistant just made. Every message of the history is split into passages (lines, and
+sentences of long lines) and scored with BM25 (`langgraph_ctx.context.search`); a
+unit's score is its best passage's. The text scored is the *original* one: a large tool
+result counts with its full output, not its preview.
+
+Why passages rather than whole messages: the fact asked about is often one sentence in a
+300-line tool output or in a reply about something else. BM25's length normalisation
+would bury it inside the whole message; as a passage it ranks where it belongs.
+
+Costs follow new work: each message's passages and term postings are cached by its text,
+so a compaction after the history grew only tokenizes the new messages; scoring then
+looks up the few query terms per message.
+
+```python
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph_ctx import count_tokens
+from langgraph_ctx.context.compaction.conversation import Conversation
+from langgraph_ctx.context.compaction.relevance import query_of, score_units
+
+conv = Conversation.build(
+    [HumanMessage("Plan the demo."), AIMessage("The demo moved to the Lisbon office."),
+     HumanMessage("Thanks."), AIMessage("You're welcome."),
+     HumanMessage("Where is the demo now?")],
+    counter=count_tokens,
+)
+scores = score_units(conv, query_of(conv))   # {position: UnitRelevance(...)}
+```
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langgraph_ctx.context.compaction.conversation import Conversation, Unit
+from langgraph_ctx.context.compaction.previews import (
+    PREVIEW_HEADER,
+    derived_id,
+    shrink_to,
+    tool_result_ref,
+)
+from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
+from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score, tokenize
+
+_LONG_LINE = 400  # a line longer than this is scored sentence by sentence
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_LINE_CLIP = 240  # characters of one matching line shown in a preview
+_CACHE = 8192  # messages whose passages stay indexed between compactions
+
+
+@dataclass(frozen=True)
+class MessageIndex:
+    """One message's passages and the postings of their terms (cached by text)."""
+
+    passages: tuple[str, ...]
+    lines: tuple[int, ...]
+    """Line number of each passage in the message text."""
+    lengths: tuple[int, ...]
+    postings: Mapping[str, tuple[tuple[int, int], ...]]
+    """term -> ((passage, term frequency), ...)."""
+
+
+@functools.lru_cache(maxsize=_CACHE)
+def message_index(text: str) -> MessageIndex:
+    """Passages of `text` (lines; long lines split into sentences) with term postings."""
+    passages: list[str] = []
+    lines: list[int] = []
+    for number, line in enumerate(text.split("\n")):
+        if not line.strip():
+            continue
+        pieces = _SENTENCE.split(line) if len(line) > _LONG_LINE else [line]
+        for piece in pieces:
+            if piece.strip():
+                passages.append(piece)
+                lines.append(number)
+    lengths: list[int] = []
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for i, passage in enumerate(passages):
+        bag = Counter(tokenize(passage))
+        lengths.append(sum(bag.values()))
+        for term, tf in bag.items():
+            postings.setdefault(term, []).append((i, tf))
+    return MessageIndex(
+        tuple(passages),
+        tuple(lines),
+        tuple(lengths),
+        {t: tuple(p) for t, p in postings.items()},
+    )
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text a message is scored by: its content, and its tool calls' names and arguments."""
+    text = content_text(message.content)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = "\n".join(f"{c['name']}({c['args']})" for c in message.tool_calls)
+        text = f"{text}\n{calls}" if text else calls
+    return text
+
+
+def query_of(conv: Conversation) -> str:
+    """The current request: the latest user message, plus the tool calls made after it."""
+    latest = conv.latest_user
+    if latest is None:
+        return ""
+    parts = [content_text(conv.units[latest].source[0].content)]
+    after = [u for u in conv.units[latest + 1 :] if u.kind == "tools"]
+    if after:
+        parts.append(message_text(after[-1].source[0]))
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class UnitRelevance:
+    """How well a unit matches the request: its best passage's BM25 score."""
+
+    score: float
+    message: int
+    """Index in the unit's messages of the best passage."""
+    passage: str
+    terms: tuple[str, ...]
+
+
+def score_units(
+    conv: Conversation, query: str, *, units: Sequence[Unit] | None = None
+) -> dict[int, UnitRelevance]:
+    """BM25 relevance of each unit to `query` (positions with a positive score only).
+
+    All passages of all units are the collection (idf and average length), so a word
+    found everywhere (a service name in every log line) counts for little.
+    """
+    words = query_terms(query)
+    units = conv.units if units is None else units
+    if not words or not units:
+        return {}
+    indexes = [[message_index(message_text(m)) for m in unit.source] for unit in units]
+    n_docs = sum(len(ix.passages) for per in indexes for ix in per) or 1
+    average = sum(sum(ix.lengths) for per in indexes for ix in per) / n_docs
+    df: Counter[str] = Counter()
+    for per in indexes:
+        for ix in per:
+            for term in words:
+                df[term] += len(ix.postings.get(term, ()))
+    idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
+    result: dict[int, UnitRelevance] = {}
+    for unit, per in zip(units, indexes, strict=True):
+        best: UnitRelevance | None = None
+        for m, ix in enumerate(per):
+            scores: dict[int, float] = {}
+            found: dict[int, list[str]] = {}
+            for term in idf:
+                for passage, tf in ix.postings.get(term, ()):
+                    scores[passage] = scores.get(passage, 0.0) + term_score(
+                        idf[term], tf, ix.lengths[passage], average
+                    )
+                    found.setdefault(passage, []).append(words[term])
+            for passage, score in scores.items():
+                if best is None or score > best.score:
+                    best = UnitRelevance(
+                        round(score, 3), m, ix.passages[passage], tuple(found[passage])
+                    )
+        if best is not None:
+            result[unit.position] = best
+    return result
+
+
+def line_scores(text: str, query: str) -> dict[int, float]:
+    """BM25 score of each line of `text` that matches `query` (idf within `text`)."""
+    words = query_terms(query)
+    ix = message_index(text)
+    n_docs = len(ix.passages) or 1
+    average = sum(ix.lengths) / n_docs
+    scores: dict[int, float] = {}
+    for term in words:
+        postings = ix.postings.get(term, ())
+        if not postings:
+            continue
+        idf = inverse_frequency(n_docs, len(postings))
+        for passage, tf in postings:
+            line = ix.lines[passage]
+            scores[line] = scores.get(line, 0.0) + term_score(idf, tf, ix.lengths[passage], average)
+    return scores
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
+
+
+def query_preview_text(text: str, query: str, chars: int) -> str | None:
+    """Head, the lines most relevant to `query`, and tail of `text`, within about `chars`.
+
+    None when no line in the middle matches the query (the plain preview is as good).
+    """
+    lines = text.split("\n")
+    scores = line_scores(text, query)
+    head_n = min(2, len(lines))
+    tail_n = 1 if len(lines) > head_n else 0
+    middle = {i: s for i, s in scores.items() if head_n <= i < len(lines) - tail_n}
+    if not middle:
+        return None
+    head = [_clip(line, chars // 5) for line in lines[:head_n]]
+    tail = [_clip(line, chars // 8) for line in lines[len(lines) - tail_n :]]
+    room = chars - sum(len(line) + 1 for line in head + tail) - 60
+    chosen: list[int] = []
+    for i in sorted(middle, key=lambda i: (-middle[i], i)):
+        cost = min(len(lines[i].strip()), _LINE_CLIP) + 1
+        if cost > room:
+            continue
+        chosen.append(i)
+        room -= cost
+    if not chosen:
+        return None
+    omitted = len(lines) - head_n - tail_n
+    body = [
+        *head,
+        f"[… {omitted} lines omitted; lines matching the request follow …]",
+        *(_clip(lines[i].strip(), _LINE_CLIP) for i in sorted(chosen)),
+        "[…]",
+        *tail,
+    ]
+    return "\n".join(body)
+
+
+def with_query_previews(conv: Conversation, unit: Unit, query: str) -> Unit:
+    """`unit` with its previews rebuilt from the originals to show the lines `query` matches.
+
+    Only previews of a size offload are rebuilt (budget previews are as small as they get
+    anyway); a preview stays as it is when no line matches or the new one costs more.
+    """
+    if not unit.offloads or not query:
+        return unit
+    messages = list(unit.messages)
+    sizes = list(unit.sizes)
+    offloads = list(unit.offloads)
+    changed = False
+    for n, offload in enumerate(offloads):
+        i = unit.keys.index(offload.id)
+        original = unit.source[i]
+        if not isinstance(original, ToolMessage) or messages[i] is original:
+            continue
+        made = query_preview(
+            original,
+            tokens=offload.tokens,
+            query=query,
+            preview_tokens=max(conv.preview_tokens, offload.preview_tokens),
+            count=conv.count,
+        )
+        if made is None or made[1] >= offload.tokens:
+            continue
+        messages[i], sizes[i] = made
+        offloads[n] = offload.model_copy(update={"preview_tokens": made[1]})
+        changed = True
+    if not changed:
+        return unit
+    return replace(
+        unit,
+        messages=tuple(messages),
+        sizes=tuple(sizes),
+        tokens=sum(sizes),
+        offloads=tuple(offloads),
+    )
+
+
+def query_preview(
+    message: ToolMessage,
+    *,
+    tokens: int,
+    query: str,
+    preview_tokens: int,
+    count: Callable[[BaseMessage], int],
+) -> tuple[ToolMessage, int] | None:
+    """A preview of a tool result that shows the lines matching the request, and its cost.
+
+    Same header and reference as `tool_result_preview`, so `read_tool_result` and the
+    search tool open it the same way. None when no line matches.
+    """
+    text = content_text(message.content)
+    ref = tool_result_ref(message.tool_call_id)
+    header = (
+        f"{PREVIEW_HEADER} tool={message.name or '?'} status={message.status} "
+        f"tokens={tokens} ref={ref}"
+    )
+    extra = non_text_blocks(message.content)
+    chars_per_token = max(1.0, len(text) / max(tokens, 1))
+    if query_preview_text(text, query, int(preview_tokens * chars_per_token)) is None:
+        return None
+
+    def build(chars: int) -> ToolMessage:
+        body = query_preview_text(text, query, chars) or ""
+        parts = [header, body]
+        if extra:
+            parts.append(f"[{extra} non-text content block(s) not shown]")
+        parts.append(f'Full output: read_tool_result(ref="{ref}")')
+        return ToolMessage(
+            content="\n".join(parts),
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            status=message.status,
+            id=derived_id(message.id, "preview"),
+        )
+
+    preview, cost = shrink_to(
+        build, chars=int(preview_tokens * chars_per_token), budget=preview_tokens, count=count
+    )
+    assert isinstance(preview, ToolMessage)
+    return preview, cost
