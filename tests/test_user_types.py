@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -22,6 +24,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint
+from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
 from . import user_types
@@ -314,3 +317,25 @@ def test_odd_values_round_trip(backend):
     assert type(got["command"]) is Command and type(got["interrupt"]) is Interrupt
     log = backend.log_bytes("odd")
     assert log.count(b'"t":"msg"') == 1  # hello, referenced four times
+
+
+
+class _AgentState(TypedDict):
+    agent_outcome: AgentAction | AgentFinish | None
+    steps: Annotated[list[Any], operator.add]
+
+
+def test_langchain_agent_actions_in_state_come_back_as_themselves(backend):
+    """LangGraph's own tests keep an `AgentAction` in state; `SqliteSaver` returns it."""
+
+    def agent(state: _AgentState) -> dict[str, Any]:
+        return {"agent_outcome": AgentAction(tool="search", tool_input="query", log="go")}
+
+    builder = StateGraph(_AgentState)
+    builder.add_node(agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    builder.compile(checkpointer=backend.saver()).invoke({"steps": []}, CONFIG)
+    cold = builder.compile(checkpointer=backend.saver()).get_state(CONFIG).values
+    expected = AgentAction(tool="search", tool_input="query", log="go")
+    assert type(cold["agent_outcome"]) is AgentAction and cold["agent_outcome"] == expected

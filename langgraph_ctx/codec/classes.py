@@ -70,6 +70,17 @@ PACKAGE_MODELS: tuple[tuple[str, str], ...] = (
 )
 """This package's pydantic models that graph state may hold: on every registry."""
 
+LANGCHAIN_DATA_TYPES: tuple[tuple[str, str], ...] = (
+    ("langchain_core.agents", "AgentAction"),
+    ("langchain_core.agents", "AgentActionMessageLog"),
+    ("langchain_core.agents", "AgentFinish"),
+    ("langchain_core.agents", "AgentStep"),
+)
+"""LangChain classes that are plain data (an agent's decisions) and that apps keep in
+state, as LangGraph's own tests do. Framework classes are otherwise registry-only; these
+join the registry unless ``LANGGRAPH_STRICT_MSGPACK`` is set, where, as for
+`SqliteSaver`, only what ``compile()`` allowlists from the state schema is rebuilt."""
+
 FRAMEWORK_PREFIXES = ("langchain", "langgraph", "pydantic")
 """Classes from these modules (``langgraph_ctx`` included) are rebuilt only from the
 registry: a framework's classes are not the application's plain data."""
@@ -285,10 +296,13 @@ class ClassRules:
         names = {tuple(p) for p in SAFE_MSGPACK_TYPES if len(p) == 2}
         names.update(PACKAGE_MODELS)
         names.update(_pair(a) for a in allowed)
+        strict = STRICT_MSGPACK_ENABLED if strict is None else strict
+        if not strict:
+            names.update(LANGCHAIN_DATA_TYPES)
         return cls(
             classes=classes,
             names=frozenset(names),  # type: ignore[arg-type]
-            loaded_data_classes=not (STRICT_MSGPACK_ENABLED if strict is None else strict),
+            loaded_data_classes=not strict,
         )
 
     def extended(self, extra: Iterable[Any]) -> ClassRules:
