@@ -147,4 +147,8 @@ def test_storage_grows_linearly(root):
     early = (sizes[19] - sizes[9]) / 10
     late = (sizes[119] - sizes[109]) / 10
     assert late <= early * 1.05, (early, late)
-    assert sizes[-1] <= 3 * raw, sizes[-1] / raw
+    # About 3x the text at this message size: a turn's fixed cost is ~6 lines of ids,
+    # versions and checksums (format 2 adds ~13 bytes a line). Whether LangGraph gives a
+    # message its id before or after a background put serialises it decides if a `like`
+    # line is written, which moves the figure by about 1% from run to run.
+    assert sizes[-1] <= 3.1 * raw, sizes[-1] / raw
