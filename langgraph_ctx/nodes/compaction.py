@@ -557,6 +557,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             tokens=tokens,
             preview_tokens=self.preview_tokens,
             count=lambda m: counter([m]) - base,
+            counted_by=(counter, base),
         )
         return preview if cost < tokens else message
 

@@ -43,9 +43,11 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langgraph_ctx.context.budget import SUMMARY_MARKER
 from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import (
+    StandInCache,
     derived_id,
     is_preview,
     is_tool_result_page,
+    message_key,
     shortened_message,
     shortened_to_fit,
     shrink_to,
@@ -263,7 +265,11 @@ class Conversation:
             if full <= threshold:
                 continue
             preview, cost = preview_of(
-                message, tokens=full, preview_tokens=self.preview_tokens, count=self.count
+                message,
+                tokens=full,
+                preview_tokens=self.preview_tokens,
+                count=self.count,
+                counted_by=(self.counter, self.base_tokens),
             )
             if cost >= full:
                 continue
@@ -593,10 +599,29 @@ def _without_calls(message: BaseMessage, keep: set[str]) -> BaseMessage:
     )
 
 
+_PREVIEWS = StandInCache(4096)
+
+
 def preview_of(
-    message: ToolMessage, *, tokens: int, preview_tokens: int, count: Callable[[BaseMessage], int]
+    message: ToolMessage,
+    *,
+    tokens: int,
+    preview_tokens: int,
+    count: Callable[[BaseMessage], int],
+    counted_by: Any = None,
 ) -> tuple[ToolMessage, int]:
-    """A preview of a `tokens`-token tool result, about `preview_tokens` long, and its cost."""
+    """A preview of a `tokens`-token tool result, about `preview_tokens` long, and its cost.
+
+    `counted_by`: what makes `count` deterministic (e.g. the conversation's counter and
+    base); with it, the preview is built once and reused by later compactions.
+    """
+    key = None
+    if counted_by is not None:
+        text = content_text(message.content)
+        key = (message_key(message, text), tokens, preview_tokens, counted_by)
+        cached = _PREVIEWS.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
     preview, cost = shrink_to(
         lambda chars: tool_result_preview(message, tokens=tokens, chars=chars),
         chars=int(preview_tokens * _chars_per_token(message, tokens)),
@@ -604,6 +629,8 @@ def preview_of(
         count=count,
     )
     assert isinstance(preview, ToolMessage)
+    if key is not None:
+        _PREVIEWS.put(key, (preview, cost))
     return preview, cost
 
 

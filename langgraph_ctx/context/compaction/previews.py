@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -292,3 +294,49 @@ def shrink_to(
         message = build(chars)
         tokens = count(message)
     return message, tokens
+
+
+class StandInCache:
+    """Stand-ins already built, by what they are built from (a bounded LRU map).
+
+    Compaction runs again and again over a history that mostly stays the same: the
+    preview of a 30 KB tool result is the same each time, but building and counting it
+    is not free (the node's whole-history strategies rebuild every preview at every
+    compaction). A key names everything the stand-in depends on: the message (its ids
+    and a hash of its text, as `MessageTokenCounter` checks a cached count), the sizes,
+    and the counter with its base (a stand-in's cost depends on who counts it). A key
+    that cannot be hashed (a counter object without `__hash__`) is simply not cached.
+    Thread-safe.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        """The stand-in stored under `key`, or None."""
+        try:
+            with self._lock:
+                value = self._entries.get(key)
+                if value is not None:
+                    self._entries.move_to_end(key)
+                return value
+        except TypeError:  # unhashable counter: not cached
+            return None
+
+    def put(self, key: Any, value: Any) -> None:
+        try:
+            with self._lock:
+                self._entries[key] = value
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        except TypeError:
+            pass
+
+
+def message_key(message: ToolMessage, text: str) -> tuple[Any, ...]:
+    """What a tool result's stand-in depends on besides sizes: ids, name, status, text."""
+    extra = non_text_blocks(message.content)
+    return (message.id, message.tool_call_id, message.name, message.status, hash(text), extra)

@@ -37,13 +37,16 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langgraph_ctx.context.compaction.conversation import Conversation, Unit
 from langgraph_ctx.context.compaction.previews import (
     PREVIEW_HEADER,
+    StandInCache,
     derived_id,
+    message_key,
     shrink_to,
     tool_result_ref,
 )
@@ -173,19 +176,32 @@ def score_units(
 
 def line_scores(text: str, query: str) -> dict[int, float]:
     """BM25 score of each line of `text` that matches `query` (idf within `text`)."""
-    words = query_terms(query)
-    ix = message_index(text)
+    return _line_scores(message_index(text), _terms_of(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _terms_of(query: str) -> tuple[str, ...]:
+    """`query_terms(query)`'s terms, in order (a preview asks for them again and again)."""
+    return tuple(query_terms(query))
+
+
+def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
     n_docs = len(ix.passages) or 1
     average = sum(ix.lengths) / n_docs
     scores: dict[int, float] = {}
-    for term in words:
+    for term in terms:
         postings = ix.postings.get(term, ())
         if not postings:
             continue
         idf = inverse_frequency(n_docs, len(postings))
+        memo: dict[tuple[int, int], float] = {}  # same tf and length, same score
         for passage, tf in postings:
             line = ix.lines[passage]
-            scores[line] = scores.get(line, 0.0) + term_score(idf, tf, ix.lengths[passage], average)
+            length = ix.lengths[passage]
+            part = memo.get((tf, length))
+            if part is None:
+                part = memo[(tf, length)] = term_score(idf, tf, length, average)
+            scores[line] = scores.get(line, 0.0) + part
     return scores
 
 
@@ -198,8 +214,10 @@ def query_preview_text(text: str, query: str, chars: int) -> str | None:
 
     None when no line in the middle matches the query (the plain preview is as good).
     """
-    lines = text.split("\n")
-    scores = line_scores(text, query)
+    return _preview_text(text.split("\n"), line_scores(text, query), chars)
+
+
+def _preview_text(lines: list[str], scores: dict[int, float], chars: int) -> str | None:
     head_n = min(2, len(lines))
     tail_n = 1 if len(lines) > head_n else 0
     middle = {i: s for i, s in scores.items() if head_n <= i < len(lines) - tail_n}
@@ -251,6 +269,7 @@ def with_query_previews(conv: Conversation, unit: Unit, query: str) -> Unit:
             query=query,
             preview_tokens=max(conv.preview_tokens, offload.preview_tokens),
             count=conv.count,
+            counted_by=(conv.counter, conv.base_tokens),
         )
         if made is None or made[1] >= offload.tokens:
             continue
@@ -275,13 +294,42 @@ def query_preview(
     query: str,
     preview_tokens: int,
     count: Callable[[BaseMessage], int],
+    counted_by: Any = None,
 ) -> tuple[ToolMessage, int] | None:
     """A preview of a tool result that shows the lines matching the request, and its cost.
 
     Same header and reference as `tool_result_preview`, so `read_tool_result` and the
-    search tool open it the same way. None when no line matches.
+    search tool open it the same way. None when no line matches. `counted_by`: what
+    makes `count` deterministic (see `preview_of`); with it the preview is reused while
+    the query terms the result contains stay the same.
     """
     text = content_text(message.content)
+    ix = message_index(text)
+    # only the query terms the text has change the preview
+    terms = tuple(t for t in _terms_of(query) if t in ix.postings)
+    key = None
+    if counted_by is not None:
+        key = (message_key(message, text), terms, tokens, preview_tokens, counted_by)
+        cached = _QUERY_PREVIEWS.get(key)
+        if cached is not None:
+            return cached[0]  # type: ignore[no-any-return]
+    made = _query_preview(message, text, _line_scores(ix, terms), tokens, preview_tokens, count)
+    if key is not None:
+        _QUERY_PREVIEWS.put(key, (made,))
+    return made
+
+
+_QUERY_PREVIEWS = StandInCache(4096)
+
+
+def _query_preview(
+    message: ToolMessage,
+    text: str,
+    scores: dict[int, float],
+    tokens: int,
+    preview_tokens: int,
+    count: Callable[[BaseMessage], int],
+) -> tuple[ToolMessage, int] | None:
     ref = tool_result_ref(message.tool_call_id)
     header = (
         f"{PREVIEW_HEADER} tool={message.name or '?'} status={message.status} "
@@ -289,11 +337,13 @@ def query_preview(
     )
     extra = non_text_blocks(message.content)
     chars_per_token = max(1.0, len(text) / max(tokens, 1))
-    if query_preview_text(text, query, int(preview_tokens * chars_per_token)) is None:
+    lines = text.split("\n")
+    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token))
+    if first is None:
         return None
 
     def build(chars: int) -> ToolMessage:
-        body = query_preview_text(text, query, chars) or ""
+        body = first if chars == start else _preview_text(lines, scores, chars) or ""
         parts = [header, body]
         if extra:
             parts.append(f"[{extra} non-text content block(s) not shown]")
@@ -306,8 +356,7 @@ def query_preview(
             id=derived_id(message.id, "preview"),
         )
 
-    preview, cost = shrink_to(
-        build, chars=int(preview_tokens * chars_per_token), budget=preview_tokens, count=count
-    )
+    start = int(preview_tokens * chars_per_token)
+    preview, cost = shrink_to(build, chars=start, budget=preview_tokens, count=count)
     assert isinstance(preview, ToolMessage)
     return preview, cost
