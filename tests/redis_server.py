@@ -71,6 +71,8 @@ class RedisServer:
             Redis replies (``appendfsync always``): what docs/redis.md asks for.
         replica_of: Run as a replica of this server.
         binary: The ``redis-server`` to run (default: found on PATH).
+        cluster: Run as a Redis Cluster node (``cluster-enabled yes``; its bus on
+            `bus_port`); `RedisClusterServer` assigns the slots.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class RedisServer:
         appendonly: bool = False,
         replica_of: RedisServer | None = None,
         binary: str | None = None,
+        cluster: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -87,6 +90,10 @@ class RedisServer:
         self.replica_of = replica_of
         self.binary = binary or redis_server_binary() or "redis-server"
         self.port = free_port()
+        self.cluster = cluster
+        self.bus_port = 0
+        while cluster and self.bus_port in (0, self.port):
+            self.bus_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -109,6 +116,13 @@ class RedisServer:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         else:
             args += ["--appendonly", "no"]
+        if self.cluster:
+            args += [
+                "--cluster-enabled", "yes",
+                "--cluster-port", str(self.bus_port),
+                "--cluster-config-file", str(self.directory / "nodes.conf"),
+                "--cluster-node-timeout", "5000",
+            ]  # fmt: skip
         if self.replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
         return args
@@ -178,6 +192,91 @@ class RedisServer:
         self.process = None
 
     def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class RedisClusterServer:
+    """A Redis Cluster of ``masters`` primaries on 127.0.0.1, no replicas.
+
+    Each node is a `RedisServer` with ``cluster-enabled yes`` in its own
+    directory. The slots are split evenly (CLUSTER ADDSLOTSRANGE), the nodes
+    meet each other (CLUSTER MEET), and `start` returns once every node reports
+    ``cluster_state:ok`` and sees every node's slots: the state in which a
+    `redis.cluster.RedisCluster` client can route any key.
+
+        with RedisClusterServer(tmp_dir) as cluster:
+            saver = RedisLogSaver.from_url(cluster.url)   # redis+cluster://127.0.0.1:<port>
+    """
+
+    SLOTS = 16384
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, masters: int = 3, binary: str | None = None
+    ) -> None:
+        if masters < 1:
+            raise ValueError("a cluster needs at least one master")
+        self.directory = Path(directory)
+        self.nodes = [
+            RedisServer(self.directory / f"node-{i}", binary=binary, cluster=True)
+            for i in range(masters)
+        ]
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://`` with every node as a start-up node."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    @property
+    def ports(self) -> list[int]:
+        return [n.port for n in self.nodes]
+
+    def start(self, timeout: float = 20.0) -> RedisClusterServer:
+        import redis
+
+        for node in self.nodes:
+            node.start(timeout)
+        clients = [redis.Redis(port=n.port, socket_timeout=2) for n in self.nodes]
+        try:
+            share = self.SLOTS // len(self.nodes)
+            for i, client in enumerate(clients):
+                if int(client.cluster("info").get("cluster_slots_assigned", 0)):
+                    continue  # restarted from its nodes.conf: already configured
+                last = self.SLOTS - 1 if i == len(clients) - 1 else (i + 1) * share - 1
+                client.execute_command("CLUSTER ADDSLOTSRANGE", i * share, last)
+            for node in self.nodes[1:]:
+                clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port, node.bus_port)
+            deadline = time.monotonic() + timeout
+            while not all(self._ready(c) for c in clients):
+                if time.monotonic() > deadline:
+                    states = [c.cluster("info").get("cluster_state") for c in clients]
+                    raise RuntimeError(f"the cluster did not come up within {timeout}s: {states}")
+                time.sleep(0.05)
+        finally:
+            for client in clients:
+                client.close()
+        return self
+
+    def _ready(self, client: redis.Redis) -> bool:
+        info = client.cluster("info")
+        return (
+            info.get("cluster_state") == "ok"
+            and int(info.get("cluster_known_nodes", 0)) == len(self.nodes)
+            and len(client.cluster("slots")) == len(self.nodes)
+        )
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> RedisClusterServer:
         return self.start()
 
     def __exit__(

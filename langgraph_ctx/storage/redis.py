@@ -54,8 +54,18 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subproc
     from langgraph_ctx.errors import MissingExtraError
 
     raise MissingExtraError("RedisLogSaver", "redis", "redis") from _exc
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from langgraph_ctx.codec import loads_line
@@ -77,6 +87,12 @@ from langgraph_ctx.storage.thread_ids import (
 )
 
 DEFAULT_PREFIX = "langgraph"
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+"""URL schemes for a Redis Cluster (redis-py has none of its own): `connect` makes a
+``RedisCluster`` whose start-up nodes are the URL's comma-separated ``host:port`` list."""
+
+RedisClient = redis.Redis | RedisCluster
+"""A client `RedisStorage` runs on: one server, or a Redis Cluster (same keys, same scripts)."""
 _PREFIX_OK = re.compile(r"[A-Za-z0-9_.:-]+")
 # Replies that mean "not now" rather than "you sent something wrong".
 _UNAVAILABLE_REPLIES = ("MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS")
@@ -351,9 +367,10 @@ class RedisStorage(LogStorage):
     """Thread logs as Redis lists under ``ctx:<prefix>:``, on plain Redis 6+ (no modules).
 
     Args:
-        client: A ``redis.Redis`` client (``decode_responses`` must be off).
-            `RedisStorage.from_url` makes one with short timeouts and one quick
-            retry, so a dead server fails fast and a restarted one is reconnected.
+        client: A ``redis.Redis`` client, or a ``redis.cluster.RedisCluster``
+            (``decode_responses`` must be off). `RedisStorage.from_url` makes one
+            with short timeouts and one quick retry, so a dead server fails fast
+            and a restarted one is reconnected.
         prefix: Application namespace: keys start with ``ctx:<prefix>:``. Two
             prefixes never see each other's threads. Letters, digits, ``_.:-``.
         ttl: Seconds a thread lives after its last write (every append and
@@ -383,7 +400,7 @@ class RedisStorage(LogStorage):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl: float | None = None,
@@ -397,7 +414,7 @@ class RedisStorage(LogStorage):
             raise ValueError(
                 f"prefix must be non-empty letters, digits, '_', '.', ':' or '-'; got {prefix!r}"
             )
-        if client.get_connection_kwargs().get("decode_responses"):
+        if client.get_encoder().decode_responses:
             raise ValueError("the Redis client must not decode responses (decode_responses=False)")
         if ttl is not None and ttl <= 0:
             raise ValueError("ttl must be a positive number of seconds, or None")
@@ -406,6 +423,7 @@ class RedisStorage(LogStorage):
         if wait_for_replicas < 0 or replica_timeout <= 0:
             raise ValueError("wait_for_replicas must be >= 0 and replica_timeout positive")
         self.client = client
+        self.cluster = isinstance(client, RedisCluster)
         self.prefix = prefix
         self.ttl = ttl
         self.lock_timeout = lock_timeout
@@ -430,7 +448,8 @@ class RedisStorage(LogStorage):
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisStorage:
-        """A storage on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
+        """A storage on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``,
+        ``redis+cluster://h1:p1,h2:p2``; see `connect`).
 
         Example:
             ```python
@@ -772,11 +791,34 @@ class RedisStorage(LogStorage):
         with self._unavailable(action, thread_id):
             if not self.wait_for_replicas:
                 return script(keys=keys, args=args), None
-            pipe = self.client.pipeline(transaction=False)
+            return self._write_and_wait(script, keys, args)
+
+    def _write_and_wait(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, int]:
+        """The script, then WAIT, on one connection: WAIT counts the replicas that
+        acknowledged that connection's writes.
+
+        On a cluster the connection is one to the master of the thread's slot
+        (a cluster client would send WAIT, which names no key, to any node). If
+        the slot moved since the client last learnt the layout, the node
+        refuses the script (MOVED: nothing ran), so the layout is refreshed and
+        the pair sent once more.
+        """
+        for attempt in range(2):
+            client: Any = self.client
+            if isinstance(client, RedisCluster):
+                client = client.get_redis_connection(client.get_node_from_key(keys[0]))
+            pipe = client.pipeline(transaction=False)
             pipe.eval(script.script, len(keys), *keys, *args)
             pipe.wait(self.wait_for_replicas, max(1, round(self.replica_timeout * 1000)))
-            result, replicas = pipe.execute()
+            try:
+                result, replicas = pipe.execute()
+            except AskError:  # MOVED is a subclass; a plain server never says either
+                if not isinstance(self.client, RedisCluster) or attempt:
+                    raise
+                self.client.nodes_manager.initialize()
+                continue
             return result, int(replicas)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_replicas(self, replicas: int | None, action: str, thread_id: str) -> None:
         if replicas is not None and replicas < self.wait_for_replicas:
@@ -795,6 +837,8 @@ class RedisStorage(LogStorage):
         try:
             yield
         except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError) as exc:
+            raise self._unavailable_error(action, thread_id, exc) from exc
+        except (ClusterError, SlotNotCoveredError) as exc:  # CLUSTERDOWN, a slot without a master
             raise self._unavailable_error(action, thread_id, exc) from exc
         except ResponseError as exc:
             if str(exc).startswith(_UNAVAILABLE_REPLIES):
@@ -827,13 +871,31 @@ class RedisStorage(LogStorage):
         return StorageUnavailableError(self.server, action, reason)
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A ``redis.Redis`` for ``url`` with settings that suit a checkpointer.
+def connect(url: str, **kwargs: Any) -> RedisClient:
+    """A client for ``url`` with settings that suit a checkpointer.
+
+    ``redis://``, ``rediss://`` (TLS) and ``unix://`` make a ``redis.Redis``;
+    ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://`` for TLS)
+    makes a ``redis.cluster.RedisCluster`` that starts from those nodes and
+    discovers the rest. Credentials and query options are written as for
+    ``redis://`` (``redis+cluster://user:secret@10.0.0.1:7000,10.0.0.2:7000``);
+    a cluster has only database 0.
 
     Timeouts are short (5 s) and a failed command is retried once, quickly:
     that is enough to replace a connection a server restart has broken, and
     little enough that a server that is down fails the call within moments.
-    Keyword arguments override these defaults (any ``redis.Redis`` option).
+    Keyword arguments override these defaults (any ``redis.Redis`` or
+    ``RedisCluster`` option).
+
+    Raises:
+        ValueError: a cluster URL without a host, or with a database other than 0.
+        StorageUnavailableError: no node of the cluster answered (a single
+            server is connected lazily: the first command reports it).
+
+    Example:
+        ```python
+        client = connect("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
+        ```
     """
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -846,12 +908,75 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     }
     options.update(kwargs)
     options["decode_responses"] = False
-    return redis.Redis.from_url(url, **options)
+    scheme = url.partition("://")[0].lower()
+    if scheme not in CLUSTER_SCHEMES:
+        return redis.Redis.from_url(url, **options)
+    first, others = _cluster_nodes(url)
+    try:
+        return RedisCluster(url=first, startup_nodes=others, **options)
+    except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
+        raise StorageUnavailableError(
+            _redacted(url), "connecting to the cluster", f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
-def _describe_server(client: redis.Redis) -> str:
-    """``redis://host:port/db`` for messages (never the password)."""
+def _cluster_nodes(url: str) -> tuple[str, list[ClusterNode]]:
+    """``redis+cluster://[cred@]h1:p1,h2:p2/0?opt`` -> (``redis://[cred@]h1:p1/0?opt``, [h2:p2]).
+
+    The first node carries the credentials and options to ``RedisCluster(url=...)``,
+    which applies them to every node it connects to.
+    """
+    scheme, _, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "?" in netloc:  # no path: redis+cluster://h:p?ssl_cert_reqs=none
+        netloc, _, query = netloc.partition("?")
+        slash, tail = "/", "?" + query
+    credentials, at, hosts = netloc.rpartition("@")
+    nodes = [h.strip() for h in hosts.split(",") if h.strip()]
+    if not nodes:
+        raise ValueError(f"{_redacted(url)}: a cluster URL names at least one host:port")
+    db = tail.partition("?")[0]
+    if db not in ("", "0"):
+        raise ValueError(f"{_redacted(url)}: a Redis Cluster has only database 0")
+    plain = "rediss" if scheme.lower() == "rediss+cluster" else "redis"
+    first = f"{plain}://{credentials}{at}{nodes[0]}{slash}{tail}"
+    return first, [_cluster_node(url, node) for node in nodes[1:]]
+
+
+def _cluster_node(url: str, node: str) -> ClusterNode:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` (default port 6379)."""
+    if node.startswith("["):
+        host, _, port = node[1:].partition("]")
+        port = port.removeprefix(":")
+    else:
+        host, colon, port = node.rpartition(":")
+        if not colon:
+            host, port = node, ""
+    try:
+        return ClusterNode(host, int(port) if port else 6379)
+    except ValueError:
+        raise ValueError(f"{_redacted(url)}: {node!r} is not host:port") from None
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    credentials, at, hosts = netloc.rpartition("@")
+    if at:
+        user = credentials.partition(":")[0]
+        netloc = f"{user}:***@{hosts}" if user else f"***@{hosts}"
+    return f"{scheme}{sep}{netloc}{slash}{tail}"
+
+
+def _describe_server(client: RedisClient) -> str:
+    """``redis://host:port/db``, or ``redis+cluster://h1:p1,h2:p2``, for messages (never the
+    password)."""
     kw = client.get_connection_kwargs()
+    if isinstance(client, RedisCluster):
+        scheme = "rediss+cluster" if kw.get("ssl") else "redis+cluster"
+        nodes = sorted(client.nodes_manager.startup_nodes) or ["?"]
+        return f"{scheme}://{','.join(nodes)}"
     if kw.get("path"):
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"
     scheme = "rediss" if kw.get("ssl") else "redis"
