@@ -12,6 +12,7 @@ CI), which turns the skip into a failure: CI must run these tests.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -224,10 +225,12 @@ class RedisClusterServer:
         if masters < 1:
             raise ValueError("a cluster needs at least one master")
         self.directory = Path(directory)
+        self.binary = binary
         self.nodes = [
             RedisServer(self.directory / f"node-{i}", binary=binary, cluster=True)
             for i in range(masters)
         ]
+        self.replicas: list[RedisServer] = []
 
     @property
     def url(self) -> str:
@@ -272,8 +275,56 @@ class RedisClusterServer:
             and len(client.cluster("slots")) == len(self.nodes)
         )
 
+    def add_replica(self, master: int, timeout: float = 20.0) -> RedisServer:
+        """Start one more node as a replica of ``nodes[master]``; return once it has the
+        master's writes (a ``WAIT 1`` on the master counts it) and knows every slot."""
+        import redis
+        from redis.crc import key_slot
+
+        primary_node = self.nodes[master]
+        node = RedisServer(
+            self.directory / f"replica-{len(self.replicas)}", binary=self.binary, cluster=True
+        )
+        self.replicas.append(node)
+        node.start(timeout)
+        me = redis.Redis(port=node.port, socket_timeout=2)
+        primary = redis.Redis(port=primary_node.port, socket_timeout=2)
+        try:
+            master_id = primary.execute_command("CLUSTER MYID").decode()
+            me.execute_command(
+                "CLUSTER MEET", "127.0.0.1", primary_node.port, primary_node.bus_port
+            )
+            deadline = time.monotonic() + timeout
+            while master_id not in {n["node_id"] for n in me.cluster("nodes").values()}:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the new node did not meet {primary_node.port}")
+                time.sleep(0.05)
+            me.execute_command("CLUSTER REPLICATE", master_id)
+            # A write the master owns, then WAIT: a replica still loading the master's
+            # data counts for a WAIT that follows no write.
+            owned = next(  # [first slot, last slot, [host, port, id], replicas...]
+                r for r in primary.cluster("slots") if r[2][1] == primary_node.port
+            )
+            probe = next(
+                f"replica-ready-{i}"
+                for i in itertools.count()
+                if owned[0] <= key_slot(f"replica-ready-{i}".encode()) <= owned[1]
+            )
+            while True:
+                pipe = primary.pipeline(transaction=False)
+                pipe.set(probe, node.port)
+                pipe.wait(1, 100)
+                if pipe.execute()[1] >= 1 and me.cluster("info")["cluster_state"] == "ok":
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the replica of {primary_node.port} did not sync")
+        finally:
+            me.close()
+            primary.close()
+        return node
+
     def stop(self) -> None:
-        for node in self.nodes:
+        for node in [*self.replicas, *self.nodes]:
             node.stop()
 
     def __enter__(self) -> RedisClusterServer:
