@@ -18,9 +18,10 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import redis
@@ -205,59 +206,83 @@ class RedisServer:
 
 
 class RedisClusterServer:
-    """A Redis Cluster of ``masters`` primaries on 127.0.0.1, no replicas.
+    """A Redis Cluster of ``masters`` primaries on 127.0.0.1, with optional replicas.
 
     Each node is a `RedisServer` with ``cluster-enabled yes`` in its own
-    directory. The slots are split evenly (CLUSTER ADDSLOTSRANGE), the nodes
-    meet each other (CLUSTER MEET), and `start` returns once every node reports
-    ``cluster_state:ok`` and sees every node's slots: the state in which a
-    `redis.cluster.RedisCluster` client can route any key.
+    directory. The slots are split evenly among the masters (CLUSTER
+    ADDSLOTSRANGE), the nodes meet (CLUSTER MEET), each replica follows its
+    master (CLUSTER REPLICATE), and `start` returns once every node reports
+    ``cluster_state:ok`` and sees every master's slots, and every replica has
+    its master's writes: the state in which a `redis.cluster.RedisCluster`
+    client can route any key.
 
         with RedisClusterServer(tmp_dir) as cluster:
-            saver = RedisLogSaver.from_url(cluster.url)   # redis+cluster://127.0.0.1:<port>
+            saver = RedisLogSaver.from_url(cluster.url)   # redis+cluster://127.0.0.1:<port>,...
+
+    Args:
+        directory: One sub-directory per node.
+        masters: How many primaries share the 16384 slots.
+        replicas: For each replica, the index of its master (``[0]``: one replica,
+            of the first master).
+        binary: The ``redis-server`` to run (default: found on PATH).
     """
 
     SLOTS = 16384
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, masters: int = 3, binary: str | None = None
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        masters: int = 3,
+        replicas: Sequence[int] = (),
+        binary: str | None = None,
     ) -> None:
         if masters < 1:
             raise ValueError("a cluster needs at least one master")
+        if any(not 0 <= m < masters for m in replicas):
+            raise ValueError(f"replicas name masters 0..{masters - 1}: {list(replicas)}")
         self.directory = Path(directory)
-        self.binary = binary
         self.nodes = [
             RedisServer(self.directory / f"node-{i}", binary=binary, cluster=True)
             for i in range(masters)
         ]
-        self.replicas: list[RedisServer] = []
+        self.replica_of = list(replicas)
+        self.replicas = [
+            RedisServer(self.directory / f"replica-{i}", binary=binary, cluster=True)
+            for i in range(len(replicas))
+        ]
 
     @property
     def url(self) -> str:
-        """``redis+cluster://`` with every node as a start-up node."""
+        """``redis+cluster://`` with every master as a start-up node."""
         return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
     @property
     def ports(self) -> list[int]:
+        """The masters' ports, in slot order (the first master serves slots from 0)."""
         return [n.port for n in self.nodes]
 
     def start(self, timeout: float = 20.0) -> RedisClusterServer:
+        """Start every node (again) and return once the cluster is ready (see the class)."""
         import redis
 
-        for node in self.nodes:
+        every = [*self.nodes, *self.replicas]
+        for node in every:
             node.start(timeout)
-        clients = [redis.Redis(port=n.port, socket_timeout=2) for n in self.nodes]
+        clients = [redis.Redis(port=n.port, socket_timeout=2) for n in every]
+        masters = clients[: len(self.nodes)]
         try:
-            share = self.SLOTS // len(self.nodes)
-            for i, client in enumerate(clients):
-                if int(client.cluster("info").get("cluster_slots_assigned", 0)):
-                    continue  # restarted from its nodes.conf: already configured
-                last = self.SLOTS - 1 if i == len(clients) - 1 else (i + 1) * share - 1
-                client.execute_command("CLUSTER ADDSLOTSRANGE", i * share, last)
-            for node in self.nodes[1:]:
-                clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port, node.bus_port)
+            if not any(int(c.cluster("info")["cluster_known_nodes"]) > 1 for c in clients):
+                share = self.SLOTS // len(self.nodes)  # new: not restarted from nodes.conf
+                for i, client in enumerate(masters):
+                    last = self.SLOTS - 1 if i == len(masters) - 1 else (i + 1) * share - 1
+                    client.execute_command("CLUSTER ADDSLOTSRANGE", i * share, last)
+                for node in every[1:]:
+                    meet = ("CLUSTER MEET", "127.0.0.1", node.port, node.bus_port)
+                    masters[0].execute_command(*meet)
+                self._replicate(clients[len(self.nodes) :], masters, timeout)
             deadline = time.monotonic() + timeout
-            while not all(self._ready(c) for c in clients):
+            while not all(self._ready(c) for c in clients) or not self._synced(masters):
                 if time.monotonic() > deadline:
                     states = [c.cluster("info").get("cluster_state") for c in clients]
                     raise RuntimeError(f"the cluster did not come up within {timeout}s: {states}")
@@ -267,61 +292,53 @@ class RedisClusterServer:
                 client.close()
         return self
 
+    def _replicate(
+        self, replicas: list[redis.Redis], masters: list[redis.Redis], timeout: float
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        for replica, master in zip(replicas, self.replica_of, strict=True):
+            master_id = masters[master].execute_command("CLUSTER MYID").decode()
+            while master_id not in {n["node_id"] for n in replica.cluster("nodes").values()}:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"a replica did not meet master {master}")
+                time.sleep(0.02)
+            replica.execute_command("CLUSTER REPLICATE", master_id)
+
     def _ready(self, client: redis.Redis) -> bool:
         info = client.cluster("info")
         return (
             info.get("cluster_state") == "ok"
-            and int(info.get("cluster_known_nodes", 0)) == len(self.nodes)
-            and len(client.cluster("slots")) == len(self.nodes)
+            and int(info.get("cluster_known_nodes", 0)) == len(self.nodes) + len(self.replicas)
+            and self._covered(client.cluster("slots"))
         )
 
-    def add_replica(self, master: int, timeout: float = 20.0) -> RedisServer:
-        """Start one more node as a replica of ``nodes[master]``; return once it has the
-        master's writes (a ``WAIT 1`` on the master counts it) and knows every slot."""
-        import redis
+    def _covered(self, slots: list[list[Any]]) -> bool:
+        """Every slot is served, by the masters (a slot moved by a test splits a range)."""
+        served = sum(int(r[1]) - int(r[0]) + 1 for r in slots)
+        return served == self.SLOTS and {r[2][1] for r in slots} == set(self.ports)
+
+    def _synced(self, masters: list[redis.Redis]) -> bool:
+        """Each master with replicas has them online: a write it owns, then WAIT, counts
+        them (a replica still loading the master's data counts for a WAIT after no write)."""
         from redis.crc import key_slot
 
-        primary_node = self.nodes[master]
-        node = RedisServer(
-            self.directory / f"replica-{len(self.replicas)}", binary=self.binary, cluster=True
-        )
-        self.replicas.append(node)
-        node.start(timeout)
-        me = redis.Redis(port=node.port, socket_timeout=2)
-        primary = redis.Redis(port=primary_node.port, socket_timeout=2)
-        try:
-            master_id = primary.execute_command("CLUSTER MYID").decode()
-            me.execute_command(
-                "CLUSTER MEET", "127.0.0.1", primary_node.port, primary_node.bus_port
-            )
-            deadline = time.monotonic() + timeout
-            while master_id not in {n["node_id"] for n in me.cluster("nodes").values()}:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the new node did not meet {primary_node.port}")
-                time.sleep(0.05)
-            me.execute_command("CLUSTER REPLICATE", master_id)
-            # A write the master owns, then WAIT: a replica still loading the master's
-            # data counts for a WAIT that follows no write.
-            owned = next(  # [first slot, last slot, [host, port, id], replicas...]
-                r for r in primary.cluster("slots") if r[2][1] == primary_node.port
-            )
+        for index, client in enumerate(masters):
+            wanted = self.replica_of.count(index)
+            if not wanted:
+                continue
+            port = self.nodes[index].port
+            owned = next(r for r in client.cluster("slots") if r[2][1] == port)
             probe = next(
-                f"replica-ready-{i}"
+                f"replicas-ready-{i}"
                 for i in itertools.count()
-                if owned[0] <= key_slot(f"replica-ready-{i}".encode()) <= owned[1]
+                if owned[0] <= key_slot(f"replicas-ready-{i}".encode()) <= owned[1]
             )
-            while True:
-                pipe = primary.pipeline(transaction=False)
-                pipe.set(probe, node.port)
-                pipe.wait(1, 100)
-                if pipe.execute()[1] >= 1 and me.cluster("info")["cluster_state"] == "ok":
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the replica of {primary_node.port} did not sync")
-        finally:
-            me.close()
-            primary.close()
-        return node
+            pipe = client.pipeline(transaction=False)
+            pipe.set(probe, port)
+            pipe.wait(wanted, 100)
+            if pipe.execute()[1] < wanted:
+                return False
+        return True
 
     def stop(self) -> None:
         for node in [*self.replicas, *self.nodes]:
