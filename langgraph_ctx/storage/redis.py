@@ -20,15 +20,24 @@ Readers take no Redis lock. `sync` reads the generation and the new lines in
 one script call, so what it returns is one consistent snapshot. The lines it
 fetched are kept in memory (as ``bytes``, bounded by ``cache_bytes`` across
 threads), so reading them again costs no round trip and always matches what
-the saver indexed. A line no longer cached is fetched in a transaction that
-checks the generation, and `LogChangedError` is raised if a rewrite happened
+the saver indexed. A line no longer cached is fetched by a script that also
+reads the generation, and `LogChangedError` is raised if a rewrite happened
 since the sync (the saver then re-syncs). Appends never change existing lines,
 so lines read under one generation stay valid.
 
 A writer takes its lock in the same script call that reads the new lines, and
 the write script releases the lock when it commits: a put is two round trips.
 
-One module (over 800 lines, the Lua scripts included) because the scripts and the Python
+On a Redis Cluster (a ``redis.cluster.RedisCluster`` client, or a
+``redis+cluster://`` URL, see `connect`) nothing changes: every script and
+every read names the keys of one thread, which share one slot, so each runs
+on the master that serves it, as atomically as on a single server. What spans
+threads is never one command: `thread_ids` SCANs every master, and a copy
+reads the source (one script) and then writes the target (another). Only
+``WAIT`` names no key, so `_write_and_wait` sends it on the slot's master's
+own connection.
+
+One module (over 900 lines, the Lua scripts included) because the scripts and the Python
 that calls them are one protocol: the key layout above, each script and the method that
 checks its reply must be read together to see that a log line never means two things.
 """
@@ -218,6 +227,18 @@ if ARGV[2] ~= '' then
 end
 local gen = redis.call('GET', KEYS[2]) or ''
 return {1, gen, redis.call('LLEN', KEYS[1]), redis.call('LRANGE', KEYS[1], ARGV[1], -1)}
+"""
+
+# Line ranges of lines already synced, with the generation, in one atomic step (a
+# script, not MULTI: one slot, and no cluster-transaction support needed from the client).
+# KEYS: log, gen. ARGV: first, last (0-based, inclusive), first, last, ...
+# Returns {gen, {lines of range 1}, {lines of range 2}, ...}.
+_RANGES = """
+local out = {redis.call('GET', KEYS[2]) or ''}
+for i = 1, #ARGV, 2 do
+  out[#out + 1] = redis.call('LRANGE', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+return out
 """
 
 # Remove the log, its generation and its backups. Returns {backups, released}.
@@ -440,6 +461,7 @@ class RedisStorage(LogStorage):
         self._locks: dict[str, _ThreadLock] = {}
         self._guard = threading.Lock()
         self._snapshot_script = client.register_script(_SNAPSHOT)
+        self._ranges = client.register_script(_RANGES)
         self._append = client.register_script(_APPEND)
         self._rewrite = client.register_script(_REWRITE)
         self._delete = client.register_script(_DELETE)
@@ -679,15 +701,12 @@ class RedisStorage(LogStorage):
     def _fetch(
         self, thread_id: str, state: _State, runs: list[tuple[int, int]]
     ) -> dict[int, bytes]:
-        """Line ranges in one transaction that also checks the generation."""
+        """Line ranges, read in one script call that also reads the generation."""
         keys = self.keys(thread_id)
+        bounds = [n for lo, hi in runs for n in (lo - 1, hi - 1)]
         with self._unavailable("reading", thread_id):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.get(keys.gen)
-            for lo, hi in runs:
-                pipe.lrange(keys.log, lo - 1, hi - 1)
-            gen, *chunks = pipe.execute()
-        if (gen or b"") != state.gen:
+            gen, *chunks = self._ranges(keys=[keys.log, keys.gen], args=bounds)
+        if gen != state.gen:
             raise LogChangedError(
                 self.describe(thread_id), "the log was rewritten since it was read"
             )
@@ -838,7 +857,8 @@ class RedisStorage(LogStorage):
             yield
         except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError) as exc:
             raise self._unavailable_error(action, thread_id, exc) from exc
-        except (ClusterError, SlotNotCoveredError) as exc:  # CLUSTERDOWN, a slot without a master
+        except (ClusterError, SlotNotCoveredError, AskError) as exc:
+            # CLUSTERDOWN, a slot no master serves, a slot still moving after a retry
             raise self._unavailable_error(action, thread_id, exc) from exc
         except ResponseError as exc:
             if str(exc).startswith(_UNAVAILABLE_REPLIES):
