@@ -312,6 +312,7 @@ def test_a_thread_whose_slot_moves_to_another_master_keeps_working(replicated, m
 
 
 def test_a_dead_master_makes_its_threads_unavailable_not_the_others(replicated):
+    """Then the whole cluster dies, and comes back (empty: no AOF)."""
     alive, dying = replicated.ports
     with RedisLogSaver.from_url(replicated.url, prefix=f"d-{uuid.uuid4().hex[:6]}") as saver:
         graph = chat_graph().compile(checkpointer=saver)
@@ -327,10 +328,19 @@ def test_a_dead_master_makes_its_threads_unavailable_not_the_others(replicated):
             assert saver.key(lost) in str(err.value)
             chat(graph, safe, "b")  # the other master still serves its threads
             assert contents(saver, safe)[-1] == "you said: b"
+            for node in [*replicated.nodes, *replicated.replicas]:  # the whole cluster down
+                node.stop(kill=True)
+            for thread_id in (safe, lost):
+                with pytest.raises(StorageUnavailableError, match="cannot be connected"):
+                    chat(graph, thread_id, "c")
+            with pytest.raises(StorageUnavailableError, match="listing threads"):
+                saver.list_threads()
         finally:
             replicated.start()  # the node again, from its nodes.conf: the cluster heals
         chat(graph, lost, "c")  # and its threads are served again
         assert contents(saver, lost)[-2:] == ["c", "you said: c"]
+        chat(graph, safe, "c")
+        assert contents(saver, safe)[-2:] == ["c", "you said: c"]
 
 
 def _move_slot(cluster: RedisClusterServer, slot: int, source: int, target: int) -> None:

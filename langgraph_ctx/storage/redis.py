@@ -860,6 +860,11 @@ class RedisStorage(LogStorage):
         except (ClusterError, SlotNotCoveredError, AskError) as exc:
             # CLUSTERDOWN, a slot no master serves, a slot still moving after a retry
             raise self._unavailable_error(action, thread_id, exc) from exc
+        except RedisClusterException as exc:
+            # No node answers (redis-py's other cluster exceptions are misuse: let them be)
+            if type(exc) is RedisClusterException and "cannot be connected" in str(exc):
+                raise self._unavailable_error(action, thread_id, exc) from exc
+            raise
         except ResponseError as exc:
             if str(exc).startswith(_UNAVAILABLE_REPLIES):
                 raise self._unavailable_error(action, thread_id, exc) from exc
