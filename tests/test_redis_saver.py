@@ -263,7 +263,12 @@ WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("lock_timeout", [30.0, 0.001], ids=["locked", "locks-expire"])
+@pytest.mark.parametrize(
+    ("redis_url", "lock_timeout"),
+    [("redis", 30.0), ("redis", 0.001), ("redis-cluster", 0.001)],  # the cluster: the harder
+    ids=["locked", "locks-expire", "cluster-locks-expire"],  # case only (4 s a run)
+    indirect=["redis_url"],
+)
 def test_two_processes_writing_one_thread_keep_one_order(rb, lock_timeout):
     """With a 1 ms lock timeout locks expire mid-write: the conditional append alone orders."""
     args = [rb.url, rb.prefix, "30", str(lock_timeout)]
