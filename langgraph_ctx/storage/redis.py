@@ -936,20 +936,29 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
     scheme = url.partition("://")[0].lower()
     if scheme not in CLUSTER_SCHEMES:
         return redis.Redis.from_url(url, **options)
-    first, others = _cluster_nodes(url)
+    first, others = cluster_url(url)
+    nodes = [ClusterNode(host, port) for host, port in others]
     try:
-        return RedisCluster(url=first, startup_nodes=others, **options)
+        return RedisCluster(url=first, startup_nodes=nodes, **options)
     except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
         raise StorageUnavailableError(
             _redacted(url), "connecting to the cluster", f"{type(exc).__name__}: {exc}"
         ) from exc
 
 
-def _cluster_nodes(url: str) -> tuple[str, list[ClusterNode]]:
-    """``redis+cluster://[cred@]h1:p1,h2:p2/0?opt`` -> (``redis://[cred@]h1:p1/0?opt``, [h2:p2]).
+def cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """Split a ``redis+cluster://`` URL into what ``RedisCluster`` takes: a plain URL for
+    the first node, and ``(host, port)`` for the other start-up nodes.
 
-    The first node carries the credentials and options to ``RedisCluster(url=...)``,
-    which applies them to every node it connects to.
+    The first node's URL carries the credentials and options to ``RedisCluster(url=...)``
+    (sync or ``redis.asyncio.cluster``), which applies them to every node it connects to.
+
+    Raises:
+        ValueError: no host, a bad ``host:port``, or a database other than 0.
+
+    Example:
+        >>> cluster_url("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001,[::1]/0?ssl_cert_reqs=none")
+        ('redis://app:pw@10.0.0.1:7000/0?ssl_cert_reqs=none', [('10.0.0.2', 7001), ('::1', 6379)])
     """
     scheme, _, rest = url.partition("://")
     netloc, slash, tail = rest.partition("/")
@@ -968,7 +977,7 @@ def _cluster_nodes(url: str) -> tuple[str, list[ClusterNode]]:
     return first, [_cluster_node(url, node) for node in nodes[1:]]
 
 
-def _cluster_node(url: str, node: str) -> ClusterNode:
+def _cluster_node(url: str, node: str) -> tuple[str, int]:
     """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` (default port 6379)."""
     if node.startswith("["):
         host, _, port = node[1:].partition("]")
@@ -978,7 +987,7 @@ def _cluster_node(url: str, node: str) -> ClusterNode:
         if not colon:
             host, port = node, ""
     try:
-        return ClusterNode(host, int(port) if port else 6379)
+        return host, int(port) if port else 6379
     except ValueError:
         raise ValueError(f"{_redacted(url)}: {node!r} is not host:port") from None
 
