@@ -263,7 +263,18 @@ class RedisClusterServer:
         return [n.port for n in self.nodes]
 
     def start(self, timeout: float = 20.0) -> RedisClusterServer:
-        """Start every node (again) and return once the cluster is ready (see the class)."""
+        """Start every node (again) and return once the cluster is ready (see the class).
+
+        If it does not come up, every node is stopped before the error propagates
+        (``with`` never reaches ``__exit__`` when ``__enter__`` fails).
+        """
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> RedisClusterServer:
         import redis
 
         every = [*self.nodes, *self.replicas]
