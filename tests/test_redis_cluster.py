@@ -326,6 +326,7 @@ def test_a_dead_master_makes_its_threads_unavailable_not_the_others(replicated):
                 chat(graph, lost, "b")
             assert time.monotonic() - started < 5
             assert saver.key(lost) in str(err.value)
+            assert f"on 127.0.0.1:{dying})" in str(err.value)  # names the master to look at
             chat(graph, safe, "b")  # the other master still serves its threads
             assert contents(saver, safe)[-1] == "you said: b"
             for node in [*replicated.nodes, *replicated.replicas]:  # the whole cluster down

@@ -502,8 +502,9 @@ class RedisStorage(LogStorage):
     def thread_ids(self) -> Iterator[str]:
         """Thread ids with a log under this prefix (SCAN: O(keys in the database)).
 
-        A key of another type where a log would be (another application's) is
-        skipped with a `ForeignKeyWarning` naming it.
+        On a cluster the SCAN visits every master (redis-py's ``RedisCluster.scan_iter``),
+        so it lists the threads of all of them. A key of another type where a log would
+        be (another application's) is skipped with a `ForeignKeyWarning` naming it.
         """
         pattern = self.namespace + "{*}"
         with self._unavailable("listing threads", None):
@@ -887,11 +888,23 @@ class RedisStorage(LogStorage):
                     return WrongKeyTypeError(where, key, found, want.decode())
         return exc  # changed back since: the server's own message
 
+    def _where(self, thread_id: str) -> str:
+        """On a cluster, `` (slot N on host:port)``: which master an operator should look at
+        (from the client's last known layout: no round trip)."""
+        if not isinstance(self.client, RedisCluster):
+            return ""
+        key = self.keys(thread_id).log
+        try:
+            node = self.client.get_node_from_key(key)
+        except (RedisError, RedisClusterException):  # no master known for the slot
+            return f" (slot {self.client.keyslot(key)})"
+        return f" (slot {self.client.keyslot(key)} on {node.host}:{node.port})"
+
     def _unavailable_error(
         self, action: str, thread_id: str | None, exc: Exception
     ) -> StorageUnavailableError:
         if thread_id is not None:
-            action = f"{action} {self.keys(thread_id).log}"
+            action = f"{action} {self.keys(thread_id).log}{self._where(thread_id)}"
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return StorageUnavailableError(self.server, action, reason)
 
