@@ -18,8 +18,10 @@ can be a single import::
 `create_checkpointer` is configured by environment variables (set them in
 ``langgraph.json`` ``"env"``, in ``.env``, or in the deployment):
 
-- ``LANGGRAPH_CTX_REDIS_URL``: when set, threads live in Redis (`RedisLogSaver`),
-  with ``LANGGRAPH_CTX_REDIS_PREFIX`` (namespace) and ``LANGGRAPH_CTX_REDIS_TTL``
+- ``LANGGRAPH_CTX_REDIS_URL``: when set, threads live in Redis (`RedisLogSaver`):
+  ``redis://host:6379/0``, or ``redis+cluster://host1:7000,host2:7000`` for a Redis
+  Cluster (``rediss://`` and ``rediss+cluster://`` for TLS), with
+  ``LANGGRAPH_CTX_REDIS_PREFIX`` (namespace) and ``LANGGRAPH_CTX_REDIS_TTL``
   (seconds a thread lives after its last write) optional;
 - otherwise ``LANGGRAPH_CTX_DIR`` (default ``./chats``, relative to the directory
   the server runs in) holds one JSONL file per thread (`JsonlSaver`), and
@@ -113,7 +115,9 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
     starting instead of failing its first run.
 
     Args:
-        url: ``redis://host:6379/0`` (``rediss://`` for TLS); default
+        url: ``redis://host:6379/0`` (``rediss://`` for TLS), or
+            ``redis+cluster://host1:7000,host2:7000`` for a Redis Cluster (any
+            nodes of it: the client discovers the rest); default
             ``$LANGGRAPH_CTX_REDIS_URL``.
         **kwargs: Passed to `RedisLogSaver` (``prefix``, ``ttl``, ``lock_timeout``,
             ``allowed_types``, ...). ``prefix`` and ``ttl`` default to
@@ -144,7 +148,9 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
             "(for example redis://localhost:6379/0)"
         )
     kwargs = {**_redis_env(os.environ), **kwargs}
-    saver = RedisLogSaver.from_url(url, **kwargs)
+    # Off the event loop: a cluster client asks a node for the slot layout when it is
+    # made, and `langgraph dev` rejects blocking calls on the loop.
+    saver = await asyncio.to_thread(RedisLogSaver.from_url, url, **kwargs)
     try:
         try:
             await asyncio.to_thread(saver.client.ping)

@@ -70,14 +70,16 @@ class JsonlBackend:
 
 
 class RedisBackend:
-    name = "redis"
+    """A fresh prefix on a Redis server, or on a Redis Cluster (a ``redis+cluster://`` URL;
+    ``client`` is then a ``RedisCluster``, which routes each key to its master)."""
 
-    def __init__(self, url: str, prefix: str | None = None) -> None:
-        import redis
+    def __init__(self, url: str, prefix: str | None = None, *, name: str = "redis") -> None:
+        from langgraph_ctx.storage.redis import connect
 
         self.url = url
+        self.name = name
         self.prefix = prefix or f"test-{uuid.uuid4().hex[:12]}"
-        self.client = redis.Redis.from_url(url)
+        self.client = connect(url)
         self._savers: list[RedisLogSaver] = []
 
     def saver(self, **kwargs: Any) -> RedisLogSaver:
@@ -92,6 +94,11 @@ class RedisBackend:
             "__import__('langgraph_ctx.saver.redis', fromlist=['x']).RedisLogSaver"
             f".from_url({self.url!r}, prefix={self.prefix!r})"
         )
+
+    def keys(self, pattern: str) -> list[bytes]:
+        """Keys matching ``pattern`` on every master (KEYS asks one node of a cluster; SCAN
+        through a cluster client visits each master)."""
+        return sorted(set(self.client.scan_iter(match=pattern, count=1000)))
 
     def _key(self, thread_id: str) -> str:
         return f"ctx:{self.prefix}:thread:{{{encode_thread_id(thread_id)}}}"

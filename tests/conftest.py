@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage
 from langgraph_ctx import JsonlSaver
 
 from .backends import Backend, JsonlBackend, RedisBackend
-from .redis_server import RedisServer, require_redis_server
+from .redis_server import RedisClusterServer, RedisServer, require_redis_server
 
 
 @pytest.fixture
@@ -33,12 +33,34 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         yield server
 
 
-@pytest.fixture(params=["jsonl", "redis"])
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServer]:
+    """A Redis Cluster of three masters for the session; tests keep apart by key prefix."""
+    binary = require_redis_server()
+    with RedisClusterServer(tmp_path_factory.mktemp("redis-cluster"), binary=binary) as cluster:
+        yield cluster
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run ``backend`` tests on JSONL and Redis, and on a Redis Cluster where the module
+    sets ``ON_REDIS_CLUSTER = True`` (the saver's own scenarios: the cluster changes
+    routing, not what the rest of the suite exercises, and costs a second run)."""
+    if "backend" in metafunc.fixturenames:
+        names = ["jsonl", "redis"]
+        if getattr(metafunc.module, "ON_REDIS_CLUSTER", False):
+            names.append("redis-cluster")
+        metafunc.parametrize("backend", names, indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The store under test: a JSONL directory, or a fresh prefix on the Redis server."""
+    """The store under test: a JSONL directory, or a fresh prefix on the Redis server
+    (``redis``) or on the Redis Cluster (``redis-cluster``)."""
     made: Backend
     if request.param == "jsonl":
         made = JsonlBackend(tmp_path / "chats")
+    elif request.param == "redis-cluster":
+        made = RedisBackend(request.getfixturevalue("redis_cluster").url, name="redis-cluster")
     else:
         made = RedisBackend(request.getfixturevalue("redis_server").url)
     yield made

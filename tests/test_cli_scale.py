@@ -155,8 +155,8 @@ def test_errors_are_one_line_and_name_the_accepted_values(long_ids: Path) -> Non
     assert "'all' is not one of 'keep_latest', 'delete'" in strategy
     ftp = one_error([*d, "copy", "--all", "--to", "ftp://x"], 1)
     assert ftp == (
-        "error: unsupported store ftp:// in 'ftp://x': use redis://, rediss://, unix:// "
-        "or a directory path"
+        "error: unsupported store ftp:// in 'ftp://x': use redis://, rediss://, unix://, "
+        "redis+cluster:// (a Redis Cluster) or a directory path"
     )
     window = one_error([*d, "usage", LONG_IDS[0], "-m", "gpt-4o", "--window", "lots"], 2)
     assert "--window" in window and "integer" in window

@@ -256,8 +256,14 @@ def test_the_jsonl_archive_is_its_own_file_with_the_index_beside_it(tmp_path: Pa
     )
 
 
-def test_the_redis_index_is_a_key_beside_the_thread(redis_server: Any) -> None:
-    saver = RedisLogSaver.from_url(redis_server.url, prefix=f"ctx-tools-{uuid.uuid4().hex[:10]}")
+@pytest.mark.parametrize("store", ["redis_server", "redis_cluster"])
+def test_the_redis_index_is_a_key_beside_the_thread(
+    store: str, request: pytest.FixtureRequest
+) -> None:
+    # On a cluster too: the index's WATCH/MULTI update stays in the thread's slot, and the
+    # archive fork lands on whichever master serves its own slot.
+    url = request.getfixturevalue(store).url
+    saver = RedisLogSaver.from_url(url, prefix=f"ctx-tools-{uuid.uuid4().hex[:10]}")
     out, _ = paris_then_csv(Chat(saver))
     entry = out["messages"][-2].artifact["context"]
     raw = saver.client.get(f"ctx:{saver.prefix}:contexts:{{trip%2F1}}")

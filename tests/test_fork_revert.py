@@ -14,6 +14,8 @@ from langgraph_ctx import (
 
 from .test_saver_graphs import chat_graph
 
+ON_REDIS_CLUSTER = True  # the backend tests also run on a Redis Cluster (conftest)
+
 
 def contents(graph, thread_id: str) -> list[str]:
     state = graph.get_state({"configurable": {"thread_id": thread_id}})

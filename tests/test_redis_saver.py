@@ -48,10 +48,18 @@ from langgraph_ctx.saver.redis import RedisLogSaver
 from langgraph_ctx.storage.redis import LockLostWarning, RedisStorage
 
 
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_url(request):
+    """The session's server, or the session's Redis Cluster (three masters)."""
+    if request.param == "redis-cluster":
+        return request.getfixturevalue("redis_cluster").url
+    return request.getfixturevalue("redis_server").url
+
+
 @pytest.fixture
-def rb(redis_server):
-    """A fresh prefix on the session's server."""
-    made = RedisBackend(redis_server.url)
+def rb(redis_url):
+    """A fresh prefix on the session's server, or on its cluster."""
+    made = RedisBackend(redis_url, name="redis-cluster" if "+cluster" in redis_url else "redis")
     yield made
     made.close()
 
@@ -81,10 +89,10 @@ def view(graph, thread_id: str):
 # ---------------------------------------------------------------- conformance
 
 
-async def test_redis_saver_passes_all_81_conformance_tests(redis_server):
+async def test_redis_saver_passes_all_81_conformance_tests(redis_url):
     @checkpointer_test(name="RedisLogSaver")
     async def redis_saver():
-        with RedisLogSaver.from_url(redis_server.url, prefix=f"conf-{uuid.uuid4().hex}") as saver:
+        with RedisLogSaver.from_url(redis_url, prefix=f"conf-{uuid.uuid4().hex}") as saver:
             yield saver
 
     report = await validate(redis_saver)
@@ -128,13 +136,16 @@ def test_key_layout(rb):
     chat(chat_graph().compile(checkpointer=saver), "task-001", "hi")
     base = f"ctx:{rb.prefix}:thread:{{task-001}}"
     assert saver.key("task-001") == base
-    assert sorted(k.decode() for k in rb.client.keys(f"ctx:{rb.prefix}:*")) == [base, base + ":gen"]
+    assert sorted(k.decode() for k in rb.keys(f"ctx:{rb.prefix}:*")) == [base, base + ":gen"]
     assert rb.client.type(base) == b"list"  # and no lock is left behind
     header = json.loads(rb.client.lindex(base, 0))
     assert header["t"] == "thread" and header["thread_id"] == "task-001"
     kinds = [json.loads(line)["t"] for line in rb.client.lrange(base, 0, -1)]
     assert set(kinds) == {"thread", "msg", "ckpt", "writes"}
-    assert "redis://127.0.0.1" in saver.storage.describe("task-001")
+    if rb.name == "redis-cluster":
+        assert saver.storage.describe("task-001").startswith("redis+cluster://127.0.0.1:")
+    else:
+        assert "redis://127.0.0.1" in saver.storage.describe("task-001")
 
 
 # -------------------------------------------------------------- namespaces
@@ -183,7 +194,7 @@ def test_any_thread_id_stays_inside_the_namespace(rb):
             {"messages": [("user", f"for {thread_id!r}")]},
             {"configurable": {"thread_id": thread_id}},
         )
-    keys = [k.decode() for k in rb.client.keys("*") if f":{rb.prefix}:".encode() in k]
+    keys = [k.decode() for k in rb.keys("*") if f":{rb.prefix}:".encode() in k]
     assert len(keys) == 2 * len(HOSTILE_IDS)  # a log and a generation each
     assert all(k.startswith(f"ctx:{rb.prefix}:thread:{{") for k in keys)
     assert sorted(saver.list_threads()) == sorted(str(t) for t in HOSTILE_IDS)
@@ -252,7 +263,12 @@ WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("lock_timeout", [30.0, 0.001], ids=["locked", "locks-expire"])
+@pytest.mark.parametrize(
+    ("redis_url", "lock_timeout"),
+    [("redis", 30.0), ("redis", 0.001), ("redis-cluster", 0.001)],  # the cluster: the harder
+    ids=["locked", "locks-expire", "cluster-locks-expire"],  # case only (4 s a run)
+    indirect=["redis_url"],
+)
 def test_two_processes_writing_one_thread_keep_one_order(rb, lock_timeout):
     """With a 1 ms lock timeout locks expire mid-write: the conditional append alone orders."""
     args = [rb.url, rb.prefix, "30", str(lock_timeout)]

@@ -26,6 +26,8 @@ from langgraph.types import Command, Send, interrupt
 from .backends import Backend
 from .conftest import history_view, normalize, snapshot_view
 
+ON_REDIS_CLUSTER = True  # the backend tests also run on a Redis Cluster (conftest)
+
 
 def chat_graph():
     def chatbot(state: MessagesState):

@@ -192,6 +192,9 @@ def import_(
         raise typer.Exit(1)
 
 
+_STORES = "redis://..., redis+cluster://host:port,... (a Redis Cluster) or a directory"
+
+
 @app.command()
 def copy(
     ctx: typer.Context,
@@ -201,11 +204,11 @@ def copy(
     ] = None,
     to: Annotated[
         str | None,
-        typer.Option("--to", help="Copy from --dir to this store: redis://... or a directory."),
+        typer.Option("--to", help=f"Copy from --dir to this store: {_STORES}."),
     ] = None,
     from_: Annotated[
         str | None,
-        typer.Option("--from", help="Copy from this store into --dir: redis://... or a directory."),
+        typer.Option("--from", help=f"Copy from this store into --dir: {_STORES}."),
     ] = None,
     new_id: Annotated[
         str | None, typer.Option("--as", help="Thread id in the target (one thread only).")
@@ -269,8 +272,11 @@ def _local_storage(root: Path) -> Any:
     return JsonlStorage(root)
 
 
+_REDIS_URLS = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
+
+
 def _open_store(where: str, prefix: str | None) -> Any:
-    if where.startswith(("redis://", "rediss://", "unix://")):
+    if where.startswith(_REDIS_URLS):
         try:
             from langgraph_ctx.storage.redis import RedisStorage
         except ImportError as exc:
@@ -283,7 +289,7 @@ def _open_store(where: str, prefix: str | None) -> Any:
         scheme = where.split("://", 1)[0]
         raise CliError(
             f"unsupported store {scheme}:// in {where!r}: use redis://, rediss://, "
-            "unix:// or a directory path"
+            "unix://, redis+cluster:// (a Redis Cluster) or a directory path"
         )
     if prefix:
         raise typer.BadParameter("--prefix applies to Redis only", param_hint="--prefix")

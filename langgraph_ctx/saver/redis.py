@@ -19,15 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.saver.log import LogSaver, OnCorrupt
-from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisStorage, connect
-
-if TYPE_CHECKING:  # imported at run time by storage.redis, which says what to install
-    import redis
+from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisClient, RedisStorage, connect
 
 
 class RedisLogSaver(LogSaver):
@@ -40,8 +37,10 @@ class RedisLogSaver(LogSaver):
     `delete_for_runs`.
 
     Args:
-        client: A ``redis.Redis`` client, or a URL (``redis://host:6379/0``,
-            ``rediss://...`` for TLS) for which the saver makes and owns one.
+        client: A ``redis.Redis`` or ``redis.cluster.RedisCluster`` client, or a
+            URL for which the saver makes and owns one: ``redis://host:6379/0``
+            (``rediss://`` for TLS), or ``redis+cluster://host1:7000,host2:7000``
+            (``rediss+cluster://``) for a Redis Cluster.
         prefix: Application namespace: keys start with ``ctx:<prefix>:``.
             Savers with different prefixes never see each other's threads.
         ttl: Seconds a thread lives after its last write (each write refreshes
@@ -86,7 +85,7 @@ class RedisLogSaver(LogSaver):
 
     def __init__(
         self,
-        client: redis.Redis | str,
+        client: RedisClient | str,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl: float | None = None,
@@ -125,17 +124,19 @@ class RedisLogSaver(LogSaver):
 
         The client has short timeouts (5 s) and retries a failed command once,
         so a restarted server is reconnected transparently and a dead one fails
-        the call quickly with `StorageUnavailableError`.
+        the call quickly with `StorageUnavailableError`. A ``redis+cluster://``
+        URL (see `langgraph_ctx.storage.redis.connect`) makes a cluster client.
 
         Example:
             ```python
             saver = RedisLogSaver.from_url("redis://localhost:6379/0", prefix="travel", ttl=86400)
+            on_cluster = RedisLogSaver.from_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
             ```
         """
         return cls(url, **kwargs)
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> RedisClient:
         """The Redis client the saver uses."""
         return self.storage.client
 

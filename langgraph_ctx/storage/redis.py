@@ -20,15 +20,24 @@ Readers take no Redis lock. `sync` reads the generation and the new lines in
 one script call, so what it returns is one consistent snapshot. The lines it
 fetched are kept in memory (as ``bytes``, bounded by ``cache_bytes`` across
 threads), so reading them again costs no round trip and always matches what
-the saver indexed. A line no longer cached is fetched in a transaction that
-checks the generation, and `LogChangedError` is raised if a rewrite happened
+the saver indexed. A line no longer cached is fetched by a script that also
+reads the generation, and `LogChangedError` is raised if a rewrite happened
 since the sync (the saver then re-syncs). Appends never change existing lines,
 so lines read under one generation stay valid.
 
 A writer takes its lock in the same script call that reads the new lines, and
 the write script releases the lock when it commits: a put is two round trips.
 
-One module (over 800 lines, the Lua scripts included) because the scripts and the Python
+On a Redis Cluster (a ``redis.cluster.RedisCluster`` client, or a
+``redis+cluster://`` URL, see `connect`) nothing changes: every script and
+every read names the keys of one thread, which share one slot, so each runs
+on the master that serves it, as atomically as on a single server. What spans
+threads is never one command: `thread_ids` SCANs every master, and a copy
+reads the source (one script) and then writes the target (another). Only
+``WAIT`` names no key, so `_write_and_wait` sends it on the slot's master's
+own connection.
+
+One module (over 900 lines, the Lua scripts included) because the scripts and the Python
 that calls them are one protocol: the key layout above, each script and the method that
 checks its reply must be read together to see that a log line never means two things.
 """
@@ -54,8 +63,18 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subproc
     from langgraph_ctx.errors import MissingExtraError
 
     raise MissingExtraError("RedisLogSaver", "redis", "redis") from _exc
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from langgraph_ctx.codec import loads_line
@@ -77,6 +96,12 @@ from langgraph_ctx.storage.thread_ids import (
 )
 
 DEFAULT_PREFIX = "langgraph"
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+"""URL schemes for a Redis Cluster (redis-py has none of its own): `connect` makes a
+``RedisCluster`` whose start-up nodes are the URL's comma-separated ``host:port`` list."""
+
+RedisClient = redis.Redis | RedisCluster
+"""A client `RedisStorage` runs on: one server, or a Redis Cluster (same keys, same scripts)."""
 _PREFIX_OK = re.compile(r"[A-Za-z0-9_.:-]+")
 # Replies that mean "not now" rather than "you sent something wrong".
 _UNAVAILABLE_REPLIES = ("MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS")
@@ -202,6 +227,18 @@ if ARGV[2] ~= '' then
 end
 local gen = redis.call('GET', KEYS[2]) or ''
 return {1, gen, redis.call('LLEN', KEYS[1]), redis.call('LRANGE', KEYS[1], ARGV[1], -1)}
+"""
+
+# Line ranges of lines already synced, with the generation, in one atomic step (a
+# script, not MULTI: one slot, and no cluster-transaction support needed from the client).
+# KEYS: log, gen. ARGV: first, last (0-based, inclusive), first, last, ...
+# Returns {gen, {lines of range 1}, {lines of range 2}, ...}.
+_RANGES = """
+local out = {redis.call('GET', KEYS[2]) or ''}
+for i = 1, #ARGV, 2 do
+  out[#out + 1] = redis.call('LRANGE', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+return out
 """
 
 # Remove the log, its generation and its backups. Returns {backups, released}.
@@ -351,9 +388,10 @@ class RedisStorage(LogStorage):
     """Thread logs as Redis lists under ``ctx:<prefix>:``, on plain Redis 6+ (no modules).
 
     Args:
-        client: A ``redis.Redis`` client (``decode_responses`` must be off).
-            `RedisStorage.from_url` makes one with short timeouts and one quick
-            retry, so a dead server fails fast and a restarted one is reconnected.
+        client: A ``redis.Redis`` client, or a ``redis.cluster.RedisCluster``
+            (``decode_responses`` must be off). `RedisStorage.from_url` makes one
+            with short timeouts and one quick retry, so a dead server fails fast
+            and a restarted one is reconnected.
         prefix: Application namespace: keys start with ``ctx:<prefix>:``. Two
             prefixes never see each other's threads. Letters, digits, ``_.:-``.
         ttl: Seconds a thread lives after its last write (every append and
@@ -383,7 +421,7 @@ class RedisStorage(LogStorage):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl: float | None = None,
@@ -397,7 +435,7 @@ class RedisStorage(LogStorage):
             raise ValueError(
                 f"prefix must be non-empty letters, digits, '_', '.', ':' or '-'; got {prefix!r}"
             )
-        if client.get_connection_kwargs().get("decode_responses"):
+        if client.get_encoder().decode_responses:
             raise ValueError("the Redis client must not decode responses (decode_responses=False)")
         if ttl is not None and ttl <= 0:
             raise ValueError("ttl must be a positive number of seconds, or None")
@@ -406,6 +444,7 @@ class RedisStorage(LogStorage):
         if wait_for_replicas < 0 or replica_timeout <= 0:
             raise ValueError("wait_for_replicas must be >= 0 and replica_timeout positive")
         self.client = client
+        self.cluster = isinstance(client, RedisCluster)
         self.prefix = prefix
         self.ttl = ttl
         self.lock_timeout = lock_timeout
@@ -422,6 +461,7 @@ class RedisStorage(LogStorage):
         self._locks: dict[str, _ThreadLock] = {}
         self._guard = threading.Lock()
         self._snapshot_script = client.register_script(_SNAPSHOT)
+        self._ranges = client.register_script(_RANGES)
         self._append = client.register_script(_APPEND)
         self._rewrite = client.register_script(_REWRITE)
         self._delete = client.register_script(_DELETE)
@@ -430,7 +470,8 @@ class RedisStorage(LogStorage):
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisStorage:
-        """A storage on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
+        """A storage on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``,
+        ``redis+cluster://h1:p1,h2:p2``; see `connect`).
 
         Example:
             ```python
@@ -461,8 +502,9 @@ class RedisStorage(LogStorage):
     def thread_ids(self) -> Iterator[str]:
         """Thread ids with a log under this prefix (SCAN: O(keys in the database)).
 
-        A key of another type where a log would be (another application's) is
-        skipped with a `ForeignKeyWarning` naming it.
+        On a cluster the SCAN visits every master (redis-py's ``RedisCluster.scan_iter``),
+        so it lists the threads of all of them. A key of another type where a log would
+        be (another application's) is skipped with a `ForeignKeyWarning` naming it.
         """
         pattern = self.namespace + "{*}"
         with self._unavailable("listing threads", None):
@@ -660,15 +702,12 @@ class RedisStorage(LogStorage):
     def _fetch(
         self, thread_id: str, state: _State, runs: list[tuple[int, int]]
     ) -> dict[int, bytes]:
-        """Line ranges in one transaction that also checks the generation."""
+        """Line ranges, read in one script call that also reads the generation."""
         keys = self.keys(thread_id)
+        bounds = [n for lo, hi in runs for n in (lo - 1, hi - 1)]
         with self._unavailable("reading", thread_id):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.get(keys.gen)
-            for lo, hi in runs:
-                pipe.lrange(keys.log, lo - 1, hi - 1)
-            gen, *chunks = pipe.execute()
-        if (gen or b"") != state.gen:
+            gen, *chunks = self._ranges(keys=[keys.log, keys.gen], args=bounds)
+        if gen != state.gen:
             raise LogChangedError(
                 self.describe(thread_id), "the log was rewritten since it was read"
             )
@@ -772,11 +811,34 @@ class RedisStorage(LogStorage):
         with self._unavailable(action, thread_id):
             if not self.wait_for_replicas:
                 return script(keys=keys, args=args), None
-            pipe = self.client.pipeline(transaction=False)
+            return self._write_and_wait(script, keys, args)
+
+    def _write_and_wait(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, int]:
+        """The script, then WAIT, on one connection: WAIT counts the replicas that
+        acknowledged that connection's writes.
+
+        On a cluster the connection is one to the master of the thread's slot
+        (a cluster client would send WAIT, which names no key, to any node). If
+        the slot moved since the client last learnt the layout, the node
+        refuses the script (MOVED: nothing ran), so the layout is refreshed and
+        the pair sent once more.
+        """
+        for attempt in range(2):
+            client: Any = self.client
+            if isinstance(client, RedisCluster):
+                client = client.get_redis_connection(client.get_node_from_key(keys[0]))
+            pipe = client.pipeline(transaction=False)
             pipe.eval(script.script, len(keys), *keys, *args)
             pipe.wait(self.wait_for_replicas, max(1, round(self.replica_timeout * 1000)))
-            result, replicas = pipe.execute()
+            try:
+                result, replicas = pipe.execute()
+            except AskError:  # MOVED is a subclass; a plain server never says either
+                if not isinstance(self.client, RedisCluster) or attempt:
+                    raise
+                self.client.nodes_manager.initialize()
+                continue
             return result, int(replicas)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_replicas(self, replicas: int | None, action: str, thread_id: str) -> None:
         if replicas is not None and replicas < self.wait_for_replicas:
@@ -796,6 +858,14 @@ class RedisStorage(LogStorage):
             yield
         except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError) as exc:
             raise self._unavailable_error(action, thread_id, exc) from exc
+        except (ClusterError, SlotNotCoveredError, AskError) as exc:
+            # CLUSTERDOWN, a slot no master serves, a slot still moving after a retry
+            raise self._unavailable_error(action, thread_id, exc) from exc
+        except RedisClusterException as exc:
+            # No node answers (redis-py's other cluster exceptions are misuse: let them be)
+            if type(exc) is RedisClusterException and "cannot be connected" in str(exc):
+                raise self._unavailable_error(action, thread_id, exc) from exc
+            raise
         except ResponseError as exc:
             if str(exc).startswith(_UNAVAILABLE_REPLIES):
                 raise self._unavailable_error(action, thread_id, exc) from exc
@@ -818,22 +888,52 @@ class RedisStorage(LogStorage):
                     return WrongKeyTypeError(where, key, found, want.decode())
         return exc  # changed back since: the server's own message
 
+    def _where(self, thread_id: str) -> str:
+        """On a cluster, `` (slot N on host:port)``: which master an operator should look at
+        (from the client's last known layout: no round trip)."""
+        if not isinstance(self.client, RedisCluster):
+            return ""
+        key = self.keys(thread_id).log
+        try:
+            node = self.client.get_node_from_key(key)
+        except (RedisError, RedisClusterException):  # no master known for the slot
+            return f" (slot {self.client.keyslot(key)})"
+        return f" (slot {self.client.keyslot(key)} on {node.host}:{node.port})"
+
     def _unavailable_error(
         self, action: str, thread_id: str | None, exc: Exception
     ) -> StorageUnavailableError:
         if thread_id is not None:
-            action = f"{action} {self.keys(thread_id).log}"
+            action = f"{action} {self.keys(thread_id).log}{self._where(thread_id)}"
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return StorageUnavailableError(self.server, action, reason)
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A ``redis.Redis`` for ``url`` with settings that suit a checkpointer.
+def connect(url: str, **kwargs: Any) -> RedisClient:
+    """A client for ``url`` with settings that suit a checkpointer.
+
+    ``redis://``, ``rediss://`` (TLS) and ``unix://`` make a ``redis.Redis``;
+    ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://`` for TLS)
+    makes a ``redis.cluster.RedisCluster`` that starts from those nodes and
+    discovers the rest. Credentials and query options are written as for
+    ``redis://`` (``redis+cluster://user:secret@10.0.0.1:7000,10.0.0.2:7000``);
+    a cluster has only database 0.
 
     Timeouts are short (5 s) and a failed command is retried once, quickly:
     that is enough to replace a connection a server restart has broken, and
     little enough that a server that is down fails the call within moments.
-    Keyword arguments override these defaults (any ``redis.Redis`` option).
+    Keyword arguments override these defaults (any ``redis.Redis`` or
+    ``RedisCluster`` option).
+
+    Raises:
+        ValueError: a cluster URL without a host, or with a database other than 0.
+        StorageUnavailableError: no node of the cluster answered (a single
+            server is connected lazily: the first command reports it).
+
+    Example:
+        ```python
+        client = connect("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
+        ```
     """
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -846,12 +946,84 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     }
     options.update(kwargs)
     options["decode_responses"] = False
-    return redis.Redis.from_url(url, **options)
+    scheme = url.partition("://")[0].lower()
+    if scheme not in CLUSTER_SCHEMES:
+        return redis.Redis.from_url(url, **options)
+    first, others = cluster_url(url)
+    nodes = [ClusterNode(host, port) for host, port in others]
+    try:
+        return RedisCluster(url=first, startup_nodes=nodes, **options)
+    except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
+        raise StorageUnavailableError(
+            _redacted(url), "connecting to the cluster", f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
-def _describe_server(client: redis.Redis) -> str:
-    """``redis://host:port/db`` for messages (never the password)."""
+def cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """Split a ``redis+cluster://`` URL into what ``RedisCluster`` takes: a plain URL for
+    the first node, and ``(host, port)`` for the other start-up nodes.
+
+    The first node's URL carries the credentials and options to ``RedisCluster(url=...)``
+    (sync or ``redis.asyncio.cluster``), which applies them to every node it connects to.
+
+    Raises:
+        ValueError: no host, a bad ``host:port``, or a database other than 0.
+
+    Example:
+        >>> cluster_url("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001,[::1]/0?ssl_cert_reqs=none")
+        ('redis://app:pw@10.0.0.1:7000/0?ssl_cert_reqs=none', [('10.0.0.2', 7001), ('::1', 6379)])
+    """
+    scheme, _, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "?" in netloc:  # no path: redis+cluster://h:p?ssl_cert_reqs=none
+        netloc, _, query = netloc.partition("?")
+        slash, tail = "/", "?" + query
+    credentials, at, hosts = netloc.rpartition("@")
+    nodes = [h.strip() for h in hosts.split(",") if h.strip()]
+    if not nodes:
+        raise ValueError(f"{_redacted(url)}: a cluster URL names at least one host:port")
+    db = tail.partition("?")[0]
+    if db not in ("", "0"):
+        raise ValueError(f"{_redacted(url)}: a Redis Cluster has only database 0")
+    plain = "rediss" if scheme.lower() == "rediss+cluster" else "redis"
+    first = f"{plain}://{credentials}{at}{nodes[0]}{slash}{tail}"
+    return first, [_cluster_node(url, node) for node in nodes[1:]]
+
+
+def _cluster_node(url: str, node: str) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` (default port 6379)."""
+    if node.startswith("["):
+        host, _, port = node[1:].partition("]")
+        port = port.removeprefix(":")
+    else:
+        host, colon, port = node.rpartition(":")
+        if not colon:
+            host, port = node, ""
+    try:
+        return host, int(port) if port else 6379
+    except ValueError:
+        raise ValueError(f"{_redacted(url)}: {node!r} is not host:port") from None
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    credentials, at, hosts = netloc.rpartition("@")
+    if at:
+        user = credentials.partition(":")[0]
+        netloc = f"{user}:***@{hosts}" if user else f"***@{hosts}"
+    return f"{scheme}{sep}{netloc}{slash}{tail}"
+
+
+def _describe_server(client: RedisClient) -> str:
+    """``redis://host:port/db``, or ``redis+cluster://h1:p1,h2:p2``, for messages (never the
+    password)."""
     kw = client.get_connection_kwargs()
+    if isinstance(client, RedisCluster):
+        scheme = "rediss+cluster" if kw.get("ssl") else "redis+cluster"
+        nodes = sorted(client.nodes_manager.startup_nodes) or ["?"]
+        return f"{scheme}://{','.join(nodes)}"
     if kw.get("path"):
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"
     scheme = "rediss" if kw.get("ssl") else "redis"
