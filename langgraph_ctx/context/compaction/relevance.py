@@ -32,6 +32,7 @@ scores = score_units(conv, query_of(conv))   # {position: UnitRelevance(...)}
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections import Counter
@@ -51,7 +52,7 @@ from langgraph_ctx.context.compaction.previews import (
     tool_result_ref,
 )
 from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
-from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score, tokenize
+from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, tokenize
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
@@ -152,26 +153,64 @@ def score_units(
             for term in words:
                 df[term] += len(ix.postings.get(term, ()))
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
+    norms = _Norms(average)
     result: dict[int, UnitRelevance] = {}
     for unit, per in zip(units, indexes, strict=True):
-        best: UnitRelevance | None = None
+        best_score: float | None = None  # rounded, as UnitRelevance keeps it
+        best: tuple[int, int] = (0, 0)  # message, passage
         for m, ix in enumerate(per):
-            scores: dict[int, float] = {}
-            found: dict[int, list[str]] = {}
-            for term in idf:
-                for passage, tf in ix.postings.get(term, ()):
-                    scores[passage] = scores.get(passage, 0.0) + term_score(
-                        idf[term], tf, ix.lengths[passage], average
-                    )
-                    found.setdefault(passage, []).append(words[term])
+            scores = _passage_scores(ix, idf, norms)
             for passage, score in scores.items():
-                if best is None or score > best.score:
-                    best = UnitRelevance(
-                        round(score, 3), m, ix.passages[passage], tuple(found[passage])
-                    )
-        if best is not None:
-            result[unit.position] = best
+                if best_score is None or score > best_score:
+                    best_score, best = round(score, 3), (m, passage)
+        if best_score is not None:
+            m, passage = best
+            ix = per[m]
+            found = tuple(words[t] for t in idf if _has(ix.postings.get(t, ()), passage))
+            result[unit.position] = UnitRelevance(best_score, m, ix.passages[passage], found)
     return result
+
+
+_K1_PLUS_1 = K1 + 1
+
+
+def _has(postings: Sequence[tuple[int, int]], passage: int) -> bool:
+    """Whether `passage` is in `postings` (built in passage order: a binary search)."""
+    at = bisect.bisect_left(postings, (passage,))
+    return at < len(postings) and postings[at][0] == passage
+
+
+class _Norms(dict[int, float]):
+    """BM25's length normalisation per passage length, for one collection average.
+
+    `term_score(idf, tf, length, average)` is `idf * tf * (K1 + 1) / (tf + norm)`; the
+    norm depends on the length only, so it is computed once per length, and the score
+    inline with the same operations in the same order (the same floats).
+    """
+
+    def __init__(self, average: float) -> None:
+        super().__init__()
+        self.average = average or 1.0
+
+    def __missing__(self, length: int) -> float:
+        norm = self[length] = K1 * (1 - B + B * length / self.average)
+        return norm
+
+
+def _passage_scores(ix: MessageIndex, idf: Mapping[str, float], norms: _Norms) -> dict[int, float]:
+    """BM25 score of each passage of `ix` that has a term of `idf` (terms in `idf` order)."""
+    scores: dict[int, float] = {}
+    lengths = ix.lengths
+    get = scores.get
+    for term, weight in idf.items():
+        postings = ix.postings.get(term)
+        if not postings:
+            continue
+        for passage, tf in postings:
+            scores[passage] = get(passage, 0.0) + weight * tf * _K1_PLUS_1 / (
+                tf + norms[lengths[passage]]
+            )
+    return scores
 
 
 def line_scores(text: str, query: str) -> dict[int, float]:
@@ -187,21 +226,20 @@ def _terms_of(query: str) -> tuple[str, ...]:
 
 def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
     n_docs = len(ix.passages) or 1
-    average = sum(ix.lengths) / n_docs
+    norms = _Norms(sum(ix.lengths) / n_docs)
     scores: dict[int, float] = {}
+    get = scores.get
+    lines, lengths = ix.lines, ix.lengths
     for term in terms:
         postings = ix.postings.get(term, ())
         if not postings:
             continue
-        idf = inverse_frequency(n_docs, len(postings))
-        memo: dict[tuple[int, int], float] = {}  # same tf and length, same score
+        weight = inverse_frequency(n_docs, len(postings))
         for passage, tf in postings:
-            line = ix.lines[passage]
-            length = ix.lengths[passage]
-            part = memo.get((tf, length))
-            if part is None:
-                part = memo[(tf, length)] = term_score(idf, tf, length, average)
-            scores[line] = scores.get(line, 0.0) + part
+            line = lines[passage]
+            scores[line] = get(line, 0.0) + weight * tf * _K1_PLUS_1 / (
+                tf + norms[lengths[passage]]
+            )
     return scores
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import operator
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -163,9 +165,11 @@ class Tally:
     __slots__ = (
         "classes",
         "classify",
+        "contents",
         "counts",
         "last_of",
         "odd",
+        "refs",
         "states",
         "sums",
         "top",
@@ -173,6 +177,11 @@ class Tally:
 
     def __init__(self, classify: Callable[[BaseMessage], int]) -> None:
         self.classify = classify
+        self.refs: list[weakref.ref[BaseMessage]] = []
+        """The messages, weakly: the same objects next step are recognised at once (and
+        the host's messages are not kept alive by this cache)."""
+        self.contents: list[Any] = []
+        """Each message's `content` when counted: an edit in place rebinds it."""
         self.states: list[dict[str, Any]] = []
         """Shallow copies of each message's fields when it was first counted."""
         self.counts: list[int] = []
@@ -197,14 +206,52 @@ class Tally:
         """Index of the last message with `mark` (see `MARKS`), or None."""
         return self.last_of.get(mark)
 
+    def same_objects(self, messages: list[BaseMessage], contents: list[Any]) -> int:
+        """Length of the prefix of `messages` that is this tally's very objects, unedited.
+
+        Within one graph run the state holds the same objects from step to step: an
+        identity check and a comparison of the contents (identical strings), both in C.
+        0 when the objects are others (a checkpointer's fresh copies).
+        """
+        n = min(len(messages), len(self.refs))
+        if not n or self.refs[0]() is not messages[0]:
+            return 0
+        alive = [ref() for ref in self.refs[:n]]
+        if all(map(operator.is_, messages[:n], alive)):
+            try:
+                if contents[:n] == self.contents[:n]:
+                    return n
+            except Exception:
+                pass
+        for i in range(n):
+            a, b = contents[i], self.contents[i]
+            try:
+                if messages[i] is not alive[i] or (a is not b and a != b):
+                    return i
+            except Exception:
+                return i
+        return n
+
     def extended(
         self,
         k: int,
         messages: list[BaseMessage],
+        contents: list[Any],
         counts: list[int],
+        *,
+        same: bool,
     ) -> Tally:
-        """A new tally: this one's first `k` messages, then `messages[k:]` with `counts`."""
+        """A new tally: this one's first `k` messages, then `messages[k:]` with `counts`.
+
+        `same`: the first `k` are this tally's objects (else fresh copies of them: the
+        new tally refers to these).
+        """
         out = Tally(self.classify)
+        if same:
+            out.refs = self.refs[:k] + list(map(weakref.ref, messages[k:]))
+        else:
+            out.refs = list(map(weakref.ref, messages))
+        out.contents = contents
         out.states = self.states[:k] + [dict(m.__dict__) for m in messages[k:]]
         out.counts = self.counts[:k] + counts
         new_classes = [self.classify(m) for m in messages[k:]]
@@ -351,28 +398,34 @@ class MessageTokenCounter:
         comparison of the list, whichever objects the state holds.
         """
         messages = list(messages)
-        # Shallow copies of the fields are kept, not the messages: comparing by value
-        # finds fresh copies a checkpointer made as well as the same objects (whose
-        # values are then the very same, so it is quick), and a field set since
-        # (`message.content = ...`) shows as a difference. Keeping the objects for an
-        # identity check would keep the host's messages alive (and leave their
-        # deallocation to whichever step drops them).
-        states = [m.__dict__ for m in messages]
+        contents = [m.content for m in messages]
         with self._lock:
             recent = [slot for slot in self._recent if slot.classify is classify]
         best: Tally | None = None
         k = 0
-        for slot in recent:
-            n = _reused_prefix(states, slot.states)
+        for slot in recent:  # the same objects (one graph run)?
+            n = slot.same_objects(messages, contents)
             if n > k:
                 best, k = slot, n
-            if n and n == len(slot.states):  # continues it whole: the newest such
-                break
+        same = best is not None
+        if best is None or (k < len(best) and k < len(messages)):
+            # Fresh copies (a checkpointer's), or an edit: compare the fields by value
+            # with shallow copies taken when each message was counted. Equal values are
+            # the same type, content, tool calls, name, ...; a field set since
+            # (`message.content = ...`) shows as a difference.
+            states = [m.__dict__ for m in messages]
+            for slot in recent:
+                n = _reused_prefix(states, slot.states)
+                if n > k:
+                    best, k, same = slot, n, False
+                if n and n == len(slot.states):  # continues it whole: the newest such
+                    break
         base = best if best is not None else Tally(classify)
-        if k == len(messages) == len(base):
-            result = base
+        if same and k == len(messages) == len(base):
+            result = base  # the same objects, nothing new
         else:
-            result = base.extended(k, messages, self._count_all(messages[k:]))
+            counts = self._count_all(messages[k:])
+            result = base.extended(k, messages, contents, counts, same=same)
         with self._lock:
             # The slot this list continues gives way to it; else the oldest goes.
             kept = [r for r in self._recent if r is not best]
