@@ -8,7 +8,9 @@ turn the model calls the ``fetch`` tool one to four times (results of 1-30 KB of
 text), then answers; 300 model calls in all, a `JsonlSaver` keeping the thread. The
 scripted model records exactly the messages each call receives; that is what is measured.
 The budget is the "fast" preset (4,000 tokens), and every count is the package's exact
-counter (`langgraph_ctx.count_tokens`, gpt-4o rules, the tool schema included).
+counter (`langgraph_ctx.count_tokens`, gpt-4o rules, the tool schemas included: the
+pipeline's middleware offers the model `read_tool_result` and `search_history` besides
+``fetch``, and they count in what it sends).
 
 Variants:
 
@@ -274,7 +276,9 @@ def run_variant(
             calls = len(model.received) - before
             assert calls == len(turn), f"{name}: turn {t} made {calls} calls, planned {len(turn)}"
             latest += [text] * calls
-    sent = [count_tokens(m, model=MODEL, tools=[FETCH_SCHEMA]) for m in model.received]
+    # the tools each request carries: the pipeline's middleware offers its own two as well
+    schemas = [FETCH_SCHEMA, *(convert_to_openai_tool(t) for t in getattr(middleware, "tools", []))]
+    sent = [count_tokens(m, model=MODEL, tools=schemas) for m in model.received]
     invalid = [protocol_errors(m) for m in model.received]
     missing = sum(
         not any(isinstance(m, HumanMessage) and m.content == text for m in msgs)
@@ -327,7 +331,7 @@ def main() -> None:
     print(
         f"Tool agent (create_agent), {calls} model calls in {len(turns)} user turns, "
         f"{history / 1000:.0f} KB of tool results; budget {BUDGET:,} tokens ('fast'), "
-        f"counted for {MODEL} with the tool schema; LangChain variants count with "
+        f"counted for {MODEL} with the tool schemas sent; LangChain variants count with "
         f"{'the exact counter' if args.exact_counter else 'count_tokens_approximately'}\n"
     )
     print(

@@ -42,11 +42,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langgraph_ctx.context.compaction.conversation import Conversation, Unit
+from langgraph_ctx.context.compaction.conversation import Conversation, Unit, preview_of
 from langgraph_ctx.context.compaction.previews import (
     PREVIEW_HEADER,
     StandInCache,
     derived_id,
+    is_preview,
+    is_tool_result_page,
     message_key,
     shrink_to,
     tool_result_ref,
@@ -88,10 +90,14 @@ def message_index(text: str) -> MessageIndex:
     lengths: list[int] = []
     postings: dict[str, list[tuple[int, int]]] = {}
     for i, passage in enumerate(passages):
-        bag = Counter(tokenize(passage))
-        lengths.append(sum(bag.values()))
-        for term, tf in bag.items():
-            postings.setdefault(term, []).append((i, tf))
+        terms = tokenize(passage)
+        lengths.append(len(terms))
+        for term, tf in Counter(terms).items():
+            entry = postings.get(term)
+            if entry is None:
+                postings[term] = [(i, tf)]
+            else:
+                entry.append((i, tf))
     return MessageIndex(
         tuple(passages),
         tuple(lines),
@@ -119,6 +125,87 @@ def query_of(conv: Conversation) -> str:
     if after:
         parts.append(message_text(after[-1].source[0]))
     return "\n".join(parts)
+
+
+def request_query(messages: Sequence[BaseMessage]) -> str:
+    """`query_of` on a plain message list: the latest user message, plus the tool calls
+    the newest assistant message after it made."""
+    latest = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].type == "human"), None
+    )
+    if latest is None:
+        return ""
+    parts = [content_text(messages[latest].content)]
+    calls = [m for m in messages[latest + 1 :] if isinstance(m, AIMessage) and m.tool_calls]
+    if calls:
+        parts.append(message_text(calls[-1]))
+    return "\n".join(parts)
+
+
+def requery_previews(
+    view: Sequence[BaseMessage],
+    messages: Sequence[BaseMessage],
+    query: str,
+    *,
+    counter: Callable[[Sequence[BaseMessage]], int],
+    preview_tokens: int,
+) -> tuple[list[BaseMessage], int]:
+    """The previews in `view` rebuilt for a new request, and what that changed in tokens.
+
+    A compacted view stays until compaction fires again; its previews showed the lines
+    of the request they were made for. When a new request comes, each preview in view
+    is made again from its original (found in `messages` by tool call id): head, the
+    lines the new request matches, tail; the plain preview when no line matches. A new
+    preview is used only if it is no larger than the old one or `preview_tokens`, so the
+    view never outgrows what compaction measured by more than that. Cached per (result,
+    matching query terms): a request that matches the same words costs nothing again.
+    """
+    base = counter([])
+
+    def count(message: BaseMessage) -> int:
+        return max(0, counter([message]) - base)
+
+    originals = {
+        m.tool_call_id: m
+        for m in messages
+        if isinstance(m, ToolMessage) and not is_preview(m) and not is_tool_result_page(m)
+    }
+    out = list(view)
+    delta = 0
+    for i, shown in enumerate(view):
+        if not isinstance(shown, ToolMessage) or not is_preview(shown):
+            continue
+        original = originals.get(shown.tool_call_id)
+        if original is None:
+            continue
+        tokens, old = count(original), count(shown)
+        room = max(preview_tokens, old)
+        made = (
+            query_preview(
+                original,
+                tokens=tokens,
+                query=query,
+                preview_tokens=room,
+                count=count,
+                counted_by=(counter, base),
+            )
+            if query
+            else None
+        )
+        if made is None:  # no line matches: the plain preview
+            made = preview_of(
+                original,
+                tokens=tokens,
+                preview_tokens=preview_tokens,
+                count=count,
+                counted_by=(counter, base),
+            )
+        preview, cost = made
+        if cost >= tokens or cost > room or preview.content == shown.content:
+            continue
+        out[i] = preview
+        delta += cost - old
+    return out, delta
 
 
 @dataclass(frozen=True)
