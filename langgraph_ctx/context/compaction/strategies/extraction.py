@@ -30,6 +30,7 @@ from langgraph_ctx.context.compaction.record import ScoredMessage
 from langgraph_ctx.context.compaction.signals import SIGNALS, text_signals
 from langgraph_ctx.context.compaction.strategies.base import CompactionStrategy, Selection
 
+
 @functools.lru_cache(maxsize=8192)
 def _signals(text: str) -> tuple[str, ...]:
     """`text_signals`, remembered by text: each compaction scores the same units again."""
