@@ -54,6 +54,7 @@ __all__ = [
     "rank_bags",
     "term_score",
     "tokenize",
+    "tokenize_many",
 ]
 
 K1: Final[float] = 1.2
@@ -105,6 +106,22 @@ def tokenize(text: str) -> list[str]:
         words = itertools.filterfalse(STOP_WORDS.__contains__, _WORD.findall(text.lower()))
         return list(map(_stem_word, words))
     return [term for term, _ in _terms(text)]
+
+
+def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
+    """`tokenize` of each text (relevance indexes every line of a message this way).
+
+    Example:
+        ```python
+        tokenize_many(["The Museums", "of Paris"])   # [['museum'], ['pari']]
+        ```
+    """
+    if not all(map(str.isascii, texts)):
+        return [tokenize(text) for text in texts]
+    skip, stem, words = STOP_WORDS.__contains__, _stem_word, _WORD.findall
+    return [
+        list(map(stem, itertools.filterfalse(skip, words(text.lower())))) for text in texts
+    ]
 
 
 @functools.lru_cache(maxsize=65_536)

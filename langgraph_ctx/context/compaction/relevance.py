@@ -54,7 +54,7 @@ from langgraph_ctx.context.compaction.previews import (
     tool_result_ref,
 )
 from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
-from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, tokenize
+from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, tokenize_many
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
@@ -89,8 +89,7 @@ def message_index(text: str) -> MessageIndex:
                 lines.append(number)
     lengths: list[int] = []
     postings: dict[str, list[tuple[int, int]]] = {}
-    for i, passage in enumerate(passages):
-        terms = tokenize(passage)
+    for i, terms in enumerate(tokenize_many(passages)):
         lengths.append(len(terms))
         for term, tf in Counter(terms).items():
             entry = postings.get(term)
