@@ -20,7 +20,7 @@ Degradation levels follow the percent (`DEGRADATION_LEVELS`): 0 below 70 %, 1 fr
 from there and `compressing` from `compress_at` (80 %), the point where a compaction
 node should act.
 
-One module (about 700 lines, a third of them docstrings) because a budget, its levels and
+One module (about 750 lines, a third of them docstrings) because a budget, its levels and
 the usage measured against it are one concept read together: `ContextUsage` is computed
 from `ContextBudget` and reports its levels. Context windows (model profiles, the table of
 well-known models) live in `langgraph_ctx.context.tokens.models`.

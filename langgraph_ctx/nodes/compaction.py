@@ -33,9 +33,10 @@ saver's earlier checkpoints still hold everything.
 
 After a compaction, each step appends only its new messages to the compacted view and
 counts only them (large new tool results become previews), until the trigger fires
-again; below the trigger nothing is rescored or recounted.
+again; below the trigger nothing is rescored or recounted, except that with relevance
+selection a new user message remakes the previews in the view for it (only those).
 
-It is one module (just over 600 lines) because the node's steps (measure, decide, read,
+It is one module (about 650 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 
