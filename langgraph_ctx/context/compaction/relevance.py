@@ -10,7 +10,7 @@ Why passages rather than whole messages: the fact asked about is often one sente
 300-line tool output or in a reply about something else. BM25's length normalisation
 would bury it inside the whole message; as a passage it ranks where it belongs.
 
-Costs follow new work: each message's passages and term postings are cached by its text,
+Costs follow new work: each message's passages and term counts are cached by its text,
 so a compaction after the history grew only tokenizes the new messages; scoring then
 looks up the few query terms per message.
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -62,6 +63,41 @@ _LINE_CLIP = 240  # characters of one matching line shown in a preview
 _CACHE = 8192  # messages whose passages stay indexed between compactions
 
 
+class Postings(dict[str, tuple[tuple[int, int], ...]]):
+    """term -> ((passage, term frequency), ...) of one message, made for a term when asked.
+
+    Scoring asks for the few query terms only: building every term's list up front cost
+    as much as tokenizing the message. `get` and `in` answer for every term of the
+    message; a term's list, once made, is kept.
+    """
+
+    __slots__ = ("_bags", "_vocabulary")
+
+    def __init__(self, bags: Sequence[Mapping[str, int]], vocabulary: frozenset[str]) -> None:
+        super().__init__()
+        self._bags = bags
+        self._vocabulary = vocabulary
+
+    def get(self, term: str, default: Any = None) -> Any:
+        found = dict.get(self, term)
+        if found is not None:
+            return found
+        if term not in self._vocabulary:
+            return default
+        found = tuple((i, bag[term]) for i, bag in enumerate(self._bags) if term in bag)
+        self[term] = found
+        return found
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._vocabulary
+
+    def __missing__(self, term: str) -> tuple[tuple[int, int], ...]:
+        found = self.get(term)
+        if found is None:
+            raise KeyError(term)
+        return found  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class MessageIndex:
     """One message's passages and the postings of their terms (cached by text)."""
@@ -70,8 +106,8 @@ class MessageIndex:
     lines: tuple[int, ...]
     """Line number of each passage in the message text."""
     lengths: tuple[int, ...]
-    postings: Mapping[str, tuple[tuple[int, int], ...]]
-    """term -> ((passage, term frequency), ...)."""
+    postings: Postings
+    """term -> ((passage, term frequency), ...), in passage order."""
 
 
 @functools.lru_cache(maxsize=_CACHE)
@@ -87,21 +123,14 @@ def message_index(text: str) -> MessageIndex:
             if piece.strip():
                 passages.append(piece)
                 lines.append(number)
-    lengths: list[int] = []
-    postings: dict[str, list[tuple[int, int]]] = {}
-    for i, terms in enumerate(tokenize_many(passages)):
-        lengths.append(len(terms))
-        for term, tf in Counter(terms).items():
-            entry = postings.get(term)
-            if entry is None:
-                postings[term] = [(i, tf)]
-            else:
-                entry.append((i, tf))
+    terms = tokenize_many(passages)
+    bags = [Counter(t) for t in terms]
+    vocabulary = frozenset(itertools.chain.from_iterable(terms))
     return MessageIndex(
         tuple(passages),
         tuple(lines),
-        tuple(lengths),
-        {t: tuple(p) for t, p in postings.items()},
+        tuple(map(len, terms)),
+        Postings(bags, vocabulary),
     )
 
 
