@@ -114,6 +114,7 @@ def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
     Example:
         ```python
         tokenize_many(["The Museums", "of Paris"])   # [['museum'], ['pari']]
+        tokenize_many(["修复跨轮 bug"])               # [['修复', '复跨', '跨轮', 'bug']]
         ```
     """
     if not all(map(str.isascii, texts)):
