@@ -193,11 +193,19 @@ def requery_previews(
     def count(message: BaseMessage) -> int:
         return max(0, counter([message]) - base)
 
-    originals = {
-        m.tool_call_id: m
-        for m in messages
-        if isinstance(m, ToolMessage) and not is_preview(m) and not is_tool_result_page(m)
-    }
+    wanted = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and is_preview(m)}
+    originals: dict[str, ToolMessage] = {}
+    for m in reversed(messages):  # the previews are of recent results, mostly
+        if len(originals) == len(wanted):
+            break
+        if (
+            isinstance(m, ToolMessage)
+            and m.tool_call_id in wanted
+            and m.tool_call_id not in originals
+            and not is_preview(m)
+            and not is_tool_result_page(m)
+        ):
+            originals[m.tool_call_id] = m
     out = list(view)
     delta = 0
     for i, shown in enumerate(view):
