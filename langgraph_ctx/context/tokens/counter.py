@@ -248,9 +248,9 @@ class Tally:
         """
         out = Tally(self.classify)
         if same:
-            out.refs = self.refs[:k] + list(map(weakref.ref, messages[k:]))
+            out.refs = self.refs[:k] + _weak(messages[k:])
         else:
-            out.refs = list(map(weakref.ref, messages))
+            out.refs = _weak(messages)
         out.contents = contents
         out.states = self.states[:k] + [dict(m.__dict__) for m in messages[k:]]
         out.counts = self.counts[:k] + counts
@@ -291,6 +291,28 @@ class Tally:
             k + j for j, c in enumerate(new_classes) if c & odd
         ]
         return out
+
+
+def _weak(messages: Sequence[BaseMessage]) -> list[weakref.ref[BaseMessage]]:
+    """Weak references to `messages` (one that cannot have any never matches)."""
+    try:
+        return list(map(weakref.ref, messages))
+    except TypeError:
+        return [_ref_or_none(m) for m in messages]
+
+
+def _ref_or_none(message: BaseMessage) -> weakref.ref[BaseMessage]:
+    try:
+        return weakref.ref(message)
+    except TypeError:
+        return _DEAD
+
+
+class _Nothing:
+    """Something to hold a dead weak reference to."""
+
+
+_DEAD: weakref.ref[Any] = weakref.ref(_Nothing())
 
 
 _GROUP = 0xFF
