@@ -378,18 +378,37 @@ def query_preview_text(text: str, query: str, chars: int) -> str | None:
     return _preview_text(text.split("\n"), line_scores(text, query), chars)
 
 
-def _preview_text(lines: list[str], scores: dict[int, float], chars: int) -> str | None:
+def _ranked_lines(lines: list[str], scores: dict[int, float]) -> list[tuple[int, int]]:
+    """The matching lines between head and tail, best first: (line, its cost in chars)."""
     head_n = min(2, len(lines))
     tail_n = 1 if len(lines) > head_n else 0
     middle = {i: s for i, s in scores.items() if head_n <= i < len(lines) - tail_n}
-    if not middle:
+    return [
+        (i, min(len(lines[i].strip()), _LINE_CLIP) + 1)
+        for i in sorted(middle, key=lambda i: (-middle[i], i))
+    ]
+
+
+def _preview_text(
+    lines: list[str],
+    scores: dict[int, float],
+    chars: int,
+    ranked: list[tuple[int, int]] | None = None,
+) -> str | None:
+    """Head, the best matching lines that fit `chars`, and tail (`ranked`: precomputed)."""
+    if ranked is None:
+        ranked = _ranked_lines(lines, scores)
+    if not ranked:
         return None
+    head_n = min(2, len(lines))
+    tail_n = 1 if len(lines) > head_n else 0
     head = [_clip(line, chars // 5) for line in lines[:head_n]]
     tail = [_clip(line, chars // 8) for line in lines[len(lines) - tail_n :]]
     room = chars - sum(len(line) + 1 for line in head + tail) - 60
     chosen: list[int] = []
-    for i in sorted(middle, key=lambda i: (-middle[i], i)):
-        cost = min(len(lines[i].strip()), _LINE_CLIP) + 1
+    for i, cost in ranked:
+        if room < 2:  # a matching line costs at least 2 (a word and its newline)
+            break
         if cost > room:
             continue
         chosen.append(i)
@@ -499,12 +518,13 @@ def _query_preview(
     extra = non_text_blocks(message.content)
     chars_per_token = max(1.0, len(text) / max(tokens, 1))
     lines = text.split("\n")
-    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token))
+    ranked = _ranked_lines(lines, scores)
+    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token), ranked)
     if first is None:
         return None
 
     def build(chars: int) -> ToolMessage:
-        body = first if chars == start else _preview_text(lines, scores, chars) or ""
+        body = first if chars == start else _preview_text(lines, scores, chars, ranked) or ""
         parts = [header, body]
         if extra:
             parts.append(f"[{extra} non-text content block(s) not shown]")
