@@ -115,13 +115,13 @@ def search_messages(
     df: Counter[str] = Counter()
     for *_, ix in docs:
         for term in words:
-            df[term] += len(ix.postings.get(term, ()))
+            df[term] += len(ix.postings[term])
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
     hits: list[HistoryHit] = []
     for i, message, text, ix in docs:
         scores: dict[int, float] = {}
         for term in idf:
-            for passage, tf in ix.postings.get(term, ()):
+            for passage, tf in ix.postings[term]:
                 scores[passage] = scores.get(passage, 0.0) + term_score(
                     idf[term], tf, ix.lengths[passage], average
                 )

@@ -67,8 +67,9 @@ class Postings(dict[str, tuple[tuple[int, int], ...]]):
     """term -> ((passage, term frequency), ...) of one message, made for a term when asked.
 
     Scoring asks for the few query terms only: building every term's list up front cost
-    as much as tokenizing the message. `get` and `in` answer for every term of the
-    message; a term's list, once made, is kept.
+    as much as tokenizing the message. `postings[term]` is a plain dict lookup once a
+    term was asked for (`()` for a term the message lacks); `get` and `in` answer as a
+    dict of every term of the message would.
     """
 
     __slots__ = ("_bags", "_vocabulary")
@@ -78,24 +79,18 @@ class Postings(dict[str, tuple[tuple[int, int], ...]]):
         self._bags = bags
         self._vocabulary = vocabulary
 
-    def get(self, term: str, default: Any = None) -> Any:
-        found = dict.get(self, term)
-        if found is not None:
-            return found
-        if term not in self._vocabulary:
-            return default
-        found = tuple((i, bag[term]) for i, bag in enumerate(self._bags) if term in bag)
+    def __missing__(self, term: str) -> tuple[tuple[int, int], ...]:
+        found: tuple[tuple[int, int], ...] = ()
+        if term in self._vocabulary:
+            found = tuple((i, bag[term]) for i, bag in enumerate(self._bags) if term in bag)
         self[term] = found
         return found
 
+    def get(self, term: str, default: Any = None) -> Any:
+        return self[term] if term in self._vocabulary else default
+
     def __contains__(self, term: object) -> bool:
         return term in self._vocabulary
-
-    def __missing__(self, term: str) -> tuple[tuple[int, int], ...]:
-        found = self.get(term)
-        if found is None:
-            raise KeyError(term)
-        return found  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -274,7 +269,7 @@ def score_units(
     for per in indexes:
         for ix in per:
             for term in words:
-                df[term] += len(ix.postings.get(term, ()))
+                df[term] += len(ix.postings[term])
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
     norms = _Norms(average)
     result: dict[int, UnitRelevance] = {}
@@ -289,7 +284,7 @@ def score_units(
         if best_score is not None:
             m, passage = best
             ix = per[m]
-            found = tuple(words[t] for t in idf if _has(ix.postings.get(t, ()), passage))
+            found = tuple(words[t] for t in idf if _has(ix.postings[t], passage))
             result[unit.position] = UnitRelevance(best_score, m, ix.passages[passage], found)
     return result
 
@@ -325,8 +320,9 @@ def _passage_scores(ix: MessageIndex, idf: Mapping[str, float], norms: _Norms) -
     scores: dict[int, float] = {}
     lengths = ix.lengths
     get = scores.get
+    index = ix.postings
     for term, weight in idf.items():
-        postings = ix.postings.get(term)
+        postings = index[term]
         if not postings:
             continue
         for passage, tf in postings:
@@ -353,8 +349,9 @@ def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
     scores: dict[int, float] = {}
     get = scores.get
     lines, lengths = ix.lines, ix.lengths
+    index = ix.postings
     for term in terms:
-        postings = ix.postings.get(term, ())
+        postings = index[term]
         if not postings:
             continue
         weight = inverse_frequency(n_docs, len(postings))
