@@ -32,7 +32,6 @@ scores = score_units(conv, query_of(conv))   # {position: UnitRelevance(...)}
 
 from __future__ import annotations
 
-import bisect
 import functools
 import itertools
 import re
@@ -101,6 +100,8 @@ class MessageIndex:
     lines: tuple[int, ...]
     """Line number of each passage in the message text."""
     lengths: tuple[int, ...]
+    bags: tuple[Mapping[str, int], ...]
+    """Each passage's terms and their frequencies."""
     postings: Postings
     """term -> ((passage, term frequency), ...), in passage order."""
 
@@ -125,6 +126,7 @@ def message_index(text: str) -> MessageIndex:
         tuple(passages),
         tuple(lines),
         tuple(map(len, terms)),
+        tuple(bags),
         Postings(bags, vocabulary),
     )
 
@@ -284,18 +286,13 @@ def score_units(
         if best_score is not None:
             m, passage = best
             ix = per[m]
-            found = tuple(words[t] for t in idf if _has(ix.postings[t], passage))
+            bag = ix.bags[passage]
+            found = tuple(words[t] for t in idf if t in bag)
             result[unit.position] = UnitRelevance(best_score, m, ix.passages[passage], found)
     return result
 
 
 _K1_PLUS_1 = K1 + 1
-
-
-def _has(postings: Sequence[tuple[int, int]], passage: int) -> bool:
-    """Whether `passage` is in `postings` (built in passage order: a binary search)."""
-    at = bisect.bisect_left(postings, (passage,))
-    return at < len(postings) and postings[at][0] == passage
 
 
 class _Norms(dict[int, float]):
