@@ -481,3 +481,50 @@ async def test_pre_model_hook_without_a_context_usage_key_leaves_the_agent_worki
     state = await agent.ainvoke({"messages": [("user", "Weather in Paris?")]})
     assert state["messages"][-1].content == "It is sunny in Paris."
     assert "context_usage" not in state
+
+
+def test_fresh_copies_reuse_the_counted_prefix_and_edits_are_recounted() -> None:
+    # A checkpointer hands the state back as new objects: same ids and values. The
+    # node must not re-fingerprint the history, yet see a field changed under the same id.
+    from langchain_core.messages import messages_from_dict, messages_to_dict
+
+    from langgraph_ctx.context import tokens
+
+    def fresh(messages: list[BaseMessage]) -> list[BaseMessage]:
+        return messages_from_dict(json.loads(json.dumps(messages_to_dict(messages))))
+
+    history: list[BaseMessage] = []
+    for i in range(30):
+        history.append(HumanMessage(f"question {i} about the plan", id=f"h{i}"))
+        call = {"name": "lookup", "args": {"q": f"q{i}"}, "id": f"c{i}", "type": "tool_call"}
+        history.append(AIMessage("", id=f"a{i}", tool_calls=[call]))
+        history.append(ToolMessage(f"result {i} " * 20, tool_call_id=f"c{i}", id=f"t{i}"))
+    node = BudgetNode("fast", model="gpt-4o")
+    node.usage({"messages": history})
+    grown = fresh([*history, HumanMessage("and now?", id="h-new")])
+    calls = 0
+    fingerprint = tokens.counter.message_fingerprint
+
+    def counting(message: BaseMessage) -> int:
+        nonlocal calls
+        calls += 1
+        return fingerprint(message)
+
+    tokens.counter.message_fingerprint = counting  # type: ignore[assignment]
+    try:
+        usage = node.usage({"messages": grown})
+    finally:
+        tokens.counter.message_fingerprint = fingerprint  # type: ignore[assignment]
+    assert calls == 1  # only the new message
+    assert usage.used == count_tokens(grown)
+    # The same id and content, other tool call arguments: counted anew.
+    edited = fresh(grown)
+    edited[4] = AIMessage(
+        "",
+        id="a1",
+        tool_calls=[{"name": "lookup", "args": {"q": "a much longer query " * 5}, "id": "c1"}],
+    )
+    assert node.usage({"messages": edited}).used == count_tokens(edited)
+    # An edit in place on the very objects counted before.
+    edited[0].content = "question 0, now rewritten in place and longer than before"
+    assert node.usage({"messages": edited}).used == count_tokens(edited)

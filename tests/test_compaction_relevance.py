@@ -148,6 +148,37 @@ def test_search_messages_ranks_the_passage_and_points_into_the_tool_result() -> 
     assert search_messages(msgs, "zebra unicorn") == []
 
 
+def test_search_ranks_what_the_model_cannot_see_first() -> None:
+    # Two passages name the demo office: one in a reply still in view, a weaker one in
+    # an early reply compaction left out. The one out of view comes first; without a
+    # view, the score alone ranks.
+    msgs: list[AnyMessage] = [
+        HumanMessage("Plan the demo.", id="u0"),
+        AIMessage("Noted: demo office moved, Lisbon.", id="a0"),
+        HumanMessage("And the slides?", id="u1"),
+        AIMessage("The demo office is Lisbon; the demo office demo office hosts it.", id="a1"),
+        HumanMessage("Which office hosts the demo?", id="u2"),
+    ]
+    by_score = search_messages(msgs, "demo office")
+    assert [h.message_id for h in by_score[:2]] == ["a1", "a0"]
+    view = [msgs[2], msgs[3], msgs[4]]  # a0 was left out
+    ranked = search_messages(msgs, "demo office", view=view)
+    assert [h.message_id for h in ranked] == ["a0", "u0", "a1"]  # u0 was left out too
+    # the tool reads the view from the graph state it is given
+    answer = search_history.invoke(
+        {"query": "demo office", "state": {"messages": msgs, "llm_input_messages": view}}
+    )
+    assert answer.splitlines()[1].startswith("1. message a0")
+
+
+def test_search_counts_a_previewed_tool_result_as_out_of_view() -> None:
+    msgs = history(fact_in="tool")
+    shown = msgs[3].model_copy(update={"id": "t0~preview", "content": "TOOL_RESULT_PREVIEW"})
+    view = [msgs[1], msgs[2], shown, *msgs[4:]]
+    hits = search_messages(msgs, "vendor contact billing invoice", view=view, limit=3)
+    assert hits[0].ref == "tool-result/c0" and "Hana Kim" in hits[0].text
+
+
 class ToolState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
@@ -247,6 +278,47 @@ def test_the_node_reselects_from_the_whole_history_when_the_request_changes(tmp_
     assert ordering_problems(seen) == []
 
 
+def test_previews_in_view_follow_a_new_request_below_the_trigger(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(script=["noted"])
+
+    def call_model(state):  # type: ignore[no-untyped-def]
+        return {"messages": [model.invoke(state.get("llm_input_messages") or state["messages"])]}
+
+    builder = StateGraph(CompactionState)
+    builder.add_node(
+        "compact", CompactionNode(trigger=4_000, target=2_500, token_counter="approximate")
+    )
+    builder.add_node("model", call_model)
+    builder.add_edge(START, "compact")
+    builder.add_edge("compact", "model")
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    config = {"configurable": {"thread_id": "t"}}
+
+    msgs = history(fact_in="tool", rounds=5)
+    msgs[-1] = HumanMessage("Bump the timeout and rerun.", id="q")
+    graph.invoke({"messages": msgs}, config)
+    before = model.received[-1]
+    assert "t4~preview" in [m.id for m in before] and "Chloe Martin" not in sent_text(before)
+
+    # a new request, below the trigger: no compaction, but the preview of t4 now shows
+    # the line the request asks about (its full text is in the log)
+    ask = HumanMessage("Who is the vendor contact for the reporting invoice?", id="q2")
+    graph.invoke({"messages": [ask]}, config)
+    seen = model.received[-1]
+    values = graph.get_state(config).values
+    assert len(values["compaction_log"]) == 1
+    assert "Chloe Martin" in sent_text(seen) and seen[-1].id == "q2"
+    assert ordering_problems(seen) == []
+    # the node's count of the view follows the rebuilt previews
+    view = values["llm_input_messages"]
+    assert values["compaction_cursor"]["view_tokens"] == count_tokens_approximately(view)
+
+
 def test_summaries_are_made_from_the_full_tool_output_not_the_preview() -> None:
     from langgraph_ctx.context.compaction import LLMSummary, SlidingWindow
     from langgraph_ctx.testing import ScriptedChatModel
@@ -303,3 +375,37 @@ def test_an_over_long_summary_rewrites_itself_instead_of_losing_its_oldest_part(
     )
     assert len(summariser.received) == 1
     assert CONDENSE_NOTE in content_text(summariser.received[0][-1].content)
+
+
+def test_the_middleware_offers_the_tools_and_the_agent_runs_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from langgraph_ctx import context_pipeline
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    @tool
+    def run_shell(cmd: str) -> str:
+        """Run a shell command."""
+        return "ok"
+
+    msgs = history(fact_in="tool")
+    ask = AIMessage(
+        "",
+        tool_calls=[{"name": "search_history", "args": {"query": "billing vendor"}, "id": "s1"}],
+    )
+    model = ScriptedChatModel(script=[ask, "Hana Kim."])
+    pipeline = context_pipeline("fast", tools=[run_shell], mode="agent")
+    agent = create_agent(
+        model, [run_shell], middleware=[pipeline.middleware()], checkpointer=JsonlSaver(tmp_path)
+    )
+    state = agent.invoke({"messages": msgs}, {"configurable": {"thread_id": "t"}})
+    names = [t["function"]["name"] for t in model.tools]
+    assert set(names) == {"run_shell", "read_tool_result", "search_history"}
+    found = [m for m in state["messages"] if getattr(m, "tool_call_id", None) == "s1"]
+    assert found and "Hana Kim" in content_text(found[0].content)
+    # the budget counted the tools the model was given
+    assert state["context_usage"].breakdown["tools"] > 0
+    # off on request
+    quiet = create_agent(model, [run_shell], middleware=[pipeline.middleware(offer_tools=False)])
+    assert "search_history" not in quiet.get_graph().nodes["tools"].data.tools_by_name

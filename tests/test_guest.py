@@ -118,7 +118,8 @@ def build(
         model,
         tools,
         system_prompt=host_prompt,
-        middleware=[pipeline.middleware(**model_call)],
+        # only the app's own tools here (the offered ones: test_compaction_relevance)
+        middleware=[pipeline.middleware(offer_tools=False, **model_call)],
         state_schema=state_schema,
         checkpointer=saver,
     )

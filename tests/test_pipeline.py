@@ -240,7 +240,7 @@ def agent_with_middleware(saver: JsonlSaver, model: Any, pipeline: Any, **limits
     return create_agent(
         model,
         [lookup, explode],
-        middleware=[pipeline.middleware(**limits)],
+        middleware=[pipeline.middleware(offer_tools=False, **limits)],
         checkpointer=saver,
     )
 

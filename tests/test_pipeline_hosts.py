@@ -46,7 +46,7 @@ def build(host: str, model: Any, pipeline: ContextPipeline, tools: list[Any], ro
         from langchain.agents import create_agent
 
         return create_agent(
-            model, tools, middleware=[pipeline.middleware()], checkpointer=saver
+            model, tools, middleware=[pipeline.middleware(offer_tools=False)], checkpointer=saver
         )
     if host == "create_react_agent":
         from langgraph.prebuilt import create_react_agent

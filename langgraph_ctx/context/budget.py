@@ -20,7 +20,7 @@ Degradation levels follow the percent (`DEGRADATION_LEVELS`): 0 below 70 %, 1 fr
 from there and `compressing` from `compress_at` (80 %), the point where a compaction
 node should act.
 
-One module (about 700 lines, a third of them docstrings) because a budget, its levels and
+One module (about 750 lines, a third of them docstrings) because a budget, its levels and
 the usage measured against it are one concept read together: `ContextUsage` is computed
 from `ContextBudget` and reports its levels. Context windows (model profiles, the table of
 well-known models) live in `langgraph_ctx.context.tokens.models`.
@@ -37,6 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemM
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from langgraph_ctx.context.tokens import MessageTokenCounter, to_message
+from langgraph_ctx.context.tokens.counter import MARKS
 from langgraph_ctx.context.tokens.models import context_window
 from langgraph_ctx.errors import UnknownContextWindowError
 
@@ -549,20 +550,53 @@ def _is_system(message: BaseMessage) -> bool:
     )
 
 
-def _calibration_anchor(messages: Sequence[BaseMessage]) -> tuple[int, Mapping[str, Any]] | None:
-    """Index and usage of the last AI message whose provider reported its input tokens."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, AIMessage):
-            usage = message.usage_metadata
-            if usage and isinstance(usage.get("input_tokens"), int) and usage["input_tokens"] > 0:
-                return i, usage
-    return None
-
-
 _KNOWN_TYPES: Final[frozenset[str]] = frozenset(
     {"human", "ai", "system", "tool", "function", "chat", "remove"}
 )
+
+# The groups of `_classify` (low bits) and what `compute_usage` needs to find (marks).
+_PLAIN, _SYSTEM, _SUMMARY = 0, 1, 2
+_AI, _USAGE, _NOT_SYSTEM, _ODD = (MARKS[k] for k in ("ai", "usage", "not_system", "odd"))
+
+
+def _classify(message: BaseMessage) -> int:
+    """The message's group for the breakdown and the marks `compute_usage` looks for.
+
+    The same rules as `split_components` and the calibration anchor (the last AI message
+    whose provider reported its input tokens), one message at a time, so a `Tally`
+    computes them once per message.
+    """
+    key, value = SUMMARY_MARKER
+    extra = message.additional_kwargs
+    system = _is_system(message)
+    if extra and extra.get(key) == value:
+        cls = _SUMMARY
+    elif system:
+        cls = _SYSTEM
+    else:
+        cls = _PLAIN
+    if not system:
+        cls |= _NOT_SYSTEM
+    if isinstance(message, AIMessage):
+        cls |= _AI
+        usage = message.usage_metadata
+        if usage and isinstance(usage.get("input_tokens"), int) and usage["input_tokens"] > 0:
+            cls |= _USAGE
+    if message.type not in _KNOWN_TYPES or (
+        isinstance(message, ChatMessage) and message.role == "unknown"
+    ):
+        cls |= _ODD
+    return cls
+
+
+def _component(cls: int, index: int, current_from: int) -> str:
+    """The breakdown component of a message of class `cls` at `index`."""
+    group = cls & 0xFF
+    if group == _SUMMARY:
+        return "summary"
+    if group == _SYSTEM:
+        return "system"
+    return "current_input" if index >= current_from else "history"
 
 
 def compute_usage(
@@ -593,15 +627,25 @@ def compute_usage(
     """
     notes: list[str] = []
     msgs = [m if isinstance(m, BaseMessage) else to_message(m) for m in messages]
-    for i, m in enumerate(msgs):
-        if m.type not in _KNOWN_TYPES or (isinstance(m, ChatMessage) and m.role == "unknown"):
-            original = messages[i]
-            kind = getattr(original, "type", None) or type(original).__name__
-            notes.append(f"message {i} has unknown type {kind!r}; counted as text")
-    counts = counter.count_many(msgs)
-    kinds = split_components(msgs)
-    anchor = _calibration_anchor(msgs) if calibrate else None
-    anchor_index = anchor[0] if anchor else len(msgs)
+    tally = counter.tally(msgs, _classify)
+    for i in tally.odd:
+        original = messages[i]
+        kind = getattr(original, "type", None) or type(original).__name__
+        notes.append(f"message {i} has unknown type {kind!r}; counted as text")
+    counts = tally.counts
+    n = len(msgs)
+    # The current input is what follows the last AI message (`split_components`).
+    last_ai = tally.last("ai")
+    if last_ai is None:
+        last_other = tally.last("not_system")
+        current_from = n if last_other is None else last_other
+    else:
+        current_from = last_ai + 1
+    anchor_index = n
+    anchor: tuple[int, Mapping[str, Any]] | None = None
+    if calibrate and tally.last("usage") is not None:
+        anchor_index = tally.last("usage")  # type: ignore[assignment]
+        anchor = anchor_index, msgs[anchor_index].usage_metadata  # type: ignore[attr-defined]
 
     # Tokens per component, split at the calibration anchor: `before` is what the
     # provider's input_tokens covered, `after` what is estimated.
@@ -613,10 +657,12 @@ def compute_usage(
     notes.extend(tool_notes)
     before["tools"] += tool_tokens
     before["overhead"] += counter.reply_priming if counter.token_counter is None else 0
-    for kind, tokens in zip(kinds[:anchor_index], counts[:anchor_index], strict=True):
-        before[kind] += tokens
-    for kind, tokens in zip(kinds[anchor_index:], counts[anchor_index:], strict=True):
-        after[kind] += tokens
+    for part, start, end in ((before, 0, anchor_index), (after, anchor_index, n)):
+        part["summary"] += tally.total(_SUMMARY, start, end)
+        part["system"] += tally.total(_SYSTEM, start, end)
+        split = min(max(current_from, start), end)
+        part["history"] += tally.total(_PLAIN, start, split)
+        part["current_input"] += tally.total(_PLAIN, split, end)
 
     calibration_delta = 0
     if anchor is not None:
@@ -635,7 +681,8 @@ def compute_usage(
                 visible = out - int(details.get("reasoning", 0) or 0)
                 if visible > 0:
                     framing = counter.family.tokens_per_message + 1
-                    after[kinds[anchor_index]] += visible + framing - counts[anchor_index]
+                    kind = _component(tally.classes[anchor_index], anchor_index, current_from)
+                    after[kind] += visible + framing - counts[anchor_index]
         else:
             anchor = None
 
@@ -660,8 +707,9 @@ def compute_usage(
 
     capacity = max(budget.input_capacity, 1)
     alone = 0.25 * capacity
-    big = sorted(((t, i) for i, t in enumerate(counts) if t > alone), reverse=True)[:3]
-    for tokens, i in big:
+    for tokens, i in tally.top:
+        if tokens <= alone:
+            break
         ident = f" id={msgs[i].id!r}" if msgs[i].id else ""
         notes.append(
             f"message {i} ({msgs[i].type}{ident}) alone is {tokens:,} tokens, "

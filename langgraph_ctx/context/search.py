@@ -54,6 +54,7 @@ __all__ = [
     "rank_bags",
     "term_score",
     "tokenize",
+    "tokenize_many",
 ]
 
 K1: Final[float] = 1.2
@@ -102,8 +103,26 @@ def tokenize(text: str) -> list[str]:
         ```
     """
     if text.isascii():  # the common case, ~4x faster: NFKC and CJK change nothing here
-        return [_stem_word(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+        words = itertools.filterfalse(STOP_WORDS.__contains__, _WORD.findall(text.lower()))
+        return list(map(_stem_word, words))
     return [term for term, _ in _terms(text)]
+
+
+def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
+    """`tokenize` of each text (relevance indexes every line of a message this way).
+
+    Example:
+        ```python
+        tokenize_many(["The Museums", "of Paris"])   # [['museum'], ['pari']]
+        tokenize_many(["修复跨轮 bug"])               # [['修复', '复跨', '跨轮', 'bug']]
+        ```
+    """
+    if not all(map(str.isascii, texts)):
+        return [tokenize(text) for text in texts]
+    skip, stem, words = STOP_WORDS.__contains__, _stem_word, _WORD.findall
+    return [
+        list(map(stem, itertools.filterfalse(skip, words(text.lower())))) for text in texts
+    ]
 
 
 @functools.lru_cache(maxsize=65_536)

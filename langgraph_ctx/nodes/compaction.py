@@ -33,9 +33,10 @@ saver's earlier checkpoints still hold everything.
 
 After a compaction, each step appends only its new messages to the compacted view and
 counts only them (large new tool results become previews), until the trigger fires
-again; below the trigger nothing is rescored or recounted.
+again; below the trigger nothing is rescored or recounted, except that with relevance
+selection a new user message remakes the previews in the view for it (only those).
 
-It is one module (just over 600 lines) because the node's steps (measure, decide, read,
+It is one module (about 650 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 
@@ -68,6 +69,7 @@ from langgraph_ctx.context.compaction.core import (
 from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import is_preview, is_tool_result_page
 from langgraph_ctx.context.compaction.record import RunningSummary
+from langgraph_ctx.context.compaction.relevance import requery_previews, request_query
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.tokens import MessageTokenCounter
@@ -333,6 +335,8 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             # what is relevant depends on the request: a new one reselects, below the trigger
             fires, why = True, "the request changed: relevance selection runs again"
         if not fires:
+            if now.view is not None and now.new_request and self._full_history:
+                self._requery(now, counter)
             return self._carry_on(now)
         conv, target, limit = self._read(now, usage, counter, summary, window, reserved)
         compaction = yield from compaction_steps(
@@ -378,6 +382,27 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         if reserved is None:
             reserved = int(_usage(usage, "reserved_output") or 0)
         return window, reserved
+
+    def _requery(self, now: _Step, counter: TokenCounter) -> None:
+        """A new request below the trigger: the previews in view follow it.
+
+        Relevance selection shows, in a preview, the lines the request matches; the
+        view stays until compaction fires again, so at each new user message the
+        previews in view are made again for it (`requery_previews`: only those, and
+        cached per matching words). What the rest of the view holds changes when
+        compaction fires (or at each request with `reselect_each_request=True`).
+        """
+        assert now.view is not None and now.view_tokens is not None
+        view, delta = requery_previews(
+            now.view,
+            now.messages,
+            request_query(now.messages),
+            counter=counter,
+            preview_tokens=self.preview_tokens,
+        )
+        if any(new is not old for new, old in zip(view, now.view, strict=True)):
+            now.view, now.view_tokens = view, now.view_tokens + delta
+            now.used += delta
 
     def _carry_on(self, now: _Step) -> dict[str, Any]:
         """Below the trigger: move the cursor, keep the view (plus this step's messages)."""

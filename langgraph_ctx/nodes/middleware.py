@@ -28,6 +28,10 @@ agent run ends with it; "continue" resumes from it), recorded in `error_notebook
 failure no retry fixes (a wrong key, model or request: 400/401/403/404/422) raises, as it
 would without the middleware; `recoverable_errors=` changes the split.
 
+With compaction on, the middleware offers the model the pipeline's tools
+(`read_tool_result` to open a preview, `search_history` to search what compaction moved
+out of view): `create_agent` binds them and runs them in its tool node.
+
 Tools keep the agent's own error handling (`tool_errors=False`, default): a tool that
 raises fails the run as it would without the middleware, and error results the tool node
 made are recorded in `error_notebook`. `tool_errors=True` turns tools that raise into
@@ -121,6 +125,10 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         tool_errors: False (default): the agent's own tool error handling; error results
             are recorded in the notebook. True: tools that raise become error results for
             the model (the run goes on), recorded.
+        offer_tools: with compaction on, give the agent the pipeline's tools
+            (`ContextPipeline.tools`: `read_tool_result`, `search_history`), so the model
+            can open a preview and search what compaction moved out of view (default).
+            Tools of the same name the agent has already stay as they are.
 
     Example:
         ```python
@@ -141,6 +149,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         raise_on: tuple[type[BaseException], ...] = (),
         recoverable_errors: Callable[[BaseException], bool] | None = None,
         tool_errors: bool = False,
+        offer_tools: bool = True,
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
@@ -153,6 +162,8 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
             recoverable=recoverable_errors or is_recoverable_error,
         )
         self.tool_errors = tool_errors
+        # create_agent gives the model, and runs in its tool node, the middleware's tools.
+        self.tools = list(pipeline.tools) if offer_tools else []
         self.keys: StateKeys = pipeline.keys
         if self.keys.renamed:  # create_agent merges this schema into the agent's state
             # the renamed schema is built at runtime, so mypy sees a plain `type`

@@ -519,7 +519,9 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
     def tools(self) -> list[Any]:
         """The tools this pipeline offers the model: with compaction on, `read_tool_result`
         (open a preview's full output) and `search_history` (find what compaction moved
-        out of view). Add them to the agent's tools: `[*tools, *pipeline.tools]`.
+        out of view). `.middleware()` offers them to a `create_agent` agent itself; in a
+        `StateGraph` or `create_react_agent`, add them to the tools you bind and to your
+        `ToolNode`: `[*tools, *pipeline.tools]`.
         """
         if self.compaction is None:
             return []

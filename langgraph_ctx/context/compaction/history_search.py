@@ -54,6 +54,8 @@ class HistoryHit:
     score: float
     text: str
     tool: str | None = None
+    message_id: str | None = None
+    """Id of the message the passage is in."""
 
 
 def _full_text(message: BaseMessage) -> str:
@@ -67,13 +69,24 @@ def _full_text(message: BaseMessage) -> str:
 
 
 def search_messages(
-    messages: Sequence[BaseMessage], query: str, *, limit: int = 8
+    messages: Sequence[BaseMessage],
+    query: str,
+    *,
+    limit: int = 8,
+    view: Sequence[BaseMessage] | None = None,
 ) -> list[HistoryHit]:
     """The passages of `messages` that best match `query`, best first (BM25 over passages).
 
     The current round (the latest user message and what follows it) is always in view
     and is not searched; nor are the answers of `read_tool_result` and `search_history`
     (they repeat what they found).
+
+    `view`: what the model is sent (compaction's `llm_input_messages`). Then the hits
+    the model cannot see come first: messages compaction left out and the full text of
+    results it only shows as previews, best first; after them, the hits in messages
+    the view shows whole, best first. The whole history is searched either way (what
+    is in view may be what the model overlooked); without a view, hits are ranked by
+    score alone.
 
     Example:
         ```python
@@ -102,13 +115,13 @@ def search_messages(
     df: Counter[str] = Counter()
     for *_, ix in docs:
         for term in words:
-            df[term] += len(ix.postings.get(term, ()))
+            df[term] += len(ix.postings[term])
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
     hits: list[HistoryHit] = []
     for i, message, text, ix in docs:
         scores: dict[int, float] = {}
         for term in idf:
-            for passage, tf in ix.postings.get(term, ()):
+            for passage, tf in ix.postings[term]:
                 scores[passage] = scores.get(passage, 0.0) + term_score(
                     idf[term], tf, ix.lengths[passage], average
                 )
@@ -126,10 +139,21 @@ def search_messages(
                 snippet = snippet[: _SNIPPET - 1] + "…"
             hits.append(
                 HistoryHit(
-                    ref, message.type, line, starts[line], round(score, 3), snippet, tool_name
+                    ref,
+                    message.type,
+                    line,
+                    starts[line],
+                    round(score, 3),
+                    snippet,
+                    tool_name,
+                    message.id,
                 )
             )
-    hits.sort(key=lambda h: -h.score)
+    if view is not None:
+        shown = {m.id for m in view if m.id is not None and not is_preview(m)}
+        hits.sort(key=lambda h: (h.message_id in shown, -h.score))
+    else:
+        hits.sort(key=lambda h: -h.score)
     return hits[: max(1, limit)]
 
 
@@ -162,11 +186,12 @@ def format_hits(query: str, hits: Sequence[HistoryHit]) -> str:
 @tool(SEARCH_HISTORY)
 def search_history(
     query: str,
-    messages: Annotated[list[BaseMessage], InjectedState("messages")],
+    state: Annotated[Any, InjectedState],
     limit: int = 8,
 ) -> str:
     """Search the whole conversation history, including earlier messages and full tool
-    outputs no longer shown to you, for passages matching `query`.
+    outputs no longer shown to you, for passages matching `query`. Passages you cannot
+    see come first.
 
     Use it when the request refers to something said or found earlier that you do not
     see. Returns ranked passages; open a tool result with read_tool_result(ref, offset).
@@ -175,4 +200,12 @@ def search_history(
         query: words the passage should contain (names, subjects, identifiers).
         limit: most passages to return.
     """
-    return format_hits(query, search_messages(messages, query, limit=limit))
+    messages = _state_list(state, "messages") or []
+    view = _state_list(state, "llm_input_messages")
+    return format_hits(query, search_messages(messages, query, limit=limit, view=view))
+
+
+def _state_list(state: Any, key: str) -> list[BaseMessage] | None:
+    """A message list from the injected graph state (a dict or an object), if it has one."""
+    value = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
+    return list(value) if isinstance(value, (list, tuple)) and value else None

@@ -10,7 +10,7 @@ Why passages rather than whole messages: the fact asked about is often one sente
 300-line tool output or in a reply about something else. BM25's length normalisation
 would bury it inside the whole message; as a passage it ranks where it belongs.
 
-Costs follow new work: each message's passages and term postings are cached by its text,
+Costs follow new work: each message's passages and term counts are cached by its text,
 so a compaction after the history grew only tokenizes the new messages; scoring then
 looks up the few query terms per message.
 
@@ -33,6 +33,7 @@ scores = score_units(conv, query_of(conv))   # {position: UnitRelevance(...)}
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -41,22 +42,54 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langgraph_ctx.context.compaction.conversation import Conversation, Unit
+from langgraph_ctx.context.compaction.conversation import Conversation, Unit, preview_of
 from langgraph_ctx.context.compaction.previews import (
     PREVIEW_HEADER,
     StandInCache,
     derived_id,
+    is_preview,
+    is_tool_result_page,
     message_key,
     shrink_to,
     tool_result_ref,
 )
 from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
-from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score, tokenize
+from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, tokenize_many
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _LINE_CLIP = 240  # characters of one matching line shown in a preview
 _CACHE = 8192  # messages whose passages stay indexed between compactions
+
+
+class Postings(dict[str, tuple[tuple[int, int], ...]]):
+    """term -> ((passage, term frequency), ...) of one message, made for a term when asked.
+
+    Scoring asks for the few query terms only: building every term's list up front cost
+    as much as tokenizing the message. `postings[term]` is a plain dict lookup once a
+    term was asked for (`()` for a term the message lacks); `get` and `in` answer as a
+    dict of every term of the message would.
+    """
+
+    __slots__ = ("_bags", "_vocabulary")
+
+    def __init__(self, bags: Sequence[Mapping[str, int]], vocabulary: frozenset[str]) -> None:
+        super().__init__()
+        self._bags = bags
+        self._vocabulary = vocabulary
+
+    def __missing__(self, term: str) -> tuple[tuple[int, int], ...]:
+        found: tuple[tuple[int, int], ...] = ()
+        if term in self._vocabulary:
+            found = tuple((i, bag[term]) for i, bag in enumerate(self._bags) if term in bag)
+        self[term] = found
+        return found
+
+    def get(self, term: str, default: Any = None) -> Any:
+        return self[term] if term in self._vocabulary else default
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._vocabulary
 
 
 @dataclass(frozen=True)
@@ -67,8 +100,10 @@ class MessageIndex:
     lines: tuple[int, ...]
     """Line number of each passage in the message text."""
     lengths: tuple[int, ...]
-    postings: Mapping[str, tuple[tuple[int, int], ...]]
-    """term -> ((passage, term frequency), ...)."""
+    bags: tuple[Mapping[str, int], ...]
+    """Each passage's terms and their frequencies."""
+    postings: Postings
+    """term -> ((passage, term frequency), ...), in passage order."""
 
 
 @functools.lru_cache(maxsize=_CACHE)
@@ -84,18 +119,15 @@ def message_index(text: str) -> MessageIndex:
             if piece.strip():
                 passages.append(piece)
                 lines.append(number)
-    lengths: list[int] = []
-    postings: dict[str, list[tuple[int, int]]] = {}
-    for i, passage in enumerate(passages):
-        bag = Counter(tokenize(passage))
-        lengths.append(sum(bag.values()))
-        for term, tf in bag.items():
-            postings.setdefault(term, []).append((i, tf))
+    terms = tokenize_many(passages)
+    bags = [Counter(t) for t in terms]
+    vocabulary = frozenset(itertools.chain.from_iterable(terms))
     return MessageIndex(
         tuple(passages),
         tuple(lines),
-        tuple(lengths),
-        {t: tuple(p) for t, p in postings.items()},
+        tuple(map(len, terms)),
+        tuple(bags),
+        Postings(bags, vocabulary),
     )
 
 
@@ -118,6 +150,95 @@ def query_of(conv: Conversation) -> str:
     if after:
         parts.append(message_text(after[-1].source[0]))
     return "\n".join(parts)
+
+
+def request_query(messages: Sequence[BaseMessage]) -> str:
+    """`query_of` on a plain message list: the latest user message, plus the tool calls
+    the newest assistant message after it made."""
+    latest = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].type == "human"), None
+    )
+    if latest is None:
+        return ""
+    parts = [content_text(messages[latest].content)]
+    calls = [m for m in messages[latest + 1 :] if isinstance(m, AIMessage) and m.tool_calls]
+    if calls:
+        parts.append(message_text(calls[-1]))
+    return "\n".join(parts)
+
+
+def requery_previews(
+    view: Sequence[BaseMessage],
+    messages: Sequence[BaseMessage],
+    query: str,
+    *,
+    counter: Callable[[Sequence[BaseMessage]], int],
+    preview_tokens: int,
+) -> tuple[list[BaseMessage], int]:
+    """The previews in `view` rebuilt for a new request, and what that changed in tokens.
+
+    A compacted view stays until compaction fires again; its previews showed the lines
+    of the request they were made for. When a new request comes, each preview in view
+    is made again from its original (found in `messages` by tool call id): head, the
+    lines the new request matches, tail; the plain preview when no line matches. A new
+    preview is used only if it is no larger than the old one or `preview_tokens`, so the
+    view never outgrows what compaction measured by more than that. Cached per (result,
+    matching query terms): a request that matches the same words costs nothing again.
+    """
+    base = counter([])
+
+    def count(message: BaseMessage) -> int:
+        return max(0, counter([message]) - base)
+
+    wanted = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and is_preview(m)}
+    originals: dict[str, ToolMessage] = {}
+    for m in reversed(messages):  # the previews are of recent results, mostly
+        if len(originals) == len(wanted):
+            break
+        if (
+            isinstance(m, ToolMessage)
+            and m.tool_call_id in wanted
+            and m.tool_call_id not in originals
+            and not is_preview(m)
+            and not is_tool_result_page(m)
+        ):
+            originals[m.tool_call_id] = m
+    out = list(view)
+    delta = 0
+    for i, shown in enumerate(view):
+        if not isinstance(shown, ToolMessage) or not is_preview(shown):
+            continue
+        original = originals.get(shown.tool_call_id)
+        if original is None:
+            continue
+        tokens, old = count(original), count(shown)
+        room = max(preview_tokens, old)
+        made = (
+            query_preview(
+                original,
+                tokens=tokens,
+                query=query,
+                preview_tokens=room,
+                count=count,
+                counted_by=(counter, base),
+            )
+            if query
+            else None
+        )
+        if made is None:  # no line matches: the plain preview
+            made = preview_of(
+                original,
+                tokens=tokens,
+                preview_tokens=preview_tokens,
+                count=count,
+                counted_by=(counter, base),
+            )
+        preview, cost = made
+        if cost >= tokens or cost > room or preview.content == shown.content:
+            continue
+        out[i] = preview
+        delta += cost - old
+    return out, delta
 
 
 @dataclass(frozen=True)
@@ -150,28 +271,62 @@ def score_units(
     for per in indexes:
         for ix in per:
             for term in words:
-                df[term] += len(ix.postings.get(term, ()))
+                df[term] += len(ix.postings[term])
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
+    norms = _Norms(average)
     result: dict[int, UnitRelevance] = {}
     for unit, per in zip(units, indexes, strict=True):
-        best: UnitRelevance | None = None
+        best_score: float | None = None  # rounded, as UnitRelevance keeps it
+        best: tuple[int, int] = (0, 0)  # message, passage
         for m, ix in enumerate(per):
-            scores: dict[int, float] = {}
-            found: dict[int, list[str]] = {}
-            for term in idf:
-                for passage, tf in ix.postings.get(term, ()):
-                    scores[passage] = scores.get(passage, 0.0) + term_score(
-                        idf[term], tf, ix.lengths[passage], average
-                    )
-                    found.setdefault(passage, []).append(words[term])
+            scores = _passage_scores(ix, idf, norms)
             for passage, score in scores.items():
-                if best is None or score > best.score:
-                    best = UnitRelevance(
-                        round(score, 3), m, ix.passages[passage], tuple(found[passage])
-                    )
-        if best is not None:
-            result[unit.position] = best
+                if best_score is None or score > best_score:
+                    best_score, best = round(score, 3), (m, passage)
+        if best_score is not None:
+            m, passage = best
+            ix = per[m]
+            bag = ix.bags[passage]
+            found = tuple(words[t] for t in idf if t in bag)
+            result[unit.position] = UnitRelevance(best_score, m, ix.passages[passage], found)
     return result
+
+
+_K1_PLUS_1 = K1 + 1
+
+
+class _Norms(dict[int, float]):
+    """BM25's length normalisation per passage length, for one collection average.
+
+    `term_score(idf, tf, length, average)` is `idf * tf * (K1 + 1) / (tf + norm)`; the
+    norm depends on the length only, so it is computed once per length, and the score
+    inline with the same operations in the same order (the same floats).
+    """
+
+    def __init__(self, average: float) -> None:
+        super().__init__()
+        self.average = average or 1.0
+
+    def __missing__(self, length: int) -> float:
+        norm = self[length] = K1 * (1 - B + B * length / self.average)
+        return norm
+
+
+def _passage_scores(ix: MessageIndex, idf: Mapping[str, float], norms: _Norms) -> dict[int, float]:
+    """BM25 score of each passage of `ix` that has a term of `idf` (terms in `idf` order)."""
+    scores: dict[int, float] = {}
+    lengths = ix.lengths
+    get = scores.get
+    index = ix.postings
+    for term, weight in idf.items():
+        postings = index[term]
+        if not postings:
+            continue
+        for passage, tf in postings:
+            scores[passage] = get(passage, 0.0) + weight * tf * _K1_PLUS_1 / (
+                tf + norms[lengths[passage]]
+            )
+    return scores
 
 
 def line_scores(text: str, query: str) -> dict[int, float]:
@@ -187,21 +342,21 @@ def _terms_of(query: str) -> tuple[str, ...]:
 
 def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
     n_docs = len(ix.passages) or 1
-    average = sum(ix.lengths) / n_docs
+    norms = _Norms(sum(ix.lengths) / n_docs)
     scores: dict[int, float] = {}
+    get = scores.get
+    lines, lengths = ix.lines, ix.lengths
+    index = ix.postings
     for term in terms:
-        postings = ix.postings.get(term, ())
+        postings = index[term]
         if not postings:
             continue
-        idf = inverse_frequency(n_docs, len(postings))
-        memo: dict[tuple[int, int], float] = {}  # same tf and length, same score
+        weight = inverse_frequency(n_docs, len(postings))
         for passage, tf in postings:
-            line = ix.lines[passage]
-            length = ix.lengths[passage]
-            part = memo.get((tf, length))
-            if part is None:
-                part = memo[(tf, length)] = term_score(idf, tf, length, average)
-            scores[line] = scores.get(line, 0.0) + part
+            line = lines[passage]
+            scores[line] = get(line, 0.0) + weight * tf * _K1_PLUS_1 / (
+                tf + norms[lengths[passage]]
+            )
     return scores
 
 
@@ -217,18 +372,37 @@ def query_preview_text(text: str, query: str, chars: int) -> str | None:
     return _preview_text(text.split("\n"), line_scores(text, query), chars)
 
 
-def _preview_text(lines: list[str], scores: dict[int, float], chars: int) -> str | None:
+def _ranked_lines(lines: list[str], scores: dict[int, float]) -> list[tuple[int, int]]:
+    """The matching lines between head and tail, best first: (line, its cost in chars)."""
     head_n = min(2, len(lines))
     tail_n = 1 if len(lines) > head_n else 0
     middle = {i: s for i, s in scores.items() if head_n <= i < len(lines) - tail_n}
-    if not middle:
+    return [
+        (i, min(len(lines[i].strip()), _LINE_CLIP) + 1)
+        for i in sorted(middle, key=lambda i: (-middle[i], i))
+    ]
+
+
+def _preview_text(
+    lines: list[str],
+    scores: dict[int, float],
+    chars: int,
+    ranked: list[tuple[int, int]] | None = None,
+) -> str | None:
+    """Head, the best matching lines that fit `chars`, and tail (`ranked`: precomputed)."""
+    if ranked is None:
+        ranked = _ranked_lines(lines, scores)
+    if not ranked:
         return None
+    head_n = min(2, len(lines))
+    tail_n = 1 if len(lines) > head_n else 0
     head = [_clip(line, chars // 5) for line in lines[:head_n]]
     tail = [_clip(line, chars // 8) for line in lines[len(lines) - tail_n :]]
     room = chars - sum(len(line) + 1 for line in head + tail) - 60
     chosen: list[int] = []
-    for i in sorted(middle, key=lambda i: (-middle[i], i)):
-        cost = min(len(lines[i].strip()), _LINE_CLIP) + 1
+    for i, cost in ranked:
+        if room < 2:  # a matching line costs at least 2 (a word and its newline)
+            break
         if cost > room:
             continue
         chosen.append(i)
@@ -338,12 +512,13 @@ def _query_preview(
     extra = non_text_blocks(message.content)
     chars_per_token = max(1.0, len(text) / max(tokens, 1))
     lines = text.split("\n")
-    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token))
+    ranked = _ranked_lines(lines, scores)
+    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token), ranked)
     if first is None:
         return None
 
     def build(chars: int) -> ToolMessage:
-        body = first if chars == start else _preview_text(lines, scores, chars) or ""
+        body = first if chars == start else _preview_text(lines, scores, chars, ranked) or ""
         parts = [header, body]
         if extra:
             parts.append(f"[{extra} non-text content block(s) not shown]")

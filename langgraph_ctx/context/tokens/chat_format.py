@@ -81,21 +81,40 @@ def message_role(message: BaseMessage) -> str:
     return _ROLE_BY_TYPE.get(message.type, str(message.type))
 
 
-class Encoder:
-    """Counts text of one family: exact BPE tokens, before the family's multiplier."""
+_SHORT_TEXT = 64
+"""Texts up to this many characters are counted once and remembered (`Encoder.text`)."""
+_SHORT_TEXTS = 8192
+"""How many short texts an encoder remembers (then it starts over: a bound, not an LRU)."""
 
-    __slots__ = ("enc", "family")
+
+class Encoder:
+    """Counts text of one family: exact BPE tokens, before the family's multiplier.
+
+    Short texts (roles, names, tool names, small arguments) come back in every message:
+    their counts are remembered, so a message costs one tokenizer call for its content
+    rather than one per part (each call also lets other threads take the GIL).
+    """
+
+    __slots__ = ("_short", "enc", "family")
 
     def __init__(self, family: ModelFamily) -> None:
         self.family = family
         self.enc = load_encoding(family.encoding)
+        self._short: dict[str, int] = {}
 
     def text(self, text: Any) -> int:
         if not text:
             return 0
         if not isinstance(text, str):
             text = str(text)
-        return len(self.enc.encode_ordinary(text))
+        if len(text) > _SHORT_TEXT:
+            return len(self.enc.encode_ordinary(text))
+        tokens = self._short.get(text)
+        if tokens is None:
+            if len(self._short) >= _SHORT_TEXTS:
+                self._short = {}
+            tokens = self._short[text] = len(self.enc.encode_ordinary(text))
+        return tokens
 
     def scaled(self, raw: int) -> int:
         if self.family.multiplier == 1.0:

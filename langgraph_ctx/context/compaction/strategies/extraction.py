@@ -18,6 +18,7 @@ KeyMessageExtraction().score(unit, last_round=12)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -28,6 +29,13 @@ from langgraph_ctx.context.compaction.ladder import fit, fit_current_round
 from langgraph_ctx.context.compaction.record import ScoredMessage
 from langgraph_ctx.context.compaction.signals import SIGNALS, text_signals
 from langgraph_ctx.context.compaction.strategies.base import CompactionStrategy, Selection
+
+
+@functools.lru_cache(maxsize=8192)
+def _signals(text: str) -> tuple[str, ...]:
+    """`text_signals`, remembered by text: each compaction scores the same units again."""
+    return tuple(text_signals(text))
+
 
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {
@@ -75,7 +83,7 @@ class KeyMessageExtraction(CompactionStrategy):
         """The explainable score of one unit: named parts and their sum."""
         w = self.weights
         parts: dict[str, float] = {unit.kind: w.get(unit.kind, 0.0)}
-        for name in text_signals(unit.text):
+        for name in _signals(unit.text):
             parts[name] = w.get(name, 0.0)
         age = max(0, last_round - unit.round)
         parts["recency"] = round(w.get("recency", 0.0) * 0.5 ** (age / self.half_life), 3)
