@@ -214,3 +214,39 @@ def test_a_reader_descriptor_becomes_a_writer(root):
     chat(chat_graph().compile(checkpointer=saver), "b")
     assert lock.writable
     assert contents(JsonlSaver(root))[-2:] == ["b", "you said: b"]
+
+
+@linux_only
+def test_many_os_threads_share_few_descriptors_without_losing_a_line(root):
+    """Eviction closes only idle threads' descriptors: appends from 8 OS threads to 6
+    logs through at most 2 open threads' descriptors all land, each line whole."""
+    storage = JsonlStorage(root, max_open_threads=2)
+    ids = [f"t{i}" for i in range(6)]
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for n in range(60):
+                thread_id = ids[(worker + n) % len(ids)]
+                with storage.locked(thread_id, exclusive=True):
+                    synced = storage.sync(thread_id)
+                    line = f"{worker}:{n}".encode()
+                    first = storage.append(thread_id, [line + b"\n"])
+                    assert first == synced.first_line + len(synced.lines)
+                    assert storage.read(thread_id, first) == line
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert errors == []
+    assert open_fds(root) <= 2 * 2
+    fresh = JsonlStorage(root)
+    written = []
+    for thread_id in ids:
+        with fresh.locked(thread_id, exclusive=False):
+            written += fresh.sync(thread_id).lines
+    assert sorted(written) == sorted(f"{w}:{n}".encode() for w in range(8) for n in range(60))
