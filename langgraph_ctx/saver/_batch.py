@@ -28,7 +28,7 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
 from langgraph_ctx.codec.values import encode_value, serde_encode
-from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index
+from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index, _unchanged
 
 
 class _Batch:
@@ -132,7 +132,7 @@ class _Batch:
                 refs = base_refs[:shared]
                 keep = shared
                 for i, m in enumerate(value[:shared]):
-                    if _fingerprint(m) != fps[i]:  # edited in place since saved or read
+                    if not _unchanged(m, fps[i]):  # edited in place since saved or read
                         keep = min(keep, i)
                         refs[i], fps[i] = self._ref(m)
         rest = value[shared:]
