@@ -25,7 +25,7 @@ can be a single import::
   (seconds a thread lives after its last write) optional;
 - otherwise ``LANGGRAPH_CTX_DIR`` (default ``./chats``, relative to the directory
   the server runs in) holds one JSONL file per thread (`JsonlSaver`), and
-  ``LANGGRAPH_CTX_FSYNC=1`` flushes every append to disk.
+  ``LANGGRAPH_CTX_FSYNC=1`` flushes each checkpoint to disk (its pending writes with it).
 
 For anything the variables do not cover (``allowed_types``, an existing Redis
 client, ...), wrap `jsonl_checkpointer` or `redis_checkpointer` with your own

@@ -228,12 +228,46 @@ def test_a_saver_sees_appends_made_by_another_process(root):
     ]
 
 
-def test_fsync_flushes_every_append(root, monkeypatch):
-    calls = []
-    real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd) or real(fd))
-    chat(chat_graph().compile(checkpointer=JsonlSaver(root, fsync=True)), "a")
-    assert len(calls) >= 5  # one per put / put_writes, plus the directory of the new file
+def _count_flushes(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name, None)
+        if real is not None:
+            monkeypatch.setattr(
+                os, name, lambda fd, _real=real, _name=name: calls.append(_name) or _real(fd)
+            )
+    return calls
+
+
+def test_fsync_flushes_once_per_checkpoint(root, monkeypatch):
+    """One flush per checkpoint (its step's pending writes ride along), plus the
+    directory of a new file once; none without ``fsync``."""
+    calls = _count_flushes(monkeypatch)
+    saver = JsonlSaver(root, fsync=True)
+    graph = chat_graph().compile(checkpointer=saver)
+    chat(graph, "a")
+    checkpoints = len(list(saver.list(CONFIG)))
+    assert len(calls) == checkpoints + 1  # + the directory entry of the new file
+    assert calls.count("fsync") == 1 and calls.count("fdatasync") == checkpoints
+    for turn in range(3):
+        calls.clear()
+        chat(graph, f"more {turn}")
+        new = len(list(saver.list(CONFIG))) - checkpoints
+        checkpoints += new
+        assert calls == ["fdatasync"] * new  # put_writes (one per step) flushed nothing
+    assert Path(saver.path("t")).read_bytes().count(b'"t":"writes"') >= 4  # writes happened
     calls.clear()
     chat(chat_graph().compile(checkpointer=JsonlSaver(root / "plain")), "a")
     assert calls == []
+
+
+def test_fsync_flushes_pending_writes_when_closed(root, monkeypatch):
+    saver = JsonlSaver(root, fsync=True)
+    chat(chat_graph().compile(checkpointer=saver), "a")
+    head = saver.get_tuple(CONFIG).config
+    calls = _count_flushes(monkeypatch)
+    saver.put_writes(head, [("messages", "pending")], "task-1")
+    assert calls == []  # written, not yet flushed: the next checkpoint will
+    assert JsonlSaver(root).get_tuple(CONFIG).pending_writes[-1][2] == "pending"
+    saver.close()
+    assert calls == ["fdatasync"]

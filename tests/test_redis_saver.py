@@ -300,13 +300,13 @@ def test_a_writer_whose_lock_expired_re_reads_and_retries(rb):
     appends = []
     real_append = slow.storage.append
 
-    def append_after_a_pause(thread_id, lines):
+    def append_after_a_pause(thread_id, lines, **kwargs):
         if not appends:  # the first attempt stalls past its lock; another writer gets in
             worker = threading.Thread(target=chat, args=(chat_graph().compile(fast), "t", "other"))
             worker.start()
             worker.join()
         appends.append(len(lines))
-        return real_append(thread_id, lines)
+        return real_append(thread_id, lines, **kwargs)
 
     slow.storage.append = append_after_a_pause
     with pytest.warns(LockLostWarning, match="expired before it was released"):

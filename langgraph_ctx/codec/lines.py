@@ -135,13 +135,39 @@ def check_line(raw: bytes) -> None:
         loads_line(raw)  # raises the precise error, or accepts a format-1 line
 
 
+# orjson for speed, with everything json.dumps would not write left to json.dumps.
+_ORJSON_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
 def dumps_line(obj: Mapping[str, Any]) -> bytes:
     """One compact JSON line with its checksum, newline included, UTF-8 (non-ASCII kept
-    readable). A ``"c"`` key in ``obj`` (the checksum of a line read before) is replaced."""
+    readable). A ``"c"`` key in ``obj`` (the checksum of a line read before) is replaced.
+
+    ``orjson`` writes it (several times faster than ``json``); what it would write
+    where ``json.dumps`` refuses or differs (NaN as ``null``, integers over 64 bits,
+    subclasses, lone surrogates) goes through ``json.dumps``, which decides as before.
+
+    >>> dumps_line({"v": 2, "t": "thread", "thread_id": "t"})
+    b'{"v":2,"t":"thread","thread_id":"t","c":"P1b9rA"}\\n'
+    """
     if "c" in obj:
         obj = {k: v for k, v in obj.items() if k != "c"}
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return seal_line(text.encode("utf-8")) + b"\n"
+    try:
+        raw: bytes | None = orjson.dumps(obj, default=_not_json, option=_ORJSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        raw = None
+    if raw is None or b"null" in raw:  # a NaN or infinity would read as null: let json refuse
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        raw = text.encode("utf-8")
+    return seal_line(raw) + b"\n"
 
 
 def loads_line(raw: bytes) -> dict[str, Any]:
@@ -178,6 +204,24 @@ def loads_line(raw: bytes) -> dict[str, Any]:
     if obj.get("t") not in LINE_KINDS:
         raise CodecError(f"unknown line kind {obj.get('t')!r}")
     return obj
+
+
+def loads_sealed(raw: bytes) -> dict[str, Any]:
+    """A line `dumps_line` just made (newline included), as `loads_line` reads it.
+
+    For the writer, which must index what any later reader will parse: the same
+    parse, without the checks `dumps_line` already guarantees (checksum, format
+    version, kind).
+
+    >>> loads_sealed(dumps_line({"v": 2, "t": "msg", "pair": (1, 2)}))
+    {'v': 2, 't': 'msg', 'pair': [1, 2]}
+    """
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # as in loads_line: integers over 64 bits
+        obj = json.loads(raw)
+    del obj["c"]
+    return obj  # type: ignore[no-any-return]
 
 
 def check_position(kind: str, n: int) -> None:

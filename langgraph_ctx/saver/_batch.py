@@ -28,7 +28,7 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
 from langgraph_ctx.codec.values import encode_value, serde_encode
-from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index
+from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index, _unchanged
 
 
 class _Batch:
@@ -121,17 +121,20 @@ class _Batch:
                     while shared < limit and value[shared] is known[shared]:
                         shared += 1
                 base_refs = base[1]
-                if known_fps is None:  # read from the log: compare with the stored messages
+                if known_fps is None or len(known_fps) < shared:  # read from the log:
+                    # compare with the stored messages
                     known_fps = [index.template_fingerprint(o) for o in base_refs[:shared]]
                     index.list_objs.put((base[0], channel), (known, known_fps))
-                fps = [_fingerprint(m) for m in value[:shared]]
+                # The parent's fingerprint objects, not equal new ones: the lists of
+                # successive steps share them (freeing a list of fresh tuples per
+                # step cost as much as building it).
+                fps = known_fps[:shared]
                 refs = base_refs[:shared]
                 keep = shared
-                if fps != known_fps[:shared]:  # edited in place since saved or read
-                    for i in range(shared):
-                        if fps[i] != known_fps[i]:
-                            keep = min(keep, i)
-                            refs[i], fps[i] = self._ref(value[i])
+                for i, m in enumerate(value[:shared]):
+                    if not _unchanged(m, fps[i]):  # edited in place since saved or read
+                        keep = min(keep, i)
+                        refs[i], fps[i] = self._ref(m)
         rest = value[shared:]
         if not all(isinstance(m, BaseMessage) for m in rest):
             return encode_value(value, self.ref, self.serde), None

@@ -116,8 +116,23 @@ def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
     reads the edit.
     """
     return tuple(
-        [_frozen(v) if v and type(v) in _CONTAINERS else v for v in m.__dict__.values()]
+        [
+            (_frozen(v) if v else _EMPTY[type(v)]) if type(v) in _CONTAINERS else v
+            for v in m.__dict__.values()
+        ]
     )
+
+
+# What a fingerprint holds for an empty dict or list: an empty one of its own (never
+# handed out), not the message's, so that a later fill-in of the message's is unequal.
+_EMPTY: dict[type, Any] = {dict: {}, list: []}
+
+
+def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
+    """``_fingerprint(m) == fp``, compared in C for a message whose dicts and lists
+    are empty (most of a chat): its fields as they are equal ``fp`` exactly then,
+    since ``fp`` holds its own empty containers and frozen (tuple) full ones."""
+    return tuple(m.__dict__.values()) == fp or _fingerprint(m) == fp
 
 
 @dataclass

@@ -36,9 +36,14 @@ class JsonlSaver(LogSaver):
         root_dir: Directory for the thread files (created by the first write;
             making the saver does no I/O, so it is safe inside an event loop).
             A read-only directory can be read; writes raise `ReadOnlyLogError`.
-        fsync: Flush every append to disk before returning (durable across
-            power loss; slower). Without it an acknowledged write survives a
-            process crash, not necessarily an OS crash.
+        fsync: Flush each checkpoint to disk before `put` returns (one
+            ``fdatasync`` per checkpoint), so a saved checkpoint survives a power
+            loss, not only a crash. Without it an acknowledged write survives a
+            process crash, not necessarily an OS crash. A step's pending writes
+            (`put_writes`) are written at once and flushed with the step's
+            checkpoint: what a power loss can lose is the pending writes of a step
+            whose checkpoint was not saved yet, and LangGraph runs such a step
+            again, as if it had never run. Closing the saver flushes them too.
         serde: Serializer for values that are neither plain JSON nor messages.
             Default: LangGraph's `JsonPlusSerializer` restricted to its safe
             types plus ``allowed_types``.
@@ -97,8 +102,15 @@ class JsonlSaver(LogSaver):
         """
         return str(self.storage.path(thread_id))
 
-    # Like InMemorySaver: usable as ``with JsonlSaver(...) as saver`` and
-    # ``async with``. Files are opened per call, so there is nothing to close.
+    def close(self) -> None:
+        """Close the files kept open for threads in use (flushing pending writes).
+
+        The saver stays usable: the next call opens what it needs. Leaving the
+        ``with`` block calls it, and so does dropping the saver.
+        """
+        self.storage.close()
+
+    # Like InMemorySaver: usable as ``with JsonlSaver(...) as saver`` and ``async with``.
     def __enter__(self) -> JsonlSaver:
         return self
 
@@ -108,7 +120,7 @@ class JsonlSaver(LogSaver):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        return None
+        self.close()
 
     async def __aenter__(self) -> JsonlSaver:
         return self
@@ -119,4 +131,4 @@ class JsonlSaver(LogSaver):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        return None
+        self.close()

@@ -52,7 +52,7 @@ from langgraph_ctx.codec.lines import (
     copied_thread_ids,
     dumps_line,
     has_legacy_versions,
-    loads_line,
+    loads_sealed,
     thread_line,
 )
 from langgraph_ctx.codec.values import PACKAGE_MODELS, LogSerde, value_rules
@@ -283,7 +283,9 @@ class LogSaver(BaseCheckpointSaver[str]):
                 items.append((widx, channel, value))
             batch = writes_batch(index, self.serde, ns, checkpoint_id, task_id, task_path, items)
             if batch is not None:
-                self._commit(thread_id, index, batch)
+                # Flushed to disk (fsync) with the next checkpoint: a step that never
+                # reached its checkpoint is run again, pending writes or not.
+                self._commit(thread_id, index, batch, durable=False)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's log and its revert backups."""
@@ -636,20 +638,23 @@ class LogSaver(BaseCheckpointSaver[str]):
         self._indexes[thread_id] = index
         return index
 
-    def _commit(self, thread_id: str, index: _Index, batch: _Batch) -> int:
+    def _commit(self, thread_id: str, index: _Index, batch: _Batch, *, durable: bool = True) -> int:
         """Append a batch (with the header if the log is new); return the last line.
 
         The index learns the lines as a cold read parses them, not the dicts
         built from the caller's objects: a warm read then returns exactly what
         a fresh process reads (a tuple the caller put comes back a list, as
         from `SqliteSaver`), and never an object the caller may still change.
+        Parsing the bytes just written is the cheapest way to that (`loads_sealed`:
+        one ``orjson.loads`` a line, less than copying the dicts in Python would cost).
+        ``durable``: see `LogStorage.append`.
         """
-        lines = builtins.list(batch.lines)
+        lines = batch.lines
         if index.lines == 0:
-            lines.insert(0, thread_line(thread_id))
+            lines = [thread_line(thread_id), *lines]
         raw = [dumps_line(obj) for obj in lines]
-        first = self.storage.append(thread_id, raw)
-        return batch.apply(first, [loads_line(r[:-1]) for r in raw])  # r ends with a newline
+        first = self.storage.append(thread_id, raw, durable=durable)
+        return batch.apply(first, [loads_sealed(r) for r in raw])
 
     def _tuple(self, thread_id: Any, index: _Index, entry: CheckpointHead) -> CheckpointTuple:
         try:

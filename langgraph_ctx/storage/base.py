@@ -91,11 +91,17 @@ class LogStorage(ABC):
         """One line already reported by `sync`, without its newline."""
 
     @abstractmethod
-    def append(self, thread_id: str, lines: Sequence[bytes]) -> int:
+    def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
         """Append complete lines (each ending in a newline); return the first's number.
 
         The caller has synced under the exclusive lock. A torn last line left by
         a crashed writer is removed first, with a warning.
+
+        ``durable=False`` (a checkpoint's pending writes) lets a backend that
+        flushes to disk (`JsonlStorage` with ``fsync``) flush these lines with the
+        thread's next durable append (the checkpoint), or at `evict` / `close`,
+        instead of now: one flush per checkpoint. The lines are written at once
+        either way; only a power loss can lose them before that flush.
         """
 
     @abstractmethod
@@ -126,6 +132,21 @@ class LogStorage(ABC):
     @abstractmethod
     def describe(self, thread_id: str) -> str:
         """Where the log lives, for error messages (a path, a key)."""
+
+    @abstractmethod
+    def evict(self, thread_id: str) -> None:
+        """Forget what was synced of the thread and release what it holds open.
+
+        For a saver that drops its index of the thread: the next `sync` reads
+        the log from its first line. Lines appended without ``durable`` are
+        flushed first. A thread whose lock is held is left alone.
+        """
+
+    def close(self) -> None:
+        """Release every descriptor or connection held for threads (flushing
+        lines appended without ``durable``). The storage stays usable: the next
+        call opens what it needs again."""
+        return None  # the default holds nothing between calls
 
     def backups(self, thread_id: str) -> list[str]:
         """Rotated backups kept by revert, newest first."""

@@ -21,18 +21,38 @@ land outside the root. Creating the storage does no I/O; the root and
 root they may only read (a snapshot, a read-only mount, another user's
 directory) they take a shared lock through a read-only descriptor, or no lock
 when the thread has no lock file, and writes raise `ReadOnlyLogError`.
+
+Descriptors stay open between calls: one on the lock file and one on the log
+per thread in use (an LRU of at most ``max_open_threads`` threads; the rest are
+closed and reopened when used again), so a call costs a ``flock``, an ``lstat``
+of the lock file (was it deleted while we waited?), an ``lstat`` of the log (did
+another process append, or replace it?) and, to write, one ``write``. A log
+replaced by another process (revert, the CLI) has another inode: it is reopened
+and re-read, as before.
+
+With ``fsync``, a checkpoint is one ``fdatasync``: the pending writes appended
+before it (``append(..., durable=False)``) are written at once and flushed with it.
+
+One module (a little over 800 lines) on purpose: a thread's lock, its open
+descriptors and its line offsets are one piece of state, and every safety property
+above (a replaced log, a deleted lock file, a torn tail, a forked child, a planted
+link) is a check across all three, so they are read and changed side by side.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import re
 import stat
 import tempfile
 import threading
 import warnings
+import weakref
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +81,8 @@ except ImportError:  # pragma: no cover - Windows
 SUFFIX = ".jsonl"
 LOCK_DIR = ".locks"
 _READ_CHUNK = 1 << 20
+MAX_OPEN_THREADS = 128
+"""Default of ``max_open_threads``: threads whose two descriptors stay open."""
 _BACKUP = re.compile(r"\.(\d+)$")
 _BACKUP_NAME = re.compile(r"(.+\.jsonl)\.([1-9][0-9]*)")  # .1, .2, ... as _rotate names them
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -72,7 +94,8 @@ _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 @dataclass
 class _FileState:
     ino: int = -1
-    offsets: list[int] = field(default_factory=lambda: [0])  # start of line i+1 at [i]
+    # Start of line i+1 at [i]; an array: 8 bytes a line, where a list of ints costs 36.
+    offsets: array[int] = field(default_factory=lambda: array("q", [0]))
     torn_warned: int = -1
 
     @property
@@ -85,44 +108,79 @@ class _FileState:
 
 
 class _ThreadLock(ThreadLock):
-    """Re-entrant in-process lock plus an flock on the thread's lock file.
+    """Re-entrant in-process lock plus an flock on the thread's lock file; also the
+    thread's open descriptors (lock file, log), kept from one hold to the next.
 
     Writers create the lock file; readers only open an existing one, read-only
     (flock works on any descriptor), so reading needs no write permission and
     reading a missing thread creates nothing. Deleting a thread removes its
-    lock file, so after waiting for the flock we check the file we locked is
-    still the one at the path, and start over if not.
+    lock file, so after each flock we check the file we locked is still the one
+    at the path, and reopen it if not. Our descriptor keeps its inode alive, so
+    another file at the path never has the same inode number.
     """
 
-    def __init__(self, storage: JsonlStorage, name: str) -> None:
+    def __init__(self, root: Path, name: str, open_fds: _OpenFds) -> None:
         super().__init__()
-        self.storage = storage
+        self.root = root
         self.name = name + ".lock"
-        self.path = storage.root / LOCK_DIR / self.name
-        self.log = storage.root / (name + SUFFIX)
-        self.fd: int | None = None
+        # Strings, not Paths: a lock lives as long as its storage, one per thread used.
+        self.path = os.path.join(root, LOCK_DIR, self.name)
+        self.log = os.path.join(root, name + SUFFIX)
+        self.open_fds = open_fds
+        self.fd: int | None = None  # the lock file: flocked while held, open in between
+        self.ino = -1
+        self.data: int | None = None  # the log, O_APPEND (read-only on a read-only root)
+        self.data_ino = -1
+        self.writable = False
+        self.forks = _FORKS[0]  # descriptors opened before a fork are the parent's
+        self.seen: tuple[int, int] | None = None  # (inode, size) of the log, this hold
+        self.unflushed = False  # lines appended with durable=False, not yet flushed
+        self.dir_unflushed = False  # the log was created, its directory not yet flushed
+
+    def mine(self) -> bool:
+        """Whether the calling OS thread holds this lock (then it may use the
+        descriptors: nobody closes them while the lock is held)."""
+        return self.depth > 0 and self.owner == threading.get_ident()
 
     def _acquire(self, exclusive: bool) -> None:
+        self._lock_file(exclusive, blocking=True)
+
+    def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
+        """Take the flock; ``False`` if not ``blocking`` and another process holds it."""
+        if self.forks != _FORKS[0]:  # a forked child: the parent's flocks are not ours
+            for fd in (self.fd, self.data):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)  # the parent's descriptor keeps its flock
+            self.fd = self.data = None
+            self.forks = _FORKS[0]
         if fcntl is None:  # pragma: no cover - Windows: in-process lock only
-            return
+            return True
+        how = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        if not blocking:
+            how |= fcntl.LOCK_NB
         while True:
-            fd = self._open(exclusive)
-            if fd is None:
-                return  # a reader, and the thread has no lock file: nothing to exclude
+            if self.fd is None:
+                fd = self._open(exclusive)
+                if fd is None:
+                    return True  # a reader, and the thread has no lock file: nothing to exclude
+                self.fd, self.ino = fd, os.fstat(fd).st_ino
+            self.open_fds.touch(self)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-                if _same_file(fd, self.path):
-                    self.fd = fd
-                    return
+                fcntl.flock(self.fd, how)
+            except BlockingIOError:
+                return False
             except BaseException:
-                os.close(fd)
+                self.close_lock()
                 raise
-            os.close(fd)  # the thread was deleted (and its lock file) while we waited
+            if _inode(self.path) == self.ino:
+                return True
+            self.close_lock()  # the thread was deleted (and its lock file): closing unlocks
 
     def _open(self, exclusive: bool) -> int | None:
         if not exclusive:
             with contextlib.suppress(FileNotFoundError):
-                return _open_at(self.storage.root / LOCK_DIR, self.name, os.O_RDONLY)
+                return _open_at(self.root / LOCK_DIR, self.name, os.O_RDONLY)
             try:
                 os.lstat(self.log)
             except FileNotFoundError:
@@ -133,14 +191,132 @@ class _ThreadLock(ThreadLock):
         return self._create()
 
     def _create(self) -> int:
-        lock_dir = self.storage.make_dirs("locking")
+        lock_dir = _make_dirs(self.root, "locking")
         with _writing(self.path, "locking"):
             return _open_at(lock_dir, self.name, os.O_RDWR | os.O_CREAT)
 
     def _release(self) -> None:
+        self.seen = None
+        if self.fd is not None and fcntl is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------ descriptors
+
+    def data_fd(self, ino: int) -> int | None:
+        """The open log if it is inode ``ino``, else the log opened anew if that is
+        ``ino`` (``None``: the path holds another file by now)."""
+        if self.data is not None and self.data_ino == ino:
+            return self.data
+        self.close_data()
+        try:
+            fd = _open_nofollow(self.log, os.O_RDWR | os.O_APPEND)
+            writable = True
+        except OSError as exc:
+            if exc.errno not in _READ_ONLY:
+                raise
+            fd, writable = _open_nofollow(self.log, os.O_RDONLY), False
+        if os.fstat(fd).st_ino != ino:
+            os.close(fd)
+            return None
+        self.data, self.data_ino, self.writable = fd, ino, writable
+        self.open_fds.touch(self)
+        return fd
+
+    def append_fd(self, ino: int) -> int:
+        """The log open for appending (created if missing); ``ino`` as in `data_fd`."""
+        if self.data is not None and self.data_ino == ino and self.writable:
+            return self.data
+        self.close_data()
+        with _writing(self.log, "appending"):
+            fd = _open_nofollow(self.log, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        self.data, self.data_ino, self.writable = fd, os.fstat(fd).st_ino, True
+        self.open_fds.touch(self)
+        return fd
+
+    def flush(self) -> None:
+        """Flush lines appended with ``durable=False`` (and a new log's directory entry)."""
+        if self.unflushed and self.data is not None:
+            _datasync(self.data)
+        self.unflushed = False
+        if self.dir_unflushed:
+            _fsync_dir(self.root)
+            self.dir_unflushed = False
+
+    def close_data(self) -> None:
+        if self.data is not None:
+            fd, self.data = self.data, None
+            try:
+                if self.unflushed:
+                    _datasync(fd)
+            finally:
+                self.unflushed = False
+                os.close(fd)
+
+    def close_lock(self) -> None:
         if self.fd is not None:
-            os.close(self.fd)  # closing drops the flock
-            self.fd = None
+            fd, self.fd = self.fd, None
+            os.close(fd)  # closing drops a flock
+
+    def close(self) -> None:
+        """Close both descriptors (the caller holds `rlock`, and nobody the lock)."""
+        try:
+            self.flush()
+            self.close_data()
+        finally:
+            self.close_lock()
+            self.open_fds.forget(self)
+
+
+class _OpenFds:
+    """The threads whose descriptors are open, least recently used first, at most
+    ``limit`` of them: a process with 10,000 threads stays far from its fd limit.
+
+    Held by the storage and its locks (not the storage itself, so that dropping
+    the storage closes everything at once, without waiting for the garbage collector).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.locks: OrderedDict[_ThreadLock, None] = OrderedDict()
+        self.guard = threading.Lock()
+
+    def touch(self, lock: _ThreadLock) -> None:
+        with self.guard:
+            self.locks[lock] = None
+            self.locks.move_to_end(lock)
+            over = len(self.locks) - self.limit
+            if over <= 0:
+                return
+            idle = list(itertools.islice((lk for lk in self.locks if lk is not lock), over + 8))
+        for other in idle:  # not under the guard: closing may flush
+            _close_if_idle(other)
+
+    def forget(self, lock: _ThreadLock) -> None:
+        with self.guard:
+            self.locks.pop(lock, None)
+
+    def close_all(self) -> None:
+        with self.guard:
+            locks = list(self.locks)
+        for lock in locks:
+            _close_if_idle(lock)
+
+
+def _close_if_idle(lock: _ThreadLock) -> None:
+    """Close a thread's descriptors unless someone holds its lock (then it stays open)."""
+    if not lock.rlock.acquire(blocking=False):
+        return
+    try:
+        if lock.depth == 0:
+            lock.close()
+    finally:
+        lock.rlock.release()
+
+
+# Bumped in a forked child: descriptors opened before are shared with the parent.
+_FORKS = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
 
 class JsonlStorage(LogStorage):
@@ -148,18 +324,34 @@ class JsonlStorage(LogStorage):
 
     Args:
         root: Directory holding one file per thread (created by the first write).
-        fsync: ``os.fsync`` every append and rewrite before returning, so an
-            acknowledged checkpoint survives a power loss, not only a crash.
+        fsync: Flush to disk before a checkpoint's append returns (``fdatasync``
+            where the OS has it), so an acknowledged checkpoint survives a power
+            loss, not only a crash. Pending writes (``append(..., durable=False)``)
+            are written at once and flushed with the thread's next checkpoint: a
+            power loss can lose the pending writes of a step whose checkpoint was
+            not yet saved, and LangGraph runs such a step again. Rewrites (revert,
+            prune, fork) are flushed before they replace a file.
+        max_open_threads: Threads whose descriptors (two each) stay open between
+            calls; the least recently used beyond this are closed.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fsync: bool = False,
+        max_open_threads: int = MAX_OPEN_THREADS,
+    ) -> None:
         self.root = Path(root)  # no I/O here: async apps build savers inside event loops
         self.fsync = fsync
         self._states: dict[str, _FileState] = {}
         self._paths: dict[str, Path] = {}
         self._locks: dict[str, _ThreadLock] = {}
+        self._lock_of: dict[str, _ThreadLock] = {}  # by thread id: no encoding per call
         self._guard = threading.Lock()
         self._listings = threading.local()
+        self._open_fds = _OpenFds(max_open_threads)
+        weakref.finalize(self, self._open_fds.close_all)
 
     def make_dirs(self, action: str) -> Path:
         """Create the root and its ``.locks`` directory if missing; return ``.locks``.
@@ -168,13 +360,7 @@ class JsonlStorage(LogStorage):
             ReadOnlyLogError: The root cannot be written to.
             SymlinkRefusedError: ``.locks`` is a symbolic link.
         """
-        lock_dir = self.root / LOCK_DIR
-        with _writing(self.root, action):
-            self.root.mkdir(parents=True, exist_ok=True)
-            if os.path.islink(lock_dir):
-                raise SymlinkRefusedError(lock_dir)
-            lock_dir.mkdir(exist_ok=True)
-        return lock_dir
+        return _make_dirs(self.root, action)
 
     # ------------------------------------------------------------------ paths
 
@@ -280,50 +466,96 @@ class JsonlStorage(LogStorage):
     # ------------------------------------------------------------------ locks
 
     def locked(self, thread_id: str, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        return self._lock(thread_id).hold(exclusive)
+
+    def _lock(self, thread_id: str) -> _ThreadLock:
+        lock = self._lock_of.get(thread_id)
+        if lock is not None:
+            return lock
         name = encode_thread_id(check_thread_id(thread_id))
         with self._guard:
             lock = self._locks.get(name)
             if lock is None:
-                lock = self._locks[name] = _ThreadLock(self, name)
-        return lock.hold(exclusive)
+                lock = self._locks[name] = _ThreadLock(self.root, name, self._open_fds)
+            if len(self._lock_of) >= 65536:
+                self._lock_of.clear()
+            self._lock_of[thread_id] = lock
+        return lock
+
+    def _held(self, thread_id: str) -> _ThreadLock | None:
+        """The thread's lock if the calling OS thread holds it: then its descriptors
+        may be used. Otherwise (a caller outside `locked`) files are opened per call."""
+        lock = self._lock_of.get(thread_id)
+        return lock if lock is not None and lock.mine() else None
+
+    def evict(self, thread_id: str) -> None:
+        lock = self._lock_of.get(thread_id)
+        if lock is None:
+            self._states.pop(thread_id, None)
+            return
+        if not lock.rlock.acquire(blocking=False):
+            return  # another OS thread holds it: in use, not idle
+        try:
+            self._states.pop(thread_id, None)
+            if lock.depth == 0:
+                lock.close()
+            else:  # the caller holds it: the lock file stays locked, the log reopens
+                lock.close_data()
+        finally:
+            lock.rlock.release()
+
+    def close(self) -> None:
+        self._open_fds.close_all()
 
     # ------------------------------------------------------------------ reads
 
     def sync(self, thread_id: str) -> Synced:
         path = self.path(thread_id)
         state = self._states.get(thread_id)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            reset = state is not None and state.lines > 0
-            self._states[thread_id] = _FileState()
-            return Synced(reset, 1, [])
-        if stat.S_ISLNK(st.st_mode):
-            raise SymlinkRefusedError(path)
+        lock = self._held(thread_id)
         reset = False
-        if state is None or st.st_ino != state.ino or st.st_size < state.end:
-            reset = state is not None
-            state = self._states[thread_id] = _FileState(ino=st.st_ino)
-        if st.st_size == state.end:
-            return Synced(reset, state.lines + 1, [])
+        while True:  # once, unless the log is replaced between our lstat and our open
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                reset = reset or (state is not None and state.lines > 0)
+                self._states[thread_id] = _FileState()
+                if lock is not None:
+                    lock.seen = None
+                    lock.close_data()
+                return Synced(reset, 1, [])
+            if stat.S_ISLNK(st.st_mode):
+                raise SymlinkRefusedError(path)
+            if state is None or st.st_ino != state.ino or st.st_size < state.end:
+                reset = reset or state is not None
+                state = self._states[thread_id] = _FileState(ino=st.st_ino)
+            if lock is not None:
+                lock.seen = (st.st_ino, st.st_size)
+            if st.st_size == state.end:
+                return Synced(reset, state.lines + 1, [])
+            if lock is None:
+                with _open_read(path) as f:
+                    if os.fstat(f.fileno()).st_ino != st.st_ino:
+                        continue  # replaced since the lstat: look again
+                    chunks = _read_from(f.fileno(), state.end)
+                break
+            fd = lock.data_fd(st.st_ino)
+            if fd is not None:
+                chunks = _read_from(fd, state.end, st.st_size)
+                break
         first = state.lines + 1
         lines: list[bytes] = []
-        with _open_read(path) as f:
-            f.seek(state.end)
-            pending = b""
-            pos = state.end
-            while True:
-                chunk = f.read(_READ_CHUNK)
-                if not chunk:
-                    break
-                data = pending + chunk
-                start = 0
-                while (nl := data.find(b"\n", start)) != -1:
-                    lines.append(data[start:nl])
-                    pos += nl + 1 - start
-                    state.offsets.append(pos)
-                    start = nl + 1
-                pending = data[start:]
+        pending = b""
+        pos = state.end
+        for chunk in chunks:
+            data = pending + chunk if pending else chunk
+            start = 0
+            while (nl := data.find(b"\n", start)) != -1:
+                lines.append(data[start:nl])
+                pos += nl + 1 - start
+                state.offsets.append(pos)
+                start = nl + 1
+            pending = data[start:]
         if pending and state.torn_warned != state.end:
             # We hold at least a shared lock, so no writer is mid-append: this
             # is a line a crashed process left unfinished.
@@ -340,20 +572,17 @@ class JsonlStorage(LogStorage):
         state = self._states.get(thread_id)
         if state is None or not 1 <= line <= state.lines:
             raise ThreadNotFoundError(thread_id) if state is None else IndexError(line)
-        start, stop = state.offsets[line - 1], state.offsets[line]
-        with _open_read(self.path(thread_id)) as f:
-            return os.pread(f.fileno(), stop - start - 1, start)
+        return self.read_many(thread_id, [line])[line]
 
     def read_many(self, thread_id: str, lines: Iterable[int]) -> dict[int, bytes]:
-        """Several lines with one open file (the saver's hot path)."""
+        """Several lines (already reported by `sync`) with one open file (the saver's hot path)."""
         state = self._states[thread_id]
-        out: dict[int, bytes] = {}
-        with _open_read(self.path(thread_id)) as f:
-            fd = f.fileno()
-            for line in lines:
-                start, stop = state.offsets[line - 1], state.offsets[line]
-                out[line] = os.pread(fd, stop - start - 1, start)
-        return out
+        lock = self._held(thread_id)
+        fd = lock.data_fd(state.ino) if lock is not None else None
+        if fd is None:
+            with _open_read(self.path(thread_id)) as f:
+                return _pread_lines(f.fileno(), state.offsets, lines)
+        return _pread_lines(fd, state.offsets, lines)
 
     def read_all(self, thread_id: str) -> list[bytes]:
         try:
@@ -365,42 +594,63 @@ class JsonlStorage(LogStorage):
 
     # ----------------------------------------------------------------- writes
 
-    def append(self, thread_id: str, lines: Sequence[bytes]) -> int:
+    def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
         path = self.path(thread_id)
         state = self._states.setdefault(thread_id, _FileState())
         data = b"".join(lines)
-        with _writing(path, "appending"):
-            fd = _open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            st = os.fstat(fd)
-            if state.ino != st.st_ino:
-                if state.lines:
-                    raise RuntimeError(f"{path} was replaced since it was synced")
-                state.ino = st.st_ino
-            if st.st_size > state.end:
-                warnings.warn(
-                    f"{path}:{state.lines + 1}: removing a torn last line "
-                    f"({st.st_size - state.end} bytes) left by an interrupted write",
-                    TornLineWarning,
-                    stacklevel=4,
-                )
-                os.ftruncate(fd, state.end)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        lock = self._held(thread_id)
+        if lock is not None:
+            fd = lock.append_fd(state.ino)
+            seen = lock.seen if lock.seen is not None and lock.seen[0] == lock.data_ino else None
+            self._append_at(path, fd, state, data, seen)
+            lock.seen = (state.ino, state.end + len(data))
+        else:  # not under `locked`: a descriptor of our own, flushed now
+            with _writing(path, "appending"):
+                fd = _open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                self._append_at(path, fd, state, data, None)
+                if self.fsync:
+                    _datasync(fd)
+            finally:
+                os.close(fd)
         first = state.lines + 1
         pos = state.end
         for line in lines:
             pos += len(line)
             state.offsets.append(pos)
-        if self.fsync and first == 1:
+        if lock is not None and self.fsync:
+            lock.unflushed = True
+            lock.dir_unflushed |= first == 1
+            if durable:
+                lock.flush()
+        elif self.fsync and first == 1:
             _fsync_dir(self.root)
         return first
+
+    def _append_at(
+        self, path: Path, fd: int, state: _FileState, data: bytes, seen: tuple[int, int] | None
+    ) -> None:
+        """Write ``data`` at the end of the log open as ``fd``, after its last complete line."""
+        if seen is None or seen[0] != state.ino or not state.lines:
+            st = os.fstat(fd)
+            seen = (st.st_ino, st.st_size)
+        ino, size = seen
+        if state.ino != ino:
+            if state.lines:
+                raise RuntimeError(f"{path} was replaced since it was synced")
+            state.ino = ino
+        if size > state.end:
+            warnings.warn(
+                f"{path}:{state.lines + 1}: removing a torn last line "
+                f"({size - state.end} bytes) left by an interrupted write",
+                TornLineWarning,
+                stacklevel=5,
+            )
+            os.ftruncate(fd, state.end)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
 
     def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
         path = self.path(thread_id)
@@ -410,7 +660,7 @@ class JsonlStorage(LogStorage):
                 out.write(line)
 
         self._atomic_write(path, write, backup=backup)
-        self._states.pop(thread_id, None)
+        self._forget_file(thread_id)
 
     def truncate(self, thread_id: str, n_lines: int, *, backup: bool) -> None:
         path = self.path(thread_id)
@@ -421,7 +671,7 @@ class JsonlStorage(LogStorage):
             _copy_range(path, out, 0, end)
 
         self._atomic_write(path, write, backup=backup)
-        self._states.pop(thread_id, None)
+        self._forget_file(thread_id)
 
     def copy(self, source_id: str, target_id: str, n_lines: int | None, header: bytes) -> None:
         source = self.path(source_id)
@@ -436,7 +686,7 @@ class JsonlStorage(LogStorage):
             _copy_range(source, out, start, end)
 
         self._atomic_write(self.path(target_id), write, backup=False)
-        self._states.pop(target_id, None)
+        self._forget_file(target_id)
 
     def delete(self, thread_id: str) -> None:
         path = self.path(thread_id)
@@ -445,7 +695,19 @@ class JsonlStorage(LogStorage):
         for p in [path, *self._backup_paths(path), lock_file]:
             with contextlib.suppress(FileNotFoundError), _writing(p, "deleting"):
                 p.unlink()
+        self._forget_file(thread_id)
+
+    def _forget_file(self, thread_id: str) -> None:
+        """The log was rewritten or removed: forget its offsets, close it if ours.
+
+        (Another OS thread's descriptor of the old file is never used for the new
+        one: `_ThreadLock.data_fd` compares inodes. It is closed when reopened.)
+        """
         self._states.pop(thread_id, None)
+        lock = self._held(thread_id)
+        if lock is not None:
+            lock.seen = None
+            lock.close_data()
 
     def _atomic_write(self, path: Path, write: Callable[[BinaryIO], None], *, backup: bool) -> None:
         with _writing(path, "rewriting"):
@@ -455,7 +717,7 @@ class JsonlStorage(LogStorage):
                 write(out)
                 out.flush()
                 if self.fsync:
-                    os.fsync(out.fileno())
+                    _datasync(out.fileno())
             os.chmod(tmp, 0o644)
             if backup and path.exists():
                 self._rotate(path)
@@ -481,6 +743,53 @@ class JsonlStorage(LogStorage):
             shutil.copy2(path, newest)
 
 
+def _make_dirs(root: Path, action: str) -> Path:
+    """`JsonlStorage.make_dirs` (a function: locks use it without the storage)."""
+    lock_dir = root / LOCK_DIR
+    with _writing(root, action):
+        root.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(lock_dir):
+            raise SymlinkRefusedError(lock_dir)
+        lock_dir.mkdir(exist_ok=True)
+    return lock_dir
+
+
+def _inode(path: str | Path) -> int:
+    """The inode at ``path`` (not following a link), -1 if nothing is there."""
+    try:
+        return os.lstat(path).st_ino
+    except FileNotFoundError:
+        return -1
+
+
+def _read_from(fd: int, start: int, stop: int | None = None) -> list[bytes]:
+    """The bytes of ``fd`` from ``start`` to ``stop`` (or its end), in chunks."""
+    chunks = []
+    pos = start
+    while stop is None or pos < stop:
+        want = _READ_CHUNK if stop is None else min(_READ_CHUNK, stop - pos)
+        chunk = os.pread(fd, want, pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return chunks
+
+
+def _pread_lines(fd: int, offsets: array[int], lines: Iterable[int]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for line in lines:
+        start, stop = offsets[line - 1], offsets[line]
+        out[line] = os.pread(fd, stop - start - 1, start)
+    return out
+
+
+def _datasync(fd: int) -> None:
+    """Flush a file's data (and the size that reaches it), not its times: what a
+    reader needs. ``fdatasync`` where the OS has it (looked up per call: tests count it)."""
+    getattr(os, "fdatasync", os.fsync)(fd)
+
+
 def _open_at(directory: Path, name: str, flags: int) -> int:
     """Open ``directory/name`` following neither ``name`` nor ``directory`` if a link."""
     try:
@@ -499,7 +808,7 @@ def _open_at(directory: Path, name: str, flags: int) -> int:
         os.close(dir_fd)
 
 
-def _open_nofollow(path: Path, flags: int) -> int:
+def _open_nofollow(path: str | Path, flags: int) -> int:
     """``os.open`` that refuses a symbolic link at ``path`` (the root may be one)."""
     try:
         return os.open(path, flags | _NOFOLLOW, 0o644)
@@ -515,7 +824,7 @@ def _open_read(path: Path) -> BinaryIO:
 
 
 @contextlib.contextmanager
-def _writing(path: Path, action: str) -> Iterator[None]:
+def _writing(path: str | Path, action: str) -> Iterator[None]:
     """Turn "not allowed to write here" into `ReadOnlyLogError` naming ``path``."""
     try:
         yield
@@ -523,13 +832,6 @@ def _writing(path: Path, action: str) -> Iterator[None]:
         if exc.errno in _READ_ONLY and not isinstance(exc, SymlinkRefusedError):
             raise ReadOnlyLogError(path, action, os.strerror(exc.errno)) from None
         raise
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        return os.fstat(fd).st_ino == os.lstat(path).st_ino
-    except FileNotFoundError:
-        return False
 
 
 def _copy_range(path: Path, out: BinaryIO, start: int, end: int) -> None:

@@ -727,7 +727,8 @@ class RedisStorage(LogStorage):
 
     # ----------------------------------------------------------------- writes
 
-    def append(self, thread_id: str, lines: Sequence[bytes]) -> int:
+    def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
+        # ``durable`` is for backends that flush to disk; Redis persists as configured.
         keys = self.keys(thread_id)
         state = self._states.setdefault(thread_id, _State())
         new_gen = _generation()
@@ -749,6 +750,11 @@ class RedisStorage(LogStorage):
         self._states[thread_id] = _State(gen, state.lines + len(pushed), state.size + size)
         self._cache.extend(thread_id, pushed, state.lines)
         return int(first)
+
+    def evict(self, thread_id: str) -> None:
+        self._states.pop(thread_id, None)
+        self._prefetched.pop(thread_id, None)
+        self._cache.drop(thread_id)
 
     def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
         self._rewrite_log(thread_id, -1, [_strip(x) for x in lines], backup=backup)

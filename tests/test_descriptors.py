@@ -1,0 +1,252 @@
+"""JSONL descriptors: one lock and one log descriptor per thread in use, kept open.
+
+A turn then costs no ``open``; the descriptors are bounded (an LRU), released by
+`JsonlSaver.close` and by dropping the saver, never shared with a forked child,
+and a log another process deleted, replaced or tore is noticed as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.saver.log import LogSaver
+from langgraph_ctx.storage.jsonl import LOCK_DIR, JsonlStorage, TornLineWarning
+
+from .test_crash_and_corruption import chat, contents
+from .test_saver_graphs import chat_graph
+
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+linux_only = pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc/self/fd"
+)
+
+
+def open_fds(root: Path) -> int:
+    """Descriptors this process has open on files under ``root``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith(str(root))
+    return count
+
+
+class Calls:
+    """Counts calls of some ``os`` / ``fcntl`` functions (wrapping the real ones)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+        self.counts = dict.fromkeys(names, 0)
+        for name in names:
+            module = fcntl if name == "flock" else os
+            real = getattr(module, name)
+
+            def counted(*args, _real=real, _name=name, **kwargs):
+                self.counts[_name] += 1
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(module, name, counted)
+
+    def take(self) -> dict[str, int]:
+        out, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        return out
+
+
+def test_a_turn_opens_no_file_once_the_thread_is_open(root, monkeypatch):
+    saver = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=saver)
+    chat(graph, "first")  # opens the thread's lock file and log once
+    calls = Calls(monkeypatch, "open", "mkdir", "close", "lstat", "fstat", "write", "flock")
+    locked = []
+    real_locked = saver.storage.locked
+
+    def count_locked(thread_id, *, exclusive):
+        locked.append(exclusive)
+        return real_locked(thread_id, exclusive=exclusive)
+
+    monkeypatch.setattr(saver.storage, "locked", count_locked)
+    chat(graph, "second", "third")
+    counts = calls.take()
+    assert counts["open"] == counts["mkdir"] == counts["close"] == counts["fstat"] == 0
+    assert counts["flock"] == 2 * len(locked)  # take and drop, per saver call
+    # per call: the lock file still the one we hold? the log changed?
+    assert counts["lstat"] == 2 * len(locked)
+    assert counts["write"] == locked.count(True) == 10  # one write per put / put_writes
+    assert contents(saver)[-2:] == ["third", "you said: third"]
+
+
+@linux_only
+def test_open_descriptors_are_bounded_and_threads_reopen(root):
+    saver = LogSaver(JsonlStorage(root, max_open_threads=4))
+    graph = chat_graph().compile(checkpointer=saver)
+    for i in range(30):
+        chat(graph, f"hi {i}", config={"configurable": {"thread_id": f"t{i}"}})
+        assert open_fds(root) <= 2 * 4
+    for i in range(30):  # every thread reopens, reads, and writes after its eviction
+        config = {"configurable": {"thread_id": f"t{i}"}}
+        chat(graph, f"again {i}", config=config)
+        assert contents(saver, config) == [
+            f"hi {i}",
+            f"you said: hi {i}",
+            f"again {i}",
+            f"you said: again {i}",
+        ]
+    assert open_fds(root) <= 2 * 4
+
+
+@linux_only
+def test_close_and_dropping_the_saver_release_descriptors(root):
+    saver = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=saver)
+    for i in range(5):
+        chat(graph, "hi", config={"configurable": {"thread_id": f"t{i}"}})
+    assert open_fds(root) == 10
+    saver.close()
+    assert open_fds(root) == 0
+    chat(graph, "again", config={"configurable": {"thread_id": "t0"}})  # still usable
+    assert open_fds(root) == 2
+    with saver:
+        pass
+    assert open_fds(root) == 0
+    chat(graph, "once more", config={"configurable": {"thread_id": "t1"}})
+    del graph, saver
+    gc.collect()  # LangGraph's compiled graph may sit in a cycle; the storage does not
+    assert open_fds(root) == 0
+
+
+def test_a_thread_deleted_and_remade_elsewhere_is_read_and_locked_anew(root):
+    """Our descriptors of a deleted log and lock file are never used again: the new
+    log is read, and its new lock file is the one that excludes us."""
+    ours = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=ours)
+    chat(graph, "old")
+    theirs = JsonlSaver(root)  # another process, for all the files know
+    theirs.delete_thread("t")
+    chat(chat_graph().compile(checkpointer=theirs), "new")
+    assert contents(ours) == ["new", "you said: new"]
+    chat(graph, "ours")
+    assert contents(theirs)[-2:] == ["ours", "you said: ours"]
+
+    theirs.delete_thread("t")
+    chat(chat_graph().compile(checkpointer=theirs), "newer")
+    entered = threading.Event()
+
+    def writer() -> None:
+        with ours.storage.locked("t", exclusive=True):
+            entered.set()
+
+    held = os.open(root / LOCK_DIR / "t.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # the new lock file, held by its writer
+    thread = threading.Thread(target=writer)
+    thread.start()
+    time.sleep(0.2)
+    assert not entered.is_set()
+    os.close(held)
+    thread.join(5)
+    assert entered.is_set()
+    assert contents(ours) == ["newer", "you said: newer"]
+
+
+def test_a_torn_line_left_by_another_writer_is_repaired_by_a_saver_in_use(root):
+    saver = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=saver)
+    chat(graph, "a")
+    path = Path(saver.path("t"))
+    intact = path.read_bytes()
+    with open(path, "ab") as f:  # a process killed mid-write, while ours stays open
+        f.write(b'{"v":2,"t":"ckpt","id":"1f0-half')
+    with pytest.warns(TornLineWarning, match="torn last line"):
+        assert contents(saver) == ["a", "you said: a"]
+    with pytest.warns(TornLineWarning, match="removing a torn last line"):
+        chat(graph, "b")
+    data = path.read_bytes()
+    assert data.startswith(intact) and b"half" not in data
+    assert contents(JsonlSaver(root)) == ["a", "you said: a", "b", "you said: b"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_forked_child_does_not_share_the_parents_lock(root):
+    """flock belongs to the open file: a child using the parent's descriptor would
+    hold the very same lock as the parent, and exclude nothing."""
+    saver = JsonlSaver(root)
+    chat(chat_graph().compile(checkpointer=saver), "a")  # the parent's descriptors are open
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            with saver.storage.locked("t", exclusive=True):
+                os.write(ready_w, b"x")
+                time.sleep(0.5)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"x"
+    t0 = time.monotonic()
+    with saver.storage.locked("t", exclusive=True):
+        waited = time.monotonic() - t0
+    os.waitpid(pid, 0)
+    os.close(ready_r)
+    assert waited > 0.3
+    assert contents(saver) == ["a", "you said: a"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_reader_descriptor_becomes_a_writer(root):
+    """A thread first read (its log open read-write when allowed) is then written
+    through the same descriptor; a log opened read-only is reopened to write."""
+    chat(chat_graph().compile(checkpointer=JsonlSaver(root)), "a")
+    saver = JsonlSaver(root)
+    assert contents(saver) == ["a", "you said: a"]
+    lock = saver.storage._lock("t")
+    assert lock.data is not None and lock.writable
+    os.close(lock.data)  # as if the root had been read-only when it was opened
+    lock.data = os.open(saver.path("t"), os.O_RDONLY)
+    lock.writable = False
+    chat(chat_graph().compile(checkpointer=saver), "b")
+    assert lock.writable
+    assert contents(JsonlSaver(root))[-2:] == ["b", "you said: b"]
+
+
+@linux_only
+def test_many_os_threads_share_few_descriptors_without_losing_a_line(root):
+    """Eviction closes only idle threads' descriptors: appends from 8 OS threads to 6
+    logs through at most 2 open threads' descriptors all land, each line whole."""
+    storage = JsonlStorage(root, max_open_threads=2)
+    ids = [f"t{i}" for i in range(6)]
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for n in range(60):
+                thread_id = ids[(worker + n) % len(ids)]
+                with storage.locked(thread_id, exclusive=True):
+                    synced = storage.sync(thread_id)
+                    line = f"{worker}:{n}".encode()
+                    first = storage.append(thread_id, [line + b"\n"])
+                    assert first == synced.first_line + len(synced.lines)
+                    assert storage.read(thread_id, first) == line
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert errors == []
+    assert open_fds(root) <= 2 * 2
+    fresh = JsonlStorage(root)
+    written = []
+    for thread_id in ids:
+        with fresh.locked(thread_id, exclusive=False):
+            written += fresh.sync(thread_id).lines
+    assert sorted(written) == sorted(f"{w}:{n}".encode() for w in range(8) for n in range(60))
