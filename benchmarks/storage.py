@@ -104,12 +104,25 @@ class DeltaState(TypedDict):
     messages: Annotated[list, DeltaChannel(_messages_delta_reducer)]
 
 
-def build(delta: bool, rng: random.Random):
-    def chatbot(state):
+def chatbot_node(rng: random.Random, *, asynchronous: bool = False) -> Callable[..., Any]:
+    """The model node: answers every turn with ~340 bytes of seeded text.
+
+    ``asynchronous``: an ``async def`` node, as in an app served with ``ainvoke``
+    (a sync node would run in LangGraph's thread pool).
+    """
+
+    def chatbot(state: Any) -> dict[str, Any]:
         return {"messages": [AIMessage(content=text(rng))]}
 
+    async def achatbot(state: Any) -> dict[str, Any]:
+        return chatbot(state)
+
+    return achatbot if asynchronous else chatbot
+
+
+def build(delta: bool, rng: random.Random, *, asynchronous: bool = False):
     builder = StateGraph(DeltaState if delta else MessagesState)
-    builder.add_node("chatbot", chatbot)
+    builder.add_node("chatbot", chatbot_node(rng, asynchronous=asynchronous))
     builder.add_edge(START, "chatbot")
     return builder
 
