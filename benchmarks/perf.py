@@ -201,6 +201,8 @@ class Run:
         size = self.sizes[section]
         runs = self.args.long_runs if size.get("long") else self.repeats
         savers = [s for s in SAVERS if s != "PostgresSaver" or self.postgres() is not None]
+        if size.get("long"):  # InMemorySaver would hold ~4 GB of states at 2,000 turns
+            savers.remove("InMemorySaver")
         figures: dict[str, dict[str, float | None]] = {}
         for saver in savers:
             per_run = []
