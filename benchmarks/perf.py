@@ -558,7 +558,7 @@ class Run:
                 "title": f"JsonlSaver fsync=True, chat turns 2 to {turns}",
                 "header": ["figure", "fsync=False", "fsync=True", "ratio", "goal", "result"],
                 "rows": [
-                    ["ms per turn", f"{off:.2f}", f"{on:.2f}", f"{slowdown:.2f}", "<= 1.2",
+                    ["ms per turn", f"{off:.2f}", f"{on:.2f}", f"{slowdown:.3f}", "<= 1.2",
                      verdict(slowdown <= 1.2)],
                     ["fsyncs per checkpoint", "0", f"{calls:.2f}", "", "<= 1", verdict(calls <= 1)],
                 ],
@@ -606,7 +606,7 @@ def render(table: dict[str, Any], markdown: bool) -> str:
 
 def summary(goals: list[dict[str, Any]]) -> dict[str, Any]:
     rows = [
-        [g["goal"], "n/a" if g["value"] is None else f"{g['value']:.2f}", g["target"],
+        [g["goal"], "n/a" if g["value"] is None else f"{g['value']:.3f}", g["target"],
          verdict(g["pass"])]
         for g in goals
     ]  # fmt: skip
@@ -673,7 +673,9 @@ def main() -> None:
     if args.json == "-":
         print(json.dumps(results, indent=2))
         return
-    command = "benchmarks/perf.py" + (" --quick" if args.quick else "")
+    flags = (["--quick"] if args.quick else []) + [f"--only {s}" for s in args.only or ()]
+    flags += ["--no-postgres"] if args.no_postgres and not args.quick else []
+    command = " ".join(["benchmarks/perf.py", *flags])
     print(f"`{command}`: {machine()}; {results['seconds']:.0f} s.")
     if run.pg_skipped:
         print(f"\nPostgreSQL columns skipped: {run.pg_skipped}.")
