@@ -116,7 +116,7 @@ QUICK: dict[str, dict[str, Any]] = {
 SECTIONS = tuple(FULL)
 
 # The goals of issue 16 (ratios JSONL / reference; "max": at most, "min": at least).
-GOALS = {
+GOALS: dict[str, tuple[str, float]] = {
     "ms_turn": ("max", 0.3),
     "cold": ("max", 1.0),
     "history": ("max", 0.2),
@@ -203,7 +203,7 @@ class Run:
         savers = [s for s in SAVERS if s != "PostgresSaver" or self.postgres() is not None]
         if size.get("long"):  # InMemorySaver would hold ~4 GB of states at 2,000 turns
             savers.remove("InMemorySaver")
-        figures: dict[str, dict[str, float | None]] = {}
+        figures: dict[str, dict[str, Any]] = {}
         for saver in savers:
             per_run = []
             cold: list[float] = []
@@ -258,13 +258,13 @@ class Run:
             jsonl = figures["JsonlSaver"][key]
             ratios = {ref: ratio(jsonl, figures.get(ref, {}).get(key)) for ref in SAVERS[1:3]}
             row += [cell(ratios["SqliteSaver"], ".2f"), cell(ratios["PostgresSaver"], ".2f")]
-            kind, target = GOALS[key]
-            row.append(f"{'<=' if kind == 'max' else '>='} {target:g}")
-            met = None if ratios["SqliteSaver"] is None else ratios["SqliteSaver"] <= target
+            goal_kind, goal = GOALS[key]
+            row.append(f"{'<=' if goal_kind == 'max' else '>='} {goal:g}")
+            met = None if ratios["SqliteSaver"] is None else ratios["SqliteSaver"] <= goal
             row.append(verdict(met))
             rows.append(row)
             self.goal(
-                f"{section}: {label}, JSONL / SQLite", ratios["SqliteSaver"], kind, target, "x"
+                f"{section}: {label}, JSONL / SQLite", ratios["SqliteSaver"], goal_kind, goal, "x"
             )
         self.tables.append(
             {
@@ -402,8 +402,8 @@ class Run:
         elif kind == "AsyncSqliteSaver":
             from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-            async with AsyncSqliteSaver.from_conn_string(str(directory / "bench.db")) as saver:
-                yield saver
+            async with AsyncSqliteSaver.from_conn_string(str(directory / "bench.db")) as sqlite:
+                yield sqlite
         elif kind == "AsyncPostgresSaver":
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
             from psycopg_pool import AsyncConnectionPool
@@ -413,9 +413,9 @@ class Run:
                 url, min_size=10, max_size=10, kwargs=connect_kwargs(), open=False
             ) as pool:
                 await pool.wait()  # all 10 connections open before the clock starts
-                saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-                await saver.setup()
-                yield saver
+                postgres = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+                await postgres.setup()
+                yield postgres
         else:
             from langgraph_ctx.saver.redis import RedisLogSaver
 
@@ -481,7 +481,7 @@ class Run:
             return out
 
         rng = random.Random(7)
-        builder = StateGraph(BudgetState)
+        builder: Any = StateGraph(BudgetState)
         builder.add_node("budget", budget_step)
         builder.add_node("chatbot", chatbot_node(rng))
         builder.add_edge(START, "budget")
