@@ -40,11 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-# This file is named redis.py: drop its directory from the path so that
-# `import redis` finds redis-py, and import the shared workload and the test
-# server helper from the repository root instead.
+# This file is named redis.py: search its directory last so that `import redis`
+# finds redis-py (storage.py's own imports, scripted_agent, still resolve), and import
+# the shared workload and the test server helper from the repository root.
 HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 sys.path.insert(0, str(HERE.parent))
 
 import redis  # noqa: E402

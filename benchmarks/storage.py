@@ -1,4 +1,4 @@
-"""Storage and speed: the same 400-turn chat on InMemorySaver, SqliteSaver and JsonlSaver.
+"""Storage and speed: one 400-turn chat on InMemory-, Sqlite-, Postgres- and JsonlSaver.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/storage.py [--turns 400] [--agent-turns 60]
     PYTHONPATH=$PWD .venv/bin/python benchmarks/storage.py --quick     # smoke test, < 60 s
@@ -15,9 +15,12 @@ message text over 400 turns, the shape quoted in the issue. Prints, per saver:
 * ``get_state`` (warm, median of 9), a full ``get_state_history``, and ``get_state`` in a
   cold process (open + read + first state, measured inside a fresh interpreter);
 
-then the same figures as ratios against SqliteSaver. Rows with ``DeltaChannel``
-and with dict inputs (``{"role": "user", ...}`` instead of ``HumanMessage``)
-show the two variants the README discusses.
+then the same figures as ratios against SqliteSaver. ``PostgresSaver`` runs on a
+throwaway PostgreSQL cluster on loopback (``postgres_server.py``; its stored bytes are
+its tables with their indexes and TOAST); when the cluster cannot start, a line says
+why and the row is left out (``--quick`` leaves it out unless ``--postgres``).
+Rows with ``DeltaChannel`` and with dict inputs (``{"role": "user", ...}`` instead
+of ``HumanMessage``) show the two variants the README discusses.
 
 A second workload is a tool-calling agent on both hosts, LangGraph's
 ``create_react_agent`` and LangChain's ``create_agent``: a scripted, deterministic
@@ -51,6 +54,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
+from postgres_server import PostgresServer, connect_kwargs, postgres_unavailable
 from scripted_agent import ScriptedToolModel, raw_message_bytes, tool_output, user_text
 
 from langgraph_ctx import JsonlSaver
@@ -104,12 +108,25 @@ class DeltaState(TypedDict):
     messages: Annotated[list, DeltaChannel(_messages_delta_reducer)]
 
 
-def build(delta: bool, rng: random.Random):
-    def chatbot(state):
+def chatbot_node(rng: random.Random, *, asynchronous: bool = False) -> Callable[..., Any]:
+    """The model node: answers every turn with ~340 bytes of seeded text.
+
+    ``asynchronous``: an ``async def`` node, as in an app served with ``ainvoke``
+    (a sync node would run in LangGraph's thread pool).
+    """
+
+    def chatbot(state: Any) -> dict[str, Any]:
         return {"messages": [AIMessage(content=text(rng))]}
 
+    async def achatbot(state: Any) -> dict[str, Any]:
+        return chatbot(state)
+
+    return achatbot if asynchronous else chatbot
+
+
+def build(delta: bool, rng: random.Random, *, asynchronous: bool = False):
     builder = StateGraph(DeltaState if delta else MessagesState)
-    builder.add_node("chatbot", chatbot)
+    builder.add_node("chatbot", chatbot_node(rng, asynchronous=asynchronous))
     builder.add_edge(START, "chatbot")
     return builder
 
@@ -122,10 +139,15 @@ def cold_get_state(kind: str, target: str, delta: bool) -> float:
     would otherwise land on whichever code allocates first.
     """
     graph_builder = build(delta, random.Random(0))
+    if kind == "postgres":  # imported before the clock, like the other savers
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
     gc.collect()
     t0 = time.perf_counter()
     if kind == "jsonl":
         saver: Any = JsonlSaver(target)
+    elif kind == "postgres":
+        saver = PostgresSaver(psycopg.connect(target, **connect_kwargs()))
     else:
         saver = SqliteSaver(sqlite3.connect(target, check_same_thread=False))
     state = graph_builder.compile(checkpointer=saver).get_state(
@@ -237,7 +259,37 @@ def instrument_writes(saver: Any) -> list[float]:
 
 
 def cold_target(saver: Any, tmp: str) -> str:
-    return saver.root_dir if isinstance(saver, JsonlSaver) else str(Path(tmp) / "bench.db")
+    if isinstance(saver, JsonlSaver):
+        return saver.root_dir
+    return getattr(saver, "bench_url", None) or str(Path(tmp) / "bench.db")
+
+
+POSTGRES: list[PostgresServer] = []
+"""The cluster of this run, once started (`main` starts it when it can)."""
+
+POSTGRES_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+
+
+def postgres(tmp: Path):
+    """PostgresSaver on a fresh database; stored bytes: its tables, indexes and TOAST."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    (server,) = POSTGRES
+    name = f"storage_{tmp.name}".lower()
+    url = server.create_database(name)
+    conn = psycopg.connect(url, **connect_kwargs())
+    saver = PostgresSaver(conn)
+    saver.setup()
+    saver.bench_url = url  # type: ignore[attr-defined]  # for the cold-process column
+
+    def size() -> int:
+        query = "SELECT sum(pg_total_relation_size(t)) FROM unnest(%s::regclass[]) AS t"
+        row = conn.execute(query, (list(POSTGRES_TABLES),)).fetchone()
+        assert row is not None
+        return int(next(iter(row.values())))
+
+    return saver, size, "postgres"
 
 
 def sqlite(tmp: Path):
@@ -357,6 +409,10 @@ def main() -> None:
         action="store_true",
         help="smoke test: 50 chat turns without the cold-process column, 12 agent turns",
     )
+    parser.add_argument("--no-postgres", action="store_true", help="leave PostgresSaver out")
+    parser.add_argument(
+        "--postgres", action="store_true", help="with --quick: run PostgresSaver too"
+    )
     parser.add_argument("--cold", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     parser.add_argument("--delta", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -368,7 +424,21 @@ def main() -> None:
     if args.agent_turns is None:
         args.agent_turns = 12 if args.quick else 60
     if args.workload in ("all", "chat"):
-        chat_table(args.turns, cold=not args.quick)
+        skipped = postgres_unavailable()
+        if args.no_postgres or (args.quick and not args.postgres):
+            skipped = "--no-postgres" if args.no_postgres else "--quick (add --postgres)"
+        if skipped is None:
+            try:
+                POSTGRES.append(PostgresServer().start())
+            except RuntimeError as exc:
+                skipped = str(exc)
+        if skipped is not None:
+            print(f"PostgresSaver row skipped: {skipped}\n")
+        try:
+            chat_table(args.turns, cold=not args.quick)
+        finally:
+            for server in POSTGRES:
+                server.stop()
     if args.workload in ("all", "agent"):
         if args.workload == "all":
             print()
@@ -381,6 +451,7 @@ def chat_table(turns: int, *, cold: bool) -> None:
         run("InMemorySaver", memory, **kw),
         run("SqliteSaver", sqlite, **kw),
         run("JsonlSaver", jsonl, **kw),
+        *([run("PostgresSaver", postgres, **kw)] if POSTGRES else []),
         run("SqliteSaver + DeltaChannel", sqlite, delta=True, **kw),
         run("JsonlSaver + DeltaChannel", jsonl, delta=True, **kw),
         run("JsonlSaver, dict inputs", jsonl, dict_input=True, **kw),

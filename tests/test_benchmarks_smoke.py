@@ -8,6 +8,7 @@ must print today's numbers and tomorrow's alike.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -152,3 +153,57 @@ def test_pipeline_quick(outputs: dict[str, subprocess.CompletedProcess[str]]) ->
         assert number(r["tokens sent mean"]) > 0 and number(r["max"]) > 0
         assert number(r["hook ms median"]) >= 0 and number(r["hook ms p95"]) >= 0
     assert re.search(r"Issue 13 goal for the pipeline .*: (met|MISSED)", out)
+
+
+def test_perf_quick(tmp_path: Path) -> None:
+    """``perf.py --quick``: every section of issue 16's list runs and reports its goals.
+
+    PostgreSQL is left out (``--quick`` skips it, and says so) to keep this fast.
+    """
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    results_path = tmp_path / "perf.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "perf.py"), "--quick", "--markdown"]
+    done = subprocess.run(
+        [*command, "--json", str(results_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = check_ran(done)
+    assert "PostgreSQL columns skipped: --quick" in out
+    results = json.loads(results_path.read_text())
+    sections = results["sections"]
+    assert set(sections) == {"chat400", "agent", "concurrency", "memory", "budget", "fsync"}
+    for name in ("chat400", "agent"):
+        savers = sections[name]["savers"]
+        assert set(savers) == {"JsonlSaver", "SqliteSaver", "InMemorySaver"}
+        for saver, figures in savers.items():
+            assert figures["ms_turn"] > 0 and figures["history"] > 0
+            assert figures["states"] >= sections[name]["turns"]
+            assert (figures["cold"] is None) == (saver == "InMemorySaver")
+            if figures["cold"] is not None:
+                assert figures["cold"] > 0
+        rows = table(out, "| metric | JsonlSaver | SqliteSaver | PostgresSaver |")
+        assert [r["PostgresSaver"] for r in rows] == ["skipped"] * 4
+    rates = sections["concurrency"]["turns_per_s"]
+    assert {"InMemorySaver", "JsonlSaver", "AsyncSqliteSaver"} <= set(rates)
+    assert all(rate > 0 for rate in rates.values())
+    assert sections["memory"]["kb_per_thread"]["JsonlSaver"] > 0
+    budget = sections["budget"]
+    assert budget["node_ms"] > 0 and budget["approx_ms"] > 0
+    assert budget["messages"][0] >= 2000
+    fsync = sections["fsync"]
+    assert fsync["fsyncs"] >= 1 / 3  # at least one flush per turn's three checkpoints
+    assert fsync["ms_on"] > 0 and fsync["ms_off"] > 0
+    goals = {r["goal"]: r for r in table(out, "| goal | measured | target | result |")}
+    assert len(goals) == len(results["goals"]) >= 14
+    for goal in results["goals"]:
+        row = goals[goal["goal"]]
+        assert row["result"] == {True: "PASS", False: "FAIL", None: "n/a"}[goal["pass"]]
+        if goal["value"] is not None:
+            assert number(row["measured"]) == pytest.approx(goal["value"], abs=0.006)

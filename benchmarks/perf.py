@@ -1,0 +1,688 @@
+"""Issue 16's "Must show", measured in one run: JsonlSaver against LangGraph's own savers.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/perf.py               # full run, ~30 min
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/perf.py --quick       # smoke test, < 60 s
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/perf.py --only chat400 --only fsync
+    ... --markdown          # the tables as Markdown (the README's performance section)
+    ... --json [PATH]       # machine-readable results (to stdout, or to PATH as well)
+
+Sections (``--only NAME``, repeatable):
+
+* ``chat400``, ``chat2000``: the chat graph of ``storage.py`` (``MessagesState``, one model
+  node, ~340-byte messages); ``agent``: the 100-turn tool agent (``create_react_agent``
+  with the scripted model of ``scripted_agent.py``, a ~6 KB tool result per turn). Per
+  saver (``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver``, ``JsonlSaver``), each run in
+  its own process on fresh storage: ms per turn (``invoke``, mean of the last 50 turns),
+  RSS growth (resident memory after the last turn minus after the first, both after a
+  garbage collection), ``get_state_history`` (newest 300 states at 2,000 turns, where
+  SQLite's full history would take many minutes), and cold ``get_state``: a fresh
+  interpreter, imports done and collected, then open the saver and read the first state.
+* ``concurrency``: 50 threads x 20 turns, all at once with ``ainvoke`` (an async model
+  node): turns per second for ``InMemorySaver``, ``JsonlSaver``, ``AsyncSqliteSaver``,
+  ``AsyncPostgresSaver`` (a pool of 10 connections) and ``RedisLogSaver`` (a
+  redis-server started on a free loopback port, without persistence, stopped after).
+* ``memory``: 1,000 threads x 10 turns, then idle: Python objects still allocated
+  (``tracemalloc`` after ``gc.collect()``, against a baseline taken after one warm-up
+  thread) per thread, ``JsonlSaver`` and ``SqliteSaver``, each in its own process.
+* ``budget``: a ``BudgetNode`` in a checkpointed graph (``JsonlSaver``) on a 2,000-message
+  thread: the node's step on the state LangGraph read back through the saver, against
+  ``count_tokens_approximately`` on the same messages (medians over the steps).
+* ``fsync``: the 400-turn chat's first 200 turns on ``JsonlSaver(fsync=True)`` and
+  ``fsync=False``: ``os.fsync`` / ``os.fdatasync`` calls per checkpoint (the functions are
+  wrapped before ``langgraph_ctx`` is imported) and ms per turn.
+
+Every figure is the median of 3 (runs of a workload in fresh processes on fresh storage;
+three cold processes; three history reads; three concurrency runs), except the
+2,000-turn chat's turns, run once (``--long-runs 3`` for three). Ratios compare figures of
+this one run. PostgreSQL is a throwaway cluster of Debian's binaries on loopback
+(``postgres_server.py``); when it cannot start, one line says why and its columns read
+"skipped". ``--quick`` shrinks every workload, runs each once and leaves out ``chat2000``
+and PostgreSQL.
+
+One module of ~650 lines: one method per section of the issue's list, each building
+its table and goals, reads top to bottom; what runs inside the measured child
+processes is in ``perf_process.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# This folder holds redis.py, which would shadow redis-py: search it last.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+FSYNC_CALLS = [0]
+
+
+def _counted(function):  # type: ignore[no-untyped-def]
+    def call(fd: int) -> None:
+        FSYNC_CALLS[0] += 1
+        function(fd)
+
+    return call
+
+
+# Wrapped before langgraph_ctx is imported, so `from os import fsync` is counted too.
+os.fsync = _counted(os.fsync)
+if hasattr(os, "fdatasync"):
+    os.fdatasync = _counted(os.fdatasync)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+from langchain_core.messages import HumanMessage  # noqa: E402
+from perf_process import CHILD_TASKS, THREAD, workload_graph  # noqa: E402
+from postgres_server import PostgresServer, connect_kwargs, postgres_unavailable  # noqa: E402
+from storage import build, chatbot_node, text  # noqa: E402
+
+from langgraph_ctx import JsonlSaver  # noqa: E402
+
+SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver", "InMemorySaver")
+COLD_SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver")
+
+FULL: dict[str, dict[str, Any]] = {
+    "chat400": {"workload": "chat", "turns": 400, "history_limit": None},
+    "chat2000": {"workload": "chat", "turns": 2000, "history_limit": 300, "long": True},
+    "agent": {"workload": "agent", "turns": 100, "history_limit": None},
+    "concurrency": {"threads": 50, "turns": 20},
+    "memory": {"threads": 1000, "turns": 10},
+    "budget": {"messages": 2000, "steps": 15},
+    "fsync": {"turns": 200},
+}
+QUICK: dict[str, dict[str, Any]] = {
+    "chat400": {"workload": "chat", "turns": 40, "history_limit": None},
+    "agent": {"workload": "agent", "turns": 6, "history_limit": None},
+    "concurrency": {"threads": 10, "turns": 5},
+    "memory": {"threads": 20, "turns": 5},
+    "budget": {"messages": 2000, "steps": 5},
+    "fsync": {"turns": 20},
+}
+SECTIONS = tuple(FULL)
+
+# The goals of issue 16 (ratios JSONL / reference; "max": at most, "min": at least).
+GOALS: dict[str, tuple[str, float]] = {
+    "ms_turn": ("max", 0.3),
+    "cold": ("max", 1.0),
+    "history": ("max", 0.2),
+    "rss": ("max", 1.5),
+}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def in_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run `spec` in a fresh ``perf.py --child`` process and return what it reports."""
+    command = [sys.executable, __file__, "--child", json.dumps(spec)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"child {spec} failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- sections ------------------------------------------------------------------
+
+
+class Run:
+    """One invocation of perf.py: its options, the Postgres cluster and the results."""
+
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        self.args = args
+        self.tmp = tmp
+        self.quick: bool = args.quick
+        self.repeats = 1 if args.quick else 3
+        self.sizes = QUICK if args.quick else FULL
+        self.pg: PostgresServer | None = None
+        self.pg_skipped: str | None = None
+        self.results: dict[str, Any] = {}
+        self.goals: list[dict[str, Any]] = []
+        self.tables: list[dict[str, Any]] = []
+        self._databases = 0
+
+    def postgres(self) -> PostgresServer | None:
+        """The cluster (started on first use), or None with `pg_skipped` saying why."""
+        if self.pg is not None or self.pg_skipped is not None:
+            return self.pg
+        if self.args.no_postgres:
+            self.pg_skipped = (
+                "--quick (add --postgres to include it)" if self.quick else "--no-postgres"
+            )
+        else:
+            self.pg_skipped = postgres_unavailable()
+        if self.pg_skipped is None:
+            try:
+                self.pg = PostgresServer().start()
+            except RuntimeError as exc:
+                self.pg_skipped = str(exc)
+        if self.pg_skipped is not None:
+            log(f"PostgreSQL columns skipped: {self.pg_skipped}")
+        return self.pg
+
+    def database(self, label: str) -> str:
+        assert self.pg is not None
+        self._databases += 1
+        return self.pg.create_database(f"perf_{self._databases}_{label.lower()}")
+
+    def goal(self, name: str, value: float | None, kind: str, target: float, unit: str) -> None:
+        met = None if value is None else (value <= target if kind == "max" else value >= target)
+        self.goals.append(
+            {
+                "goal": name,
+                "value": value,
+                "target": f"{'<=' if kind == 'max' else '>='} {target:g}{unit}",
+                "pass": met,
+            }
+        )
+
+    # -- chat and agent workloads ----------------------------------------------
+    def workload(self, section: str) -> None:
+        size = self.sizes[section]
+        runs = self.args.long_runs if size.get("long") else self.repeats
+        savers = [s for s in SAVERS if s != "PostgresSaver" or self.postgres() is not None]
+        if size.get("long"):  # InMemorySaver would hold ~4 GB of states at 2,000 turns
+            savers.remove("InMemorySaver")
+        figures: dict[str, dict[str, Any]] = {}
+        for saver in savers:
+            per_run = []
+            cold: list[float] = []
+            history: list[float] = []
+            for run in range(runs):
+                target = self.target(saver, f"{section}-{run}")
+                log(f"{section}: {saver}, run {run + 1}/{runs}, {size['turns']} turns")
+                spec = {
+                    "workload": size["workload"],
+                    "saver": saver,
+                    "target": target,
+                    "turns": size["turns"],
+                    "history_limit": size["history_limit"],
+                    "history_runs": self.repeats if run == 0 else 0,
+                }
+                result = in_child({"task": "workload", **spec})
+                per_run.append(result)
+                if run == 0:
+                    history = result["history_ms"]
+                    if saver in COLD_SAVERS:
+                        cold = [
+                            in_child({"task": "cold", **spec})["ms"] for _ in range(self.repeats)
+                        ]
+            figures[saver] = {
+                "ms_turn": median([statistics.mean(r["turn_ms"][-50:]) for r in per_run]),
+                "rss": median([r["rss_growth"] / 2**20 for r in per_run]),
+                "history": median(history),
+                "cold": median(cold) if cold else None,
+                "states": per_run[0]["states"],
+            }
+        turns = size["turns"]
+        title = {
+            "chat400": f"{turns}-turn chat",
+            "chat2000": f"{turns}-turn chat",
+            "agent": f"Tool agent (create_react_agent), {turns} turns",
+        }[section]
+        states = figures["JsonlSaver"]["states"]
+        limit = size["history_limit"]
+        history_label = f"get_state_history ms, newest {limit}" if limit else "get_state_history ms"
+        metrics = [
+            ("ms_turn", "ms per turn, last 50", ".2f"),
+            ("cold", "cold get_state ms (fresh process)", ".1f"),
+            ("history", history_label, ".0f"),
+            ("rss", "RSS growth MB", ".1f"),
+        ]
+        rows = []
+        for key, label, spec_fmt in metrics:
+            row = [label]
+            for saver in SAVERS:
+                value = figures.get(saver, {}).get(key)
+                row.append(cell(value, spec_fmt, saver in figures))
+            jsonl = figures["JsonlSaver"][key]
+            ratios = {ref: ratio(jsonl, figures.get(ref, {}).get(key)) for ref in SAVERS[1:3]}
+            row += [cell(ratios["SqliteSaver"], ".2f"), cell(ratios["PostgresSaver"], ".2f")]
+            goal_kind, goal = GOALS[key]
+            row.append(f"{'<=' if goal_kind == 'max' else '>='} {goal:g}")
+            met = None if ratios["SqliteSaver"] is None else ratios["SqliteSaver"] <= goal
+            row.append(verdict(met))
+            rows.append(row)
+            self.goal(
+                f"{section}: {label}, JSONL / SQLite", ratios["SqliteSaver"], goal_kind, goal, "x"
+            )
+        self.tables.append(
+            {
+                "title": f"{title} ({states} states in the history)",
+                "header": [
+                    "metric",
+                    *SAVERS,
+                    "JSONL / SQLite",
+                    "JSONL / Postgres",
+                    "goal (JSONL / SQLite)",
+                    "result",
+                ],
+                "rows": rows,
+            }
+        )
+        self.results[section] = {"turns": turns, "savers": figures}
+
+    def target(self, saver: str, label: str) -> str | None:
+        directory = self.tmp / label
+        directory.mkdir(exist_ok=True)
+        if saver == "JsonlSaver":
+            return str(directory / "chats")
+        if saver == "SqliteSaver":
+            return str(directory / "bench.db")
+        if saver == "PostgresSaver":
+            return self.database(f"{label}_{saver}")
+        return None
+
+    # -- concurrency -----------------------------------------------------------
+    def concurrency(self) -> None:
+        size = self.sizes["concurrency"]
+        threads, turns = size["threads"], size["turns"]
+        from tests.redis_server import RedisServer, redis_server_binary
+
+        kinds = ["InMemorySaver", "JsonlSaver", "AsyncSqliteSaver"]
+        if self.postgres() is not None:
+            kinds.append("AsyncPostgresSaver")
+        redis_dir = self.tmp / "redis"
+        server = None
+        redis_skipped = None
+        if redis_server_binary() is None:
+            redis_skipped = "redis-server is not installed"
+            log(f"RedisLogSaver column skipped: {redis_skipped}")
+        else:
+            server = RedisServer(redis_dir).start()
+            kinds.append("RedisLogSaver")
+        rates: dict[str, float] = {}
+        try:
+            for kind in kinds:
+                samples = []
+                for run in range(self.repeats):
+                    log(f"concurrency: {kind}, run {run + 1}/{self.repeats}")
+                    samples.append(
+                        asyncio.run(self.concurrent_run(kind, run, threads, turns, server))
+                    )
+                rates[kind] = median(samples)
+        finally:
+            if server is not None:
+                server.stop()
+        memory = rates["InMemorySaver"]
+        rows = []
+        for kind in (
+            "InMemorySaver",
+            "JsonlSaver",
+            "AsyncSqliteSaver",
+            "AsyncPostgresSaver",
+            "RedisLogSaver",
+        ):
+            rate = rates.get(kind)
+            rows.append(
+                [
+                    kind,
+                    cell(rate, ".0f", kind in rates),
+                    cell(ratio(rate, memory), ".2f", kind in rates),
+                    cell(ratio(rate, rates.get("AsyncPostgresSaver")), ".2f", kind in rates),
+                ]
+            )
+        jsonl_ratio = ratio(rates["JsonlSaver"], memory)
+        redis_ratio = ratio(rates.get("RedisLogSaver"), rates.get("AsyncPostgresSaver"))
+        self.goal("ainvoke concurrency: JsonlSaver / InMemorySaver", jsonl_ratio, "min", 0.8, "x")
+        self.goal(
+            "ainvoke concurrency: RedisLogSaver / AsyncPostgresSaver", redis_ratio, "min", 2, "x"
+        )
+        self.tables.append(
+            {
+                "title": (
+                    f"{threads} threads x {turns} turns at once with ainvoke "
+                    f"({threads * turns} turns per run)"
+                ),
+                "header": ["saver", "turns/s", "vs InMemorySaver", "vs AsyncPostgresSaver"],
+                "rows": rows,
+                "notes": [
+                    f"JsonlSaver / InMemorySaver: {cell(jsonl_ratio, '.2f')} (goal >= 0.8: "
+                    f"{verdict(None if jsonl_ratio is None else jsonl_ratio >= 0.8)}); "
+                    f"RedisLogSaver / AsyncPostgresSaver: {cell(redis_ratio, '.2f')} "
+                    f"(goal >= 2: {verdict(None if redis_ratio is None else redis_ratio >= 2)})"
+                ],
+            }
+        )
+        self.results["concurrency"] = {"threads": threads, "turns": turns, "turns_per_s": rates}
+
+    async def concurrent_run(
+        self, kind: str, run: int, threads: int, turns: int, server: Any
+    ) -> float:
+        async with self.async_saver(kind, run, server) as saver:
+            graph = build(False, random.Random(7), asynchronous=True).compile(checkpointer=saver)
+            rng = random.Random(run)
+            inputs = [text(rng) for _ in range(threads * turns)]
+
+            async def thread(i: int) -> None:
+                config = {"configurable": {"thread_id": f"thread-{i}"}}
+                for t in range(turns):
+                    message = HumanMessage(inputs[i * turns + t])
+                    await graph.ainvoke({"messages": [message]}, config)
+
+            warm_up = {"configurable": {"thread_id": "warm-up"}}  # lazy setup, first queries
+            await graph.ainvoke({"messages": [HumanMessage("hello")]}, warm_up)
+            t0 = time.perf_counter()
+            await asyncio.gather(*(thread(i) for i in range(threads)))
+            elapsed = time.perf_counter() - t0
+            state = await graph.aget_state({"configurable": {"thread_id": "thread-0"}})
+            assert len(state.values["messages"]) == 2 * turns
+        return threads * turns / elapsed
+
+    @contextlib.asynccontextmanager
+    async def async_saver(self, kind: str, run: int, server: Any) -> AsyncIterator[Any]:
+        directory = self.tmp / f"concurrency-{kind}-{run}"
+        directory.mkdir()
+        if kind == "InMemorySaver":
+            from langgraph.checkpoint.memory import InMemorySaver
+
+            yield InMemorySaver()
+        elif kind == "JsonlSaver":
+            yield JsonlSaver(directory / "chats")
+        elif kind == "AsyncSqliteSaver":
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+            async with AsyncSqliteSaver.from_conn_string(str(directory / "bench.db")) as sqlite:
+                yield sqlite
+        elif kind == "AsyncPostgresSaver":
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            from psycopg_pool import AsyncConnectionPool
+
+            url = self.database(f"concurrency_{run}")
+            async with AsyncConnectionPool(
+                url, min_size=10, max_size=10, kwargs=connect_kwargs(), open=False
+            ) as pool:
+                await pool.wait()  # all 10 connections open before the clock starts
+                postgres = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+                await postgres.setup()
+                yield postgres
+        else:
+            from langgraph_ctx.saver.redis import RedisLogSaver
+
+            saver = RedisLogSaver.from_url(server.url, prefix=f"perf-{run}")
+            try:
+                yield saver
+            finally:
+                saver.close()
+
+    # -- idle-thread memory ------------------------------------------------------
+    def memory(self) -> None:
+        size = self.sizes["memory"]
+        per: dict[str, float] = {}
+        for saver in ("JsonlSaver", "SqliteSaver"):
+            directory = self.tmp / f"memory-{saver}"
+            directory.mkdir()
+            log(f"memory: {saver}, {size['threads']} threads x {size['turns']} turns")
+            spec = {"task": "memory", "saver": saver, "target": str(directory), **size}
+            per[saver] = in_child(spec)["per_thread"] / 1024
+        rows = [[saver, f"{kb:.1f}"] for saver, kb in per.items()]
+        met = per["JsonlSaver"] <= 20
+        rows[0] += ["<= 20", verdict(met)]
+        rows[1] += ["", ""]
+        self.goal("idle threads: JsonlSaver KB of Python objects per thread", per["JsonlSaver"],
+                  "max", 20, " KB")  # fmt: skip
+        self.tables.append(
+            {
+                "title": (
+                    f"{size['threads']:,} threads x {size['turns']} turns, then idle: "
+                    "Python objects retained per thread (tracemalloc)"
+                ),
+                "header": ["saver", "KB per thread", "goal", "result"],
+                "rows": rows,
+            }
+        )
+        self.results["memory"] = {**size, "kb_per_thread": per}
+
+    # -- BudgetNode on a checkpointed thread ---------------------------------------
+    def budget(self) -> None:
+        from budget import make_history
+        from langchain_core.messages.utils import count_tokens_approximately
+        from langgraph.graph import START, StateGraph
+
+        from langgraph_ctx.context.tokens import load_encoding
+        from langgraph_ctx.nodes.budget import BudgetNode, BudgetState
+
+        size = self.sizes["budget"]
+        load_encoding("o200k_base")  # once per process, not part of a step
+        node = BudgetNode(model="gpt-4o")
+        node_s: list[float] = []
+        approx_s: list[float] = []
+        seen: list[int] = []
+
+        def budget_step(state: dict[str, Any]) -> dict[str, Any]:
+            t0 = time.perf_counter()
+            out = node(state)
+            node_s.append(time.perf_counter() - t0)
+            messages = state["messages"]
+            t0 = time.perf_counter()
+            count_tokens_approximately(messages)
+            approx_s.append(time.perf_counter() - t0)
+            seen.append(len(messages))
+            return out
+
+        rng = random.Random(7)
+        builder: Any = StateGraph(BudgetState)
+        builder.add_node("budget", budget_step)
+        builder.add_node("chatbot", chatbot_node(rng))
+        builder.add_edge(START, "budget")
+        builder.add_edge("budget", "chatbot")
+        graph = builder.compile(checkpointer=JsonlSaver(self.tmp / "budget"))
+        history = make_history(size["messages"] - 1, random.Random(7))
+        log(f"budget: {size['messages']:,}-message thread, {size['steps']} steps")
+        graph.invoke({"messages": history}, THREAD)  # the first step counts everything
+        node_s.clear()
+        approx_s.clear()
+        seen.clear()
+        for _ in range(size["steps"]):
+            graph.invoke({"messages": [HumanMessage(text(rng))]}, THREAD)
+        node_ms, approx_ms = 1000 * median(node_s), 1000 * median(approx_s)
+        value = node_ms / approx_ms
+        self.goal("BudgetNode step / count_tokens_approximately", value, "max", 1.5, "x")
+        self.tables.append(
+            {
+                "title": (
+                    f"BudgetNode in a checkpointed graph (JsonlSaver), {seen[0]:,} to "
+                    f"{seen[-1]:,} messages, median of {len(seen)} steps"
+                ),
+                "header": ["step", "ms", "ratio", "goal", "result"],
+                "rows": [
+                    [
+                        "BudgetNode",
+                        f"{node_ms:.2f}",
+                        f"{value:.2f}",
+                        "<= 1.5",
+                        verdict(value <= 1.5),
+                    ],
+                    ["count_tokens_approximately", f"{approx_ms:.2f}", "1.00", "", ""],
+                ],
+            }
+        )
+        self.results["budget"] = {"node_ms": node_ms, "approx_ms": approx_ms, "messages": seen}
+
+    # -- fsync -----------------------------------------------------------------
+    def fsync(self) -> None:
+        turns = self.sizes["fsync"]["turns"]
+        ms: dict[bool, list[float]] = {False: [], True: []}
+        per_checkpoint: list[float] = []
+        for run in range(self.repeats):
+            for fsync in (False, True):
+                log(f"fsync: fsync={fsync}, run {run + 1}/{self.repeats}, {turns} turns")
+                saver = JsonlSaver(self.tmp / f"fsync-{fsync}-{run}", fsync=fsync)
+                puts = [0]
+
+                def counted_put(
+                    *args: Any, _put: Any = saver.put, _puts: list[int] = puts, **kwargs: Any
+                ) -> Any:
+                    _puts[0] += 1
+                    return _put(*args, **kwargs)
+
+                saver.put = counted_put  # type: ignore[method-assign]
+                graph, make_input = workload_graph("chat", saver)
+                graph.invoke(make_input(1), THREAD)  # creates the file (and fsyncs its folder)
+                puts[0] = FSYNC_CALLS[0] = 0
+                t0 = time.perf_counter()
+                for turn in range(2, turns + 1):
+                    graph.invoke(make_input(turn), THREAD)
+                ms[fsync].append(1000 * (time.perf_counter() - t0) / (turns - 1))
+                if fsync:
+                    per_checkpoint.append(FSYNC_CALLS[0] / puts[0])
+                else:
+                    assert FSYNC_CALLS[0] == 0, "fsync=False called fsync"
+        off, on = median(ms[False]), median(ms[True])
+        calls = median(per_checkpoint)
+        slowdown = on / off
+        self.goal("fsync=True: fsyncs per checkpoint", calls, "max", 1, "")
+        self.goal("fsync=True: ms per turn / fsync=False", slowdown, "max", 1.2, "x")
+        self.tables.append(
+            {
+                "title": f"JsonlSaver fsync=True, chat turns 2 to {turns}",
+                "header": ["figure", "fsync=False", "fsync=True", "ratio", "goal", "result"],
+                "rows": [
+                    ["ms per turn", f"{off:.2f}", f"{on:.2f}", f"{slowdown:.3f}", "<= 1.2",
+                     verdict(slowdown <= 1.2)],
+                    ["fsyncs per checkpoint", "0", f"{calls:.2f}", "", "<= 1", verdict(calls <= 1)],
+                ],
+            }
+        )  # fmt: skip
+        self.results["fsync"] = {"turns": turns, "ms_off": off, "ms_on": on, "fsyncs": calls}
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    if value is None or reference is None or reference == 0:
+        return None
+    return value / reference
+
+
+def cell(value: float | None, spec: str, present: bool = True) -> str:
+    if not present:
+        return "skipped"
+    return "n/a" if value is None else format(value, spec)
+
+
+def verdict(met: bool | None) -> str:
+    return "n/a" if met is None else ("PASS" if met else "FAIL")
+
+
+# -- output ------------------------------------------------------------------------
+
+
+def render(table: dict[str, Any], markdown: bool) -> str:
+    header, rows = table["header"], table["rows"]
+    lines = [f"**{table['title']}**" if markdown else table["title"], ""]
+    if markdown:
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    else:
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        fmt_row = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
+        lines.append(fmt_row.format(*header))
+        lines.append("  ".join("-" * w for w in widths))
+        lines += [fmt_row.format(*row) for row in rows]
+    for note in table.get("notes", []):
+        lines += ["", note]
+    return "\n".join(lines)
+
+
+def summary(goals: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = [
+        [g["goal"], "n/a" if g["value"] is None else f"{g['value']:.3f}", g["target"],
+         verdict(g["pass"])]
+        for g in goals
+    ]  # fmt: skip
+    return {"title": "Issue 16 goals", "header": ["goal", "measured", "target", "result"],
+            "rows": rows}  # fmt: skip
+
+
+def machine() -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"Python {platform.python_version()}, {os.cpu_count()} cores, "
+        f"load {load:.1f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke test: small, < 60 s")
+    parser.add_argument(
+        "--only", action="append", choices=SECTIONS, metavar="NAME",
+        help=f"run only this section (repeatable): {', '.join(SECTIONS)}",
+    )  # fmt: skip
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH",
+        help="machine-readable results: to stdout (instead of tables), or to PATH as well",
+    )  # fmt: skip
+    parser.add_argument("--no-postgres", action="store_true", help="leave PostgreSQL out")
+    parser.add_argument("--postgres", action="store_true", help="with --quick: run PostgreSQL too")
+    parser.add_argument(
+        "--long-runs", type=int, default=1, help="runs of the 2,000-turn chat (default 1)"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        print(json.dumps(CHILD_TASKS[spec["task"]](spec)))
+        return
+    if args.quick and not args.postgres:
+        args.no_postgres = True
+    sections = [s for s in (args.only or SECTIONS) if s in (QUICK if args.quick else FULL)]
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="langgraph-ctx-perf-"))
+    run = Run(args, tmp)
+    try:
+        for section in sections:
+            method = getattr(run, section if section in ("concurrency", "memory", "budget",
+                                                          "fsync") else "workload")  # fmt: skip
+            method(*(() if method.__name__ != "workload" else (section,)))
+    finally:
+        if run.pg is not None:
+            run.pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    results = {
+        "machine": machine(),
+        "quick": args.quick,
+        "seconds": time.perf_counter() - started,
+        "postgres_skipped": run.pg_skipped,
+        "sections": run.results,
+        "goals": run.goals,
+    }
+    if args.json and args.json != "-":
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.json == "-":
+        print(json.dumps(results, indent=2))
+        return
+    flags = (["--quick"] if args.quick else []) + [f"--only {s}" for s in args.only or ()]
+    flags += ["--no-postgres"] if args.no_postgres and not args.quick else []
+    command = " ".join(["benchmarks/perf.py", *flags])
+    print(f"`{command}`: {machine()}; {results['seconds']:.0f} s.")
+    if run.pg_skipped:
+        print(f"\nPostgreSQL columns skipped: {run.pg_skipped}.")
+    for table in [*run.tables, summary(run.goals)]:
+        print()
+        print(render(table, args.markdown))
+
+
+if __name__ == "__main__":
+    main()
