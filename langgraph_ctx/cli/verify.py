@@ -440,7 +440,8 @@ class _Decoder:
             refs = refs_of(enc)
             link, base = list_link(enc, n)
             if link == "append":
-                base = index.append_base.get((n, channel))
+                link_of = index.links.get((n, channel))
+                base = link_of[0] if link_of is not None else None
             if base is None:
                 self.lengths[(n, channel)] = len(refs)
                 continue

@@ -141,7 +141,11 @@ class _Index:
     undigested: list[int] = field(default_factory=list)
     ckpts: dict[tuple[str, str], CheckpointHead] = field(default_factory=dict)
     ckpt_at: dict[int, CheckpointHead] = field(default_factory=dict)
-    append_base: dict[tuple[int, str], int] = field(default_factory=dict)
+    # (line, channel) -> (base line or None, keep or None: append, ordinals) of each
+    # message-list value: `materialize` walks these instead of re-reading lines.
+    links: dict[tuple[int, str], tuple[int | None, int | None, list[int]]] = field(
+        default_factory=dict
+    )
     by_ns: dict[str, list[str]] = field(default_factory=dict)
     blobs: dict[tuple[str, str, Any], list[tuple[str, int]]] = field(default_factory=dict)
     writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
@@ -297,13 +301,25 @@ class _Index:
         ns, cid = entry.ns, entry.id
         parent = self.ckpt_at[obj["parent"]] if type(obj.get("parent")) is int else None
         for ch, e in obj.get("values", {}).items():
-            if len(e) == 2 and isinstance(e[1], dict) and "append" in e[1]:
+            if len(e) != 2 or not is_list_value(e[1]):
+                continue
+            enc = e[1]
+            base: int | None = None
+            if "append" in enc:
                 writer = None
                 if parent is not None and ch in parent.versions:
                     writer = self.resolve(ns, ch, parent.versions[ch], parent.id)
                 if writer is None:
                     raise CodecError(f"channel {ch!r} appends to a value the parent does not have")
-                self.append_base[(n, ch)] = writer[1]
+                base = writer[1]
+            try:  # the line is parsed now, once: its list link is kept, not re-read later
+                refs = refs_of(enc)
+                link, linked = list_link(enc, n)
+            except (CodecError, AttributeError, TypeError):
+                continue  # `materialize` reads the line and names what is wrong, if asked
+            if link == "base":
+                base = linked
+            self.links[(n, ch)] = (base, enc["keep"] if link == "base" else None, refs)
         old = self.ckpts.get((ns, cid))
         if old is None:
             ids = self.by_ns.setdefault(ns, [])
@@ -385,7 +401,11 @@ class _Index:
         return (True, entry[1]) if len(entry) == 2 else (False, None)
 
     def materialize(self, line: int, channel: str) -> list[int]:
-        """Message ordinals of a message-list value, following ``append``/``base`` links."""
+        """Message ordinals of a message-list value, following ``append``/``base`` links.
+
+        The links were kept when the lines were indexed (`links`), so the walk
+        reads nothing; memo points every 32 links bound later walks over long chains.
+        """
         memo = self.refs.get_hit((line, channel))
         if memo is not None:
             return memo  # type: ignore[no-any-return]
@@ -396,25 +416,11 @@ class _Index:
             if hit is not None:
                 value = list(hit)
                 break
-            _, enc = self.value_enc(cur, channel)
-            try:
-                refs = refs_of(enc)
-                link, base = list_link(enc, cur)
-            except (CodecError, AttributeError) as exc:
-                raise self.corrupt(cur, f"channel {channel!r}: {exc}") from None
-            if link == "append":
-                steps.append((cur, None, refs))
-                prev = self.append_base.get((cur, channel))
-                if prev is None:  # the line was skipped as corrupt, or is not a checkpoint
-                    raise self.corrupt(
-                        cur, f"channel {channel!r} appends to a value the parent does not have"
-                    )
-                cur = prev
-                continue
+            base, keep, refs = self._link(cur, channel)
             if base is None:
                 value = list(refs)
                 break
-            steps.append((cur, enc["keep"], refs))
+            steps.append((cur, keep, refs))
             cur = base
         for i, (at, keep, refs) in enumerate(reversed(steps), 1):
             if keep is not None:
@@ -422,10 +428,27 @@ class _Index:
                     raise self.corrupt(at, f"channel {channel!r}: base value shorter than 'keep'")
                 del value[keep:]
             value.extend(refs)
-            if i % 32 == 0:  # memo points bound later walks over long chains
+            if i % 32 == 0:
                 self.refs.put((at, channel), list(value))
         self.refs.put((line, channel), value)
         return value
+
+    def _link(self, line: int, channel: str) -> tuple[int | None, int | None, list[int]]:
+        """``(base line or None, keep or None for append, refs)`` of a list value."""
+        link = self.links.get((line, channel))
+        if link is not None:
+            return link
+        _, enc = self.value_enc(line, channel)  # not indexed as a list: say what is wrong
+        try:
+            refs = refs_of(enc)
+            kind, base = list_link(enc, line)
+        except (CodecError, AttributeError) as exc:
+            raise self.corrupt(line, f"channel {channel!r}: {exc}") from None
+        if kind == "append":
+            raise self.corrupt(
+                line, f"channel {channel!r} appends to a value the parent does not have"
+            )
+        return base, enc["keep"] if kind == "base" else None, refs
 
     def _message_line(self, ordinal: int) -> tuple[int, dict[str, Any]]:
         """``(line, parsed line)`` of a message ordinal."""
