@@ -213,7 +213,7 @@ def test_a_message_missing_from_the_file_is_named_with_a_line(backend: Backend) 
         # as a 'like' of the missing one names it first, otherwise the list that refers
         # to it does. Either way the error is named and points past the removed line.
         with pytest.raises(
-            CorruptLogError, match="not in the file|'like' must name an earlier message"
+            CorruptLogError, match=r"not in the file|'like' must name an earlier message"
         ) as caught:
             read_everything(lenient)
     assert isinstance(caught.value.line, int) and caught.value.line > n

@@ -17,18 +17,21 @@ One pass over the lines of a file, each line checked once:
    (`langgraph_ctx.codec.lines`, the ones the saver reads with); every reference must
    point at something in the file: message ordinals (``msgs``, ``append``, ``msg``,
    ``like``; an ordinal defined twice is an error), ``parent`` and ``ckpt`` line numbers,
-   ``base`` lines. A last line without its newline is a *torn* line (a write cut short
-   by a crash: the saver ignores it and removes it before the next append).
+   ``base`` lines, and the lines a ``snap`` names. A last line without its newline is a
+   *torn* line (a write cut short by a crash: the saver ignores it and removes it before
+   the next append).
 2. **Decoding.** While the lines are sound, each line is also decoded the way the saver
    reads it, through the saver's own index: each message once, each stored value,
    metadata, pending write and folded `DeltaChannel` value once, on the line that holds
    it, and each message list's length against the ``keep`` of the lists built on it.
    A checkpoint's state is these pieces put together, so anything the saver would refuse
-   in `get_tuple` shows here, and the work is proportional to the file's size, not to
-   checkpoints times history.
+   in `get_tuple` shows here; a ``snap`` line must equal the snapshot the saver would
+   write at that point (a cold open starts from it), and the work is proportional to the
+   file's size, not to checkpoints times history.
 
 The pass reads one snapshot of the file, so verifying never changes a thread, even one
-that is being written to.
+that is being written to. (One module, a little over 600 lines: the line pass, the decode
+pass and the report they fill are read together when a check changes.)
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from langgraph_ctx.codec.lines import (
     message_like,
     message_ordinal,
     parse_checkpoint_line,
+    parse_snapshot_line,
     parse_writes_line,
 )
 from langgraph_ctx.codec.messages import message_from_body
@@ -119,6 +123,8 @@ class FileReport:
     messages: int = 0
     checkpoints: int = 0
     writes: int = 0
+    snapshots: int = 0
+    """``snap`` lines (each checked against the lines before it when decoding)."""
     decoded: int | None = None
     """Checkpoints decoded without error (``None``: not decoded, see `problems`)."""
     unchecked: list[list[int]] = field(default_factory=list)
@@ -272,6 +278,8 @@ class _Scanner:
             self.message(n, obj)
         elif kind == "ckpt":
             self.checkpoint(n, obj)
+        elif kind == "snap":
+            self.snapshot(n, obj)
         else:
             self.writes(n, obj)
 
@@ -347,6 +355,23 @@ class _Scanner:
         for channel, enc in delta_base_values(obj):
             self.add_refs(n, enc, f"delta_base of {channel!r}")
 
+    def snapshot(self, n: int, obj: Mapping[str, Any]) -> None:
+        """A ``snap`` line's shape, and that each line it names is of the kind it says
+        (whether it says what those lines say is the decoder's check)."""
+        snap = parse_snapshot_line(obj, n)
+        self.report.snapshots += 1
+        for i, line in enumerate(snap.msg_lines):
+            if line is not None and self.msg_lines.get(snap.first_msg + i) != line:
+                raise CodecError(
+                    f"snapshot: message #{snap.first_msg + i} is not on line {line}",
+                    dangling=True,
+                )
+        named = [h.head.line for h in snap.heads] + [line for line, *_ in snap.lists]
+        named += [w[1] for h in snap.heads for w in h.writers.values()]
+        for line in named:
+            if line not in self.ckpts:
+                raise CodecError(f"snapshot: line {line} is not a checkpoint", dangling=True)
+
     def writes(self, n: int, obj: Mapping[str, Any]) -> None:
         _, _, _, _, items = parse_writes_line(obj, n, self.ckpts)
         self.report.writes += 1
@@ -392,6 +417,8 @@ class _Decoder:
     def line(self, n: int, obj: dict[str, Any]) -> None:
         index = self.index
         try:
+            if obj["t"] == "snap":
+                self.snapshot(n, obj)
             index.add(obj, n)
             index.parsed.put(n, obj)
             kind = obj["t"]
@@ -402,6 +429,8 @@ class _Decoder:
             elif kind == "writes":
                 for item in obj["w"]:
                     self.value(item[2], n, item[1])
+            elif kind == "snap":
+                pass  # checked before it was indexed, below
         except CorruptLogError as exc:
             self.fail(n, exc.line if exc.line is not None else n, exc.reason)
         except CodecError as exc:
@@ -413,6 +442,22 @@ class _Decoder:
                 text = str(w.message)
                 self.add(n, "warning", text.splitlines()[0] if text else type(w.message).__name__)
             self.caught.clear()
+
+    def snapshot(self, n: int, obj: Mapping[str, Any]) -> None:
+        """A snapshot must say exactly what the lines before it say: it is compared
+        with the one the saver would write there (a cold open trusts it)."""
+        expected = self.index.snapshot()
+        found = {k: v for k, v in obj.items() if k != "c"}
+        if expected is None or expected != found:
+            diff = sorted(
+                k for k in set(found) | set(expected or {})
+                if found.get(k) != (expected or {}).get(k)
+            )
+            raise CodecError(
+                f"snapshot does not match the lines before it ({', '.join(diff)} differ): "
+                "a cold open would read a wrong state; rewrite the thread "
+                "(e.g. `langgraph-ctx` prune) or delete this line's snapshots"
+            )
 
     def fail(self, n: int, line: int, reason: str) -> None:
         self.failed.add(n)
@@ -440,7 +485,8 @@ class _Decoder:
             refs = refs_of(enc)
             link, base = list_link(enc, n)
             if link == "append":
-                base = index.append_base.get((n, channel))
+                link_of = index.links.get((n, channel))
+                base = link_of[0] if link_of is not None else None
             if base is None:
                 self.lengths[(n, channel)] = len(refs)
                 continue

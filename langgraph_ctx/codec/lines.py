@@ -24,9 +24,13 @@ checksum and still read (``langgraph-ctx verify`` counts them).
     messages of the value on line *L*, then these" (``keep`` / ``base``).
 ``writes``
     The pending writes of one task against one checkpoint.
+``snap``
+    A snapshot of what a reader needs to know of the lines before it to read
+    the latest state (`snapshot_line`), written every `SNAPSHOT_EVERY` lines or
+    so: a cold open starts at the last one instead of parsing the whole log.
 
 The builders here and the parsers undo each other; the saver's index and
-``langgraph-ctx verify`` both read lines through them. (One module, ~700 lines, on
+``langgraph-ctx verify`` both read lines through them. (One module, ~1,000 lines, on
 purpose: each kind's builder sits next to its parser, and the envelope and checksum
 every line shares next to both, so a change to the grammar is one diff.) Values are in
 `langgraph_ctx.codec.values`, message bodies in `langgraph_ctx.codec.messages`.
@@ -67,7 +71,7 @@ FORMAT_VERSION = 2
 CHECKSUM_FROM = 2
 """The first format version whose lines must carry a checksum."""
 
-LINE_KINDS = frozenset({"thread", "msg", "ckpt", "writes"})
+LINE_KINDS = frozenset({"thread", "msg", "ckpt", "writes", "snap"})
 
 DEFAULT_CHECKPOINT_VERSION = 4
 """LangGraph's checkpoint format version; ``"cv"`` is written only when it differs."""
@@ -758,6 +762,209 @@ def list_link(enc: Mapping[str, Any], n: int) -> tuple[str, int | None]:
     if type(base) is not int or not 1 <= base < n:
         raise CodecError(f"'base' {base!r} is not an earlier line", dangling=True)
     return "base", base
+
+
+# ------------------------------------------------------------------------ snap
+
+SNAPSHOT_EVERY = 256
+"""A checkpoint's batch starts with a ``snap`` line when this many lines were written
+since the last one. A cold open parses the last snapshot, the snapshots before it
+(small: each holds what changed since its predecessor) and at most about this many
+lines after it; each snapshot costs about 1-2 KB, so storage grows by ~1-2%."""
+
+SNAP_PREFIX = b'{"v":2,"t":"snap",'
+"""How every ``snap`` line begins (`dumps_line` keeps key order): a reader finds the
+last one by looking at the lines' first bytes, from the end, without parsing."""
+
+_KIND_PREFIX = re.compile(rb'\{"v":[12],"t":"(ckpt|writes)",')
+
+
+@dataclass(slots=True)
+class SnapshotHead:
+    """A checkpoint as a snapshot carries it: its head, where each channel's value
+    at it is written (``writers``: channel -> (writer id, line)) and its pending
+    writes (``(task, index, path, channel, line, position in the line's "w")``)."""
+
+    head: CheckpointHead
+    writers: dict[str, tuple[str, int]]
+    writes: list[tuple[str, int, str, str, int, int]]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A parsed ``snap`` line (see `snapshot_line`)."""
+
+    line: int
+    prev: int | None
+    first_msg: int
+    msg_lines: list[int | None]
+    heads: list[SnapshotHead]
+    # (line, channel, index of the base list in the previous snapshot or -1, keep, ordinals)
+    lists: list[tuple[int, str, int, int, list[int]]]
+
+    @property
+    def next_msg(self) -> int:
+        return self.first_msg + len(self.msg_lines)
+
+
+def snapshot_line(
+    prev: int | None,
+    first_msg: int,
+    msg_lines: Sequence[int | None],
+    heads: Sequence[SnapshotHead],
+    lists: Sequence[tuple[int, str, int, int, Sequence[int]]],
+) -> dict[str, Any]:
+    """A ``snap`` line: what the lines before it say that reading the latest state needs.
+
+    * ``prev``: the line of the previous snapshot (snapshots form a chain);
+    * ``msgs``: ``[first ordinal, [line, ...]]``, the lines of the messages defined
+      since the previous snapshot (``null`` for one that was skipped as corrupt);
+    * ``heads``: the latest checkpoint of each namespace, in full (`SnapshotHead`);
+    * ``lists``: the message lists those checkpoints hold, each
+      ``[line, channel, base, keep, [ordinal, ...]]``: the first ``keep`` ordinals of
+      list number ``base`` of the previous snapshot (``-1``: none), then these.
+
+    Every part is a change from the previous snapshot or bounded by the latest
+    state's own size (heads, their writes), so the snapshots of a log grow with it
+    linearly. Undone by `parse_snapshot_line`.
+    """
+    line: dict[str, Any] = {"v": FORMAT_VERSION, "t": "snap"}
+    if prev is not None:
+        line["prev"] = prev
+    line["msgs"] = [first_msg, list(msg_lines)]
+    line["heads"] = [_snapshot_head(h) for h in heads]
+    line["lists"] = [[n, ch, base, keep, list(refs)] for n, ch, base, keep, refs in lists]
+    return line
+
+
+def _snapshot_head(h: SnapshotHead) -> dict[str, Any]:
+    head = h.head
+    out: dict[str, Any] = {"id": head.id, "line": head.line}
+    if head.ns:
+        out["ns"] = head.ns
+    if head.parent is not None:
+        out["parent"] = head.parent
+    out["versions"] = pack_versions(head.versions)
+    out["seen"] = pack_seen(head.seen)
+    if head.meta is not None:
+        out["meta"] = head.meta
+    out["stored"] = pack_versions(head.stored)
+    if head.counters:
+        out["counters"] = sorted(head.counters)
+    if head.delta_base:
+        out["delta_base"] = sorted(head.delta_base)
+    out["writers"] = {ch: [cid, n] for ch, (cid, n) in h.writers.items()}
+    if h.writes:
+        out["writes"] = [list(w) for w in h.writes]
+    return out
+
+
+def _line_no(value: Any, below: int, what: str) -> int:
+    if type(value) is not int or not 1 <= value < below:
+        raise CodecError(f"snapshot: {what} {value!r} is not an earlier line")
+    return value
+
+
+def _ordinals(value: Any) -> list[int]:
+    if type(value) is not list or not all(type(o) is int and o >= 0 for o in value):
+        raise CodecError("snapshot: a message list must be a list of ordinals")
+    return value
+
+
+def parse_snapshot_line(obj: Mapping[str, Any], n: int) -> Snapshot:
+    """The parts of the ``snap`` line ``n``; raises `CodecError` when one is malformed.
+
+    Only shapes are checked here; whether the lines it names say what it says is
+    the reader's to check (`langgraph_ctx.saver._index`), against the log.
+    """
+    prev = obj.get("prev")
+    if prev is not None:
+        prev = _line_no(prev, n, "'prev'")
+    msgs = obj.get("msgs")
+    if not (
+        type(msgs) is list
+        and len(msgs) == 2
+        and type(msgs[0]) is int
+        and msgs[0] >= 0
+        and type(msgs[1]) is list
+    ):
+        raise CodecError("snapshot: 'msgs' must be [first ordinal, [line, ...]]")
+    msg_lines = [None if m is None else _line_no(m, n, "message line") for m in msgs[1]]
+    heads_raw, lists_raw = obj.get("heads"), obj.get("lists")
+    if type(heads_raw) is not list or type(lists_raw) is not list:
+        raise CodecError("snapshot: 'heads' and 'lists' must be lists")
+    heads = [_parse_snapshot_head(h, n) for h in heads_raw]
+    lists = []
+    for item in lists_raw:
+        if not (type(item) is list and len(item) == 5 and isinstance(item[1], str)):
+            raise CodecError("snapshot: each list must be [line, channel, base, keep, ordinals]")
+        line_no = _line_no(item[0], n, "list line")
+        base, keep = item[2], item[3]
+        if type(base) is not int or type(keep) is not int or base < -1 or keep < 0:
+            raise CodecError("snapshot: a list's base and keep must be counts")
+        lists.append((line_no, item[1], base, keep, _ordinals(item[4])))
+    return Snapshot(n, prev, msgs[0], msg_lines, heads, lists)
+
+
+def _parse_snapshot_head(h: Any, n: int) -> SnapshotHead:
+    if not isinstance(h, dict):
+        raise CodecError("snapshot: each head must be an object")
+    ns, cid = checkpoint_key(h)
+    line_no = _line_no(h.get("line"), n, "checkpoint line")
+    parent = h.get("parent")
+    if parent is not None and not isinstance(parent, str):
+        raise CodecError("snapshot: a head's 'parent' must be an id")
+    for key in ("versions", "seen", "stored", "writers"):
+        if not isinstance(h.get(key), dict):
+            raise CodecError(f"snapshot: a head's {key!r} must be an object")
+    meta = h.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise CodecError("snapshot: a head's 'meta' must be an object")
+    counters, delta_base = h.get("counters", []), h.get("delta_base", [])
+    if not (
+        type(counters) is list
+        and type(delta_base) is list
+        and all(isinstance(c, str) for c in [*counters, *delta_base])
+    ):
+        raise CodecError("snapshot: 'counters' and 'delta_base' must list channels")
+    writers: dict[str, tuple[str, int]] = {}
+    for ch, w in h["writers"].items():
+        if not (type(w) is list and len(w) == 2 and isinstance(w[0], str)):
+            raise CodecError("snapshot: each writer must be [checkpoint id, line]")
+        writers[ch] = (w[0], _line_no(w[1], n, "writer line"))
+    writes = []
+    for w in h.get("writes", []):
+        if not (
+            type(w) is list
+            and len(w) == 6
+            and all(isinstance(x, str) for x in (w[0], w[2], w[3]))
+            and type(w[1]) is int
+            and type(w[5]) is int
+        ):
+            raise CodecError("snapshot: each write must be [task, index, path, channel, line, pos]")
+        writes.append((w[0], w[1], w[2], w[3], _line_no(w[4], n, "writes line"), w[5]))
+    run_id = (meta or {}).get("run_id")
+    head = CheckpointHead(
+        ns=ns,
+        id=cid,
+        line=line_no,
+        parent=parent,
+        run_id=run_id if isinstance(run_id, str) else None,
+        versions=dict(unpack_versions(h["versions"])),
+        seen=dict(unpack_seen(h["seen"])),
+        meta=meta,
+        stored=dict(unpack_versions(h["stored"])),
+        counters=frozenset(counters),
+        delta_base=frozenset(delta_base),
+    )
+    return SnapshotHead(head, writers, writes)
+
+
+def line_kind_at(raw: bytes) -> str | None:
+    """``"ckpt"`` or ``"writes"`` when a line as `dumps_line` writes it is one (by its
+    first bytes, unparsed); ``None`` otherwise."""
+    match = _KIND_PREFIX.match(raw)
+    return None if match is None else match.group(1).decode()
 
 
 # ----------------------------------------------------------------------- writes

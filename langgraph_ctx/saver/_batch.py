@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import Checkpoint, DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.codec.lines import (
+    SNAPSHOT_EVERY,
     checkpoint_line,
     is_list_value,
     like_line,
@@ -190,7 +191,11 @@ def checkpoint_batch(
     log. ``delta_base``: `DeltaChannel` histories to fold into the line.
     """
     batch = _Batch(index, serde)
-    parent = index.ckpts.get((ns, parent_id)) if parent_id else None
+    if index.lines - (index.snap_line or 0) >= SNAPSHOT_EVERY:
+        snap = index.snapshot()  # first: every line it names is already written
+        if snap is not None:
+            batch.lines.append(snap)
+    parent = index.named(ns, parent_id) if parent_id else None
     values = checkpoint["channel_values"]
     encoded: dict[str, list[Any]] = {}
     for channel, version in new_versions.items():
@@ -253,7 +258,7 @@ def writes_batch(
     encoded = [[idx, channel, batch.value(value)[0]] for idx, channel, value in items]
     if not encoded:
         return None
-    target = index.ckpts.get((ns, checkpoint_id))
+    target = index.named(ns, checkpoint_id)
     batch.lines.append(writes_line(ns, target, checkpoint_id, task_id, task_path, encoded))
     return batch
 

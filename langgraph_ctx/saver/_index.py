@@ -5,8 +5,17 @@ value; built by reading the log once, then kept up to date with what is
 appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
 decoded through `langgraph_ctx.codec.values`: this module only keeps the
 results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
-It is one module (just over 600 lines) because indexing, queries and decoding share
-the index's caches.
+It is one module (about 1,000 lines) because indexing, snapshots (where a cold open
+starts), queries and decoding share the index's structures and caches.
+
+Cold opens: a long log carries ``snap`` lines (`langgraph_ctx.codec.lines.snapshot_line`).
+A snapshot line *in the log* rather than a sidecar index file: it is written in the same
+append as the checkpoint it precedes (no extra write, lock or file; no cache to go stale
+or be trusted over the log), it is checksummed like every line, ``verify`` checks it,
+forks, copies and reverts carry it along with the lines, and Redis holds it like any
+line. A reader starts at the last snapshot (`_Index._from_snapshot`) after checking
+the lines it names against the raw log; one that does not match is passed over with a
+warning, and a query that needs a line before it indexes the whole log (`complete`).
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import copy
+import itertools
+import json
 import warnings
 import weakref
 from collections import OrderedDict
@@ -26,7 +37,11 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.codec.lines import (
+    SNAP_PREFIX,
+    SNAPSHOT_EVERY,
     CheckpointHead,
+    Snapshot,
+    SnapshotHead,
     check_line,
     check_position,
     checkpoint_from_line,
@@ -34,14 +49,17 @@ from langgraph_ctx.codec.lines import (
     checkpoint_ts,
     has_legacy_versions,
     is_list_value,
+    line_kind_at,
     list_link,
     loads_line,
     message_like,
     message_ordinal,
     own_thread_id,
     parse_checkpoint_line,
+    parse_snapshot_line,
     parse_writes_line,
     peek_message_ordinal,
+    snapshot_line,
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
@@ -135,6 +153,13 @@ def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
     return tuple(m.__dict__.values()) == fp or _fingerprint(m) == fp
 
 
+# What `_Index.complete` takes over from a full scan (the rest are caches by line/ordinal).
+_STRUCTURE = (
+    "header", "next_msg", "msg_lines", "_ckpts", "_ckpt_at", "_by_ns", "blobs", "_writes",
+    "links", "snap_line", "snap_next", "snap_lists",
+)
+
+
 @dataclass
 class _Index:
     """Everything known about one thread's log, by line number.
@@ -154,12 +179,29 @@ class _Index:
     msg_digest: dict[bytes, int] = field(default_factory=dict)
     msg_noid: dict[bytes, int] = field(default_factory=dict)
     undigested: list[int] = field(default_factory=list)
-    ckpts: dict[tuple[str, str], CheckpointHead] = field(default_factory=dict)
-    ckpt_at: dict[int, CheckpointHead] = field(default_factory=dict)
-    append_base: dict[tuple[int, str], int] = field(default_factory=dict)
-    by_ns: dict[str, list[str]] = field(default_factory=dict)
+    # The checkpoints, by (ns, id) and by line; read through the `ckpts` / `ckpt_at`
+    # properties, which first index what a snapshot left out (`complete`).
+    _ckpts: dict[tuple[str, str], CheckpointHead] = field(default_factory=dict)
+    _ckpt_at: dict[int, CheckpointHead] = field(default_factory=dict)
+    # (line, channel) -> (base line or None, keep or None: append, ordinals) of each
+    # message-list value: `materialize` walks these instead of re-reading lines.
+    links: dict[tuple[int, str], tuple[int | None, int | None, list[int]]] = field(
+        default_factory=dict
+    )
+    _by_ns: dict[str, list[str]] = field(default_factory=dict)
     blobs: dict[tuple[str, str, Any], list[tuple[str, int]]] = field(default_factory=dict)
-    writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
+    _writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
+    # Opened from a snapshot (`_from_snapshot`): the lines before it are not indexed
+    # until something needs them (`complete`).
+    partial: bool = False
+    # The last snapshot line: its line, the next ordinal it knew, its message lists
+    # (line, channel, ordinals): what the next snapshot is written against.
+    snap_line: int | None = None
+    snap_next: int = 0
+    snap_lists: list[tuple[int, str, list[int]]] = field(default_factory=list)
+    # The latest checkpoint id of each namespace in the snapshot a partial index
+    # was opened from: older ids may be in the lines it left out.
+    snap_heads: dict[str, str] = field(default_factory=dict)
     error: CorruptLogError | None = None
     # The saver's on_corrupt="skip": a bad line a read or write does not need is left out.
     skip_corrupt: bool = False
@@ -186,42 +228,65 @@ class _Index:
         return obj  # type: ignore[no-any-return]
 
     def prefetch(self, lines: Iterable[int]) -> None:
+        """Read and parse the lines not cached yet, in one storage call; message lines
+        that repeat another (``like``) bring the body's line along, in the next call."""
         missing = sorted({n for n in lines if n not in self.parsed})
-        if not missing:
-            return
-        if self.reader is None:
-            raise self.corrupt(missing[0], "line is referenced but was never written")
         first_error: CorruptLogError | None = None
-        for n, raw in self.reader(missing).items():
-            try:
-                self.parsed.put(n, loads_line(raw))
-            except CodecError as exc:  # the good lines are kept; the first bad one raises
-                first_error = first_error or self.corrupt(n, str(exc))
+        while missing:
+            if self.reader is None:
+                raise self.corrupt(missing[0], "line is referenced but was never written")
+            bodies: set[int] = set()
+            for n, raw in self.reader(missing).items():
+                try:
+                    obj = loads_line(raw)
+                except CodecError as exc:  # the good lines are kept; the first bad one raises
+                    first_error = first_error or self.corrupt(n, str(exc))
+                    continue
+                self.parsed.put(n, obj)
+                like = obj.get("like") if obj.get("t") == "msg" else None
+                if type(like) is int and like in self.msg_lines:
+                    bodies.add(self.msg_lines[like])
+            missing = sorted(n for n in bodies if n not in self.parsed)
         if first_error is not None:
             raise first_error
 
-    def feed(self, first_line: int, lines: Sequence[bytes], *, skip_corrupt: bool) -> None:
+    def feed(
+        self,
+        first_line: int,
+        lines: Sequence[bytes],
+        *,
+        skip_corrupt: bool,
+        snapshots: bool = True,
+    ) -> None:
         """Index lines read from the log, the first of them being line ``first_line``.
 
         A corrupt line raises `CorruptLogError` (and the index keeps refusing
         reads), or with ``skip_corrupt`` is skipped with a `CorruptLineWarning`.
+        A whole log (a cold open) is indexed from its last ``snap`` line when it has
+        one (``snapshots``): the header, the snapshot chain and the lines after it;
+        the lines before wait until something needs them (`complete`).
         """
+        self.skip_corrupt = skip_corrupt
+        order: Iterable[int] = range(len(lines))
+        if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
+            start = self._from_snapshot(lines)
+            if start:
+                order = itertools.chain([0], range(start, len(lines)))
         # A cold scan of a long log keeps no parsed lines: thousands of live dicts
         # would make every garbage collection walk them (and LangGraph's heap) again.
         fresh_tail = len(lines) <= 64
-        self.skip_corrupt = skip_corrupt
-        for offset, raw in enumerate(lines):
+        for offset in order:
+            raw = lines[offset]
             n = first_line + offset
             try:
-                ordinal = peek_message_ordinal(raw) if n > 1 else None
-                if ordinal is not None:
-                    # A message line is parsed when it is first read, not to index it;
-                    # its checksum (a byte operation) is checked now.
-                    check_line(raw)
-                    self.add_message_line(ordinal, n)
-                    continue
-                obj = loads_line(raw)
-                self.add(obj, n)
+                try:
+                    obj = self._feed_line(raw, n)
+                except (CodecError, KeyError, TypeError, ValueError):
+                    if not self.partial:
+                        raise
+                    # The line builds on one the snapshot left out: index those, retry.
+                    self.complete()
+                    obj = self._feed_line(raw, n)
             except (CodecError, KeyError, TypeError, ValueError) as exc:
                 reason = exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
                 err = self.corrupt(n, str(reason))
@@ -231,8 +296,21 @@ class _Index:
                     continue
                 self.error = err
                 raise err from None
-            if fresh_tail:  # lines appended since our last look are likely read next
-                self.parsed.put(n, obj)
+            if fresh_tail and obj is not None:  # lines appended since our last look
+                self.parsed.put(n, obj)  # are likely read next
+
+    def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
+        """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
+        ordinal = peek_message_ordinal(raw) if n > 1 else None
+        if ordinal is not None:
+            # A message line is parsed when it is first read, not to index it;
+            # its checksum (a byte operation) is checked now.
+            check_line(raw)
+            self.add_message_line(ordinal, n)
+            return None
+        obj = loads_line(raw)
+        self.add(obj, n)
+        return obj
 
     def add(self, obj: dict[str, Any], n: int) -> None:
         """Index one parsed line; raises `CodecError` (or Key/Type errors) if malformed."""
@@ -246,9 +324,214 @@ class _Index:
             self.add_message_line(ordinal, n)
         elif kind == "ckpt":
             self._add_ckpt(obj, n)
+        elif kind == "snap":
+            self._add_snapshot(obj, n)
         else:
             self._add_writes(obj, n)
         self.lines = n
+
+    # ------------------------------------------------------------ snapshots
+
+    def _add_snapshot(self, obj: dict[str, Any], n: int) -> None:
+        """Follow a ``snap`` line met in a scan: the next snapshot builds on it.
+
+        A full scan does not need what it says (it read every line before it);
+        one that does not fold onto the previous snapshot is passed over: the
+        next snapshot is then written against the last one that did.
+        """
+        try:
+            snap = parse_snapshot_line(obj, n)
+            self._fold_snapshot(snap, self.snap_lists if snap.prev == self.snap_line else None)
+        except CodecError:
+            return
+
+    def _fold_snapshot(
+        self, snap: Snapshot, prev_lists: list[tuple[int, str, list[int]]] | None
+    ) -> None:
+        lists: list[tuple[int, str, list[int]]] = []
+        for line_no, channel, base, keep, refs in snap.lists:
+            if base >= 0:
+                if prev_lists is None or base >= len(prev_lists):
+                    raise CodecError(f"snapshot: list {base} of the previous snapshot is unknown")
+                known = prev_lists[base][2]
+                if keep > len(known):
+                    raise CodecError("snapshot: 'keep' is longer than the base list")
+                lists.append((line_no, channel, known[:keep] + refs))
+            else:
+                lists.append((line_no, channel, list(refs)))
+        self.snap_line, self.snap_next, self.snap_lists = snap.line, snap.next_msg, lists
+
+    def _from_snapshot(self, lines: Sequence[bytes]) -> int:
+        """Seed the index from the log's last snapshot; returns the offset of the first
+        line after it (``0``: no usable snapshot, scan every line).
+
+        What the snapshot says is checked against the raw lines it names (each
+        message line holds its ordinal, each head, writer and writes line is a
+        line of that kind) before anything is taken from it; a snapshot that
+        does not match is passed over with a `CorruptLineWarning`.
+        """
+        last = len(lines) - 1
+        while last > 0 and not lines[last].startswith(SNAP_PREFIX):
+            last -= 1
+        if last <= 0:
+            return 0
+        chain: list[Snapshot] = []
+        at: int | None = last + 1
+        try:
+            while at is not None:
+                if chain and at >= chain[-1].line:
+                    raise CodecError("snapshot: 'prev' is not an earlier snapshot")
+                obj = loads_line(lines[at - 1])
+                if obj["t"] != "snap":
+                    raise CodecError(f"snapshot: 'prev' line {at} is not a snapshot")
+                chain.append(parse_snapshot_line(obj, at))
+                at = chain[-1].prev
+            msg_lines: dict[int, int] = {}
+            expected = 0
+            lists: list[tuple[int, str, list[int]]] | None = None
+            for snap in reversed(chain):
+                if snap.first_msg != expected:
+                    raise CodecError("snapshot: its messages do not follow the previous one's")
+                for i, line_no in enumerate(snap.msg_lines):
+                    if line_no is not None:
+                        if peek_message_ordinal(lines[line_no - 1]) != snap.first_msg + i:
+                            raise CodecError(f"snapshot: line {line_no} is not that message")
+                        msg_lines[snap.first_msg + i] = line_no
+                expected = snap.next_msg
+                self._fold_snapshot(snap, lists)
+                lists = self.snap_lists
+            top = chain[0]
+            for h in top.heads:
+                self._check_head(h, lines)
+            for line_no, _, _ in self.snap_lists:
+                if line_kind_at(lines[line_no - 1]) != "ckpt":
+                    raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
+        except (CodecError, KeyError, TypeError, IndexError) as exc:
+            self.snap_line, self.snap_next, self.snap_lists = None, 0, []
+            reason = exc.args[0] if isinstance(exc, CodecError) else repr(exc)
+            warnings.warn(
+                f"{self.corrupt(last + 1, str(reason))}; reading the whole log instead",
+                CorruptLineWarning,
+                stacklevel=6,
+            )
+            return 0
+        self.msg_lines = msg_lines
+        self.next_msg = top.next_msg
+        self.undigested = sorted(msg_lines)
+        for h in top.heads:
+            head = h.head
+            self._ckpts[(head.ns, head.id)] = head
+            self._ckpt_at[head.line] = head
+            self._by_ns.setdefault(head.ns, []).append(head.id)
+            for channel, (cid, line_no) in h.writers.items():
+                version = head.versions.get(channel)
+                if version is not None:
+                    cands = self.blobs.setdefault((head.ns, channel, version), [])
+                    if (cid, line_no) not in cands:
+                        cands.append((cid, line_no))
+            stored = self._writes.setdefault((head.ns, head.id), {})
+            for task, idx, path, channel, line_no, pos in h.writes:
+                stored.setdefault((task, idx), _Write(path, channel, line_no, pos))
+        for ns, ids in self._by_ns.items():
+            ids.sort()
+            self.snap_heads[ns] = ids[-1]
+        for line_no, channel, refs in self.snap_lists:
+            self.links[(line_no, channel)] = (None, None, refs)
+        self.partial = True
+        self.lines = last + 1
+        return last + 1
+
+    @staticmethod
+    def _check_head(h: SnapshotHead, lines: Sequence[bytes]) -> None:
+        head = h.head
+        raw = lines[head.line - 1]
+        quoted = json.dumps(head.id, ensure_ascii=False)
+        if line_kind_at(raw) != "ckpt" or f'"id":{quoted}'.encode() not in raw:
+            raise CodecError(f"snapshot: line {head.line} is not checkpoint {head.id}")
+        for _, line_no in h.writers.values():
+            if line_kind_at(lines[line_no - 1]) != "ckpt":
+                raise CodecError(f"snapshot: writer line {line_no} is not a checkpoint")
+        for w in h.writes:
+            if line_kind_at(lines[w[4] - 1]) != "writes":
+                raise CodecError(f"snapshot: line {w[4]} is not a writes line")
+
+    def complete(self) -> None:
+        """Index the lines a snapshot left out (a query needs the whole log).
+
+        The log is scanned again from its first line, ignoring snapshots; what
+        was cached by line or ordinal (parsed lines, messages) stays valid.
+        """
+        if not self.partial:
+            return
+        if self.reader is None:
+            raise self.corrupt(None, "the lines before the snapshot cannot be read")
+        total = self.lines
+        raw = self.reader(list(range(1, total + 1)))
+        full = _Index(where=self.where, reader=self.reader, serde=self.serde)
+        self.partial = False  # whatever happens below, this is tried once
+        full.feed(
+            1, [raw[n] for n in range(1, total + 1)], skip_corrupt=self.skip_corrupt,
+            snapshots=False,
+        )
+        new_messages = sorted(set(full.msg_lines) - set(self.msg_lines))
+        for name in _STRUCTURE:
+            setattr(self, name, getattr(full, name))
+        self.undigested.extend(new_messages)
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The ``snap`` line for the log as indexed now (``None``: nothing to snapshot).
+
+        Written at the start of a checkpoint's batch, so every line it names
+        is already in the log (see `langgraph_ctx.codec.lines.snapshot_line`).
+        """
+        if not self.lines or self.error is not None:
+            return None
+        heads: list[SnapshotHead] = []
+        lists: list[tuple[int, str, int, int, list[int]]] = []
+        prev_by_channel: dict[str, list[int]] = {}
+        for i, (_, channel, _refs) in enumerate(self.snap_lists):
+            prev_by_channel.setdefault(channel, []).append(i)
+        for ns in sorted(self._by_ns):
+            head = self.latest(ns)
+            if head is None:
+                continue
+            writers: dict[str, tuple[str, int]] = {}
+            for channel, version in head.versions.items():
+                writer = self.resolve(ns, channel, version, head.id)
+                if writer is None:
+                    continue
+                writers[channel] = writer
+                if (writer[1], channel) in self.links:
+                    refs = self.materialize(writer[1], channel)
+                    lists.append(self._snapshot_list(writer[1], channel, refs, prev_by_channel))
+            writes = sorted(
+                ((task, idx, w.path, w.channel, w.line, w.pos)
+                 for (task, idx), w in self._writes.get((ns, head.id), {}).items()),
+                key=lambda w: (w[4], w[5]),
+            )
+            heads.append(SnapshotHead(head, writers, writes))
+        first = self.snap_next if self.snap_line is not None else 0
+        msg_lines = [self.msg_lines.get(o) for o in range(first, self.next_msg)]
+        return snapshot_line(self.snap_line, first, msg_lines, heads, lists)
+
+    def _snapshot_list(
+        self, line: int, channel: str, refs: list[int], prev_by_channel: dict[str, list[int]]
+    ) -> tuple[int, str, int, int, list[int]]:
+        """A list for the next snapshot, against the previous snapshot's list of the same
+        channel it shares the longest start with (what keeps snapshots small)."""
+        best, best_keep = -1, 0
+        for i in prev_by_channel.get(channel, ()):
+            known = self.snap_lists[i][2]
+            keep = 0
+            limit = min(len(known), len(refs))
+            if known[:limit] == refs[:limit]:
+                keep = limit
+            else:
+                while keep < limit and known[keep] == refs[keep]:
+                    keep += 1
+            if keep > best_keep:
+                best, best_keep = i, keep
+        return line, channel, best, best_keep, refs[best_keep:]
 
     def add_message_line(self, ordinal: int, n: int) -> None:
         first = self.msg_lines.get(ordinal)
@@ -307,21 +590,33 @@ class _Index:
 
     def _add_ckpt(self, obj: dict[str, Any], n: int) -> None:
         entry = parse_checkpoint_line(
-            obj, n, self.ckpt_at, legacy_versions=has_legacy_versions(self.header)
+            obj, n, self._ckpt_at, legacy_versions=has_legacy_versions(self.header)
         )
         ns, cid = entry.ns, entry.id
-        parent = self.ckpt_at[obj["parent"]] if type(obj.get("parent")) is int else None
+        parent = self._ckpt_at[obj["parent"]] if type(obj.get("parent")) is int else None
         for ch, e in obj.get("values", {}).items():
-            if len(e) == 2 and isinstance(e[1], dict) and "append" in e[1]:
+            if len(e) != 2 or not is_list_value(e[1]):
+                continue
+            enc = e[1]
+            base: int | None = None
+            if "append" in enc:
                 writer = None
                 if parent is not None and ch in parent.versions:
                     writer = self.resolve(ns, ch, parent.versions[ch], parent.id)
                 if writer is None:
                     raise CodecError(f"channel {ch!r} appends to a value the parent does not have")
-                self.append_base[(n, ch)] = writer[1]
-        old = self.ckpts.get((ns, cid))
+                base = writer[1]
+            try:  # the line is parsed now, once: its list link is kept, not re-read later
+                refs = refs_of(enc)
+                link, linked = list_link(enc, n)
+            except (CodecError, AttributeError, TypeError):
+                continue  # `materialize` reads the line and names what is wrong, if asked
+            if link == "base":
+                base = linked
+            self.links[(n, ch)] = (base, enc["keep"] if link == "base" else None, refs)
+        old = self._ckpts.get((ns, cid))
         if old is None:
-            ids = self.by_ns.setdefault(ns, [])
+            ids = self._by_ns.setdefault(ns, [])
             if not ids or ids[-1] < cid:
                 ids.append(cid)
             else:
@@ -331,14 +626,14 @@ class _Index:
                 cands = self.blobs.get((ns, ch, ver), [])
                 if (cid, old.line) in cands:
                     cands.remove((cid, old.line))
-        self.ckpts[(ns, cid)] = entry
-        self.ckpt_at[n] = entry
+        self._ckpts[(ns, cid)] = entry
+        self._ckpt_at[n] = entry
         for ch, ver in entry.stored.items():
             self.blobs.setdefault((ns, ch, ver), []).append((cid, n))
 
     def _add_writes(self, obj: dict[str, Any], n: int) -> None:
-        ns, cid, task, path, items = parse_writes_line(obj, n, self.ckpt_at)
-        stored = self.writes.setdefault((ns, cid), {})
+        ns, cid, task, path, items = parse_writes_line(obj, n, self._ckpt_at)
+        stored = self._writes.setdefault((ns, cid), {})
         for pos, item in enumerate(items):
             key = (task, item[0])
             if item[0] >= 0 and key in stored:
@@ -349,22 +644,68 @@ class _Index:
 
     def named(self, ns: str, checkpoint_id: str | None) -> CheckpointHead | None:
         """The checkpoint a config names, or the latest of the namespace."""
-        return self.ckpts.get((ns, checkpoint_id)) if checkpoint_id else self.latest(ns)
+        if not checkpoint_id:
+            return self.latest(ns)
+        found = self._ckpts.get((ns, checkpoint_id))
+        if found is None and self._maybe_before(ns, checkpoint_id):
+            self.complete()
+            found = self._ckpts.get((ns, checkpoint_id))
+        return found
+
+    def _maybe_before(self, ns: str, checkpoint_id: str) -> bool:
+        """Whether an unknown checkpoint may be on a line a snapshot left out: the
+        snapshot holds each namespace's latest, so only an older id of one of them may.
+        (A newer one is not in the log yet: LangGraph may write a step's writes
+        before the checkpoint they follow.)"""
+        if not self.partial:
+            return False
+        latest = self.snap_heads.get(ns)
+        return latest is not None and checkpoint_id < latest
 
     def latest(self, ns: str) -> CheckpointHead | None:
-        ids = self.by_ns.get(ns)
-        return self.ckpts[(ns, ids[-1])] if ids else None
+        """The namespace's latest checkpoint (a snapshot carries each namespace's)."""
+        ids = self._by_ns.get(ns)
+        return self._ckpts[(ns, ids[-1])] if ids else None
 
     def find(self, checkpoint_id: str, ns: str | None = "") -> CheckpointHead | None:
         """A checkpoint by id, in ``ns`` (``None``: the root namespace first, then any)."""
+        self.complete()
         if ns is not None:
-            return self.ckpts.get((ns, checkpoint_id))
-        found = self.ckpts.get(("", checkpoint_id))
+            return self._ckpts.get((ns, checkpoint_id))
+        found = self._ckpts.get(("", checkpoint_id))
         if found is None:
-            for (_, cid), entry in self.ckpts.items():
+            for (_, cid), entry in self._ckpts.items():
                 if cid == checkpoint_id:
                     return entry
         return found
+
+    def writes_of(self, ns: str, checkpoint_id: str) -> dict[tuple[str, int], _Write]:
+        """The writes stored against a checkpoint, by ``(task, index)`` (do not change it)."""
+        if (ns, checkpoint_id) not in self._ckpts and self._maybe_before(ns, checkpoint_id):
+            self.complete()
+        return self._writes.get((ns, checkpoint_id), {})
+
+    # The whole index: what a snapshot left out is indexed first.
+
+    @property
+    def ckpts(self) -> dict[tuple[str, str], CheckpointHead]:
+        self.complete()
+        return self._ckpts
+
+    @property
+    def ckpt_at(self) -> dict[int, CheckpointHead]:
+        self.complete()
+        return self._ckpt_at
+
+    @property
+    def by_ns(self) -> dict[str, list[str]]:
+        self.complete()
+        return self._by_ns
+
+    @property
+    def writes(self) -> dict[tuple[str, str], dict[tuple[str, int], _Write]]:
+        self.complete()
+        return self._writes
 
     def resolve(self, ns: str, channel: str, version: Any, at: str) -> tuple[str, int] | None:
         """The line holding ``channel`` at ``version`` as seen from checkpoint ``at``.
@@ -376,6 +717,9 @@ class _Index:
             cands = self.blobs.get((ns, channel, version))
         except TypeError:  # an unhashable version from a tampered file
             raise self.corrupt(None, f"channel {channel!r} has an invalid version") from None
+        if self.partial and (not cands or len(cands) > 1):
+            self.complete()  # the writer, or the ancestry that picks one, may be before it
+            cands = self.blobs.get((ns, channel, version))
         if not cands:
             return None
         if len(cands) == 1:
@@ -387,7 +731,7 @@ class _Index:
             if cur in by_id:
                 return cur, by_id[cur]
             seen.add(cur)
-            entry = self.ckpts.get((ns, cur))
+            entry = self._ckpts.get((ns, cur))
             cur = entry.parent if entry else None
         return cands[-1]
 
@@ -400,7 +744,11 @@ class _Index:
         return (True, entry[1]) if len(entry) == 2 else (False, None)
 
     def materialize(self, line: int, channel: str) -> list[int]:
-        """Message ordinals of a message-list value, following ``append``/``base`` links."""
+        """Message ordinals of a message-list value, following ``append``/``base`` links.
+
+        The links were kept when the lines were indexed (`links`), so the walk
+        reads nothing; memo points every 32 links bound later walks over long chains.
+        """
         memo = self.refs.get_hit((line, channel))
         if memo is not None:
             return memo  # type: ignore[no-any-return]
@@ -411,25 +759,11 @@ class _Index:
             if hit is not None:
                 value = list(hit)
                 break
-            _, enc = self.value_enc(cur, channel)
-            try:
-                refs = refs_of(enc)
-                link, base = list_link(enc, cur)
-            except (CodecError, AttributeError) as exc:
-                raise self.corrupt(cur, f"channel {channel!r}: {exc}") from None
-            if link == "append":
-                steps.append((cur, None, refs))
-                prev = self.append_base.get((cur, channel))
-                if prev is None:  # the line was skipped as corrupt, or is not a checkpoint
-                    raise self.corrupt(
-                        cur, f"channel {channel!r} appends to a value the parent does not have"
-                    )
-                cur = prev
-                continue
+            base, keep, refs = self._link(cur, channel)
             if base is None:
                 value = list(refs)
                 break
-            steps.append((cur, enc["keep"], refs))
+            steps.append((cur, keep, refs))
             cur = base
         for i, (at, keep, refs) in enumerate(reversed(steps), 1):
             if keep is not None:
@@ -437,10 +771,27 @@ class _Index:
                     raise self.corrupt(at, f"channel {channel!r}: base value shorter than 'keep'")
                 del value[keep:]
             value.extend(refs)
-            if i % 32 == 0:  # memo points bound later walks over long chains
+            if i % 32 == 0:
                 self.refs.put((at, channel), list(value))
         self.refs.put((line, channel), value)
         return value
+
+    def _link(self, line: int, channel: str) -> tuple[int | None, int | None, list[int]]:
+        """``(base line or None, keep or None for append, refs)`` of a list value."""
+        link = self.links.get((line, channel))
+        if link is not None:
+            return link
+        _, enc = self.value_enc(line, channel)  # not indexed as a list: say what is wrong
+        try:
+            refs = refs_of(enc)
+            kind, base = list_link(enc, line)
+        except (CodecError, AttributeError) as exc:
+            raise self.corrupt(line, f"channel {channel!r}: {exc}") from None
+        if kind == "append":
+            raise self.corrupt(
+                line, f"channel {channel!r} appends to a value the parent does not have"
+            )
+        return base, enc["keep"] if kind == "base" else None, refs
 
     def _message_line(self, ordinal: int) -> tuple[int, dict[str, Any]]:
         """``(line, parsed line)`` of a message ordinal."""
@@ -460,6 +811,10 @@ class _Index:
             try:
                 ordinal = message_like(obj, ordinal, self.msg_lines)  # type: ignore[assignment]
             except CodecError as exc:
+                like = obj.get("like")
+                if type(like) is int and 0 <= like < ordinal:
+                    reason = f"repeats message #{like}, which is not in the file"
+                    raise self.corrupt(line_no, f"message #{obj.get('n')} {reason}") from None
                 raise self.corrupt(line_no, f"message #{obj.get('n')}: {exc}") from None
             line_no, obj = self._message_line(ordinal)
         return line_no
@@ -582,7 +937,7 @@ class _Index:
         self, entry: CheckpointHead, channels: set[str] | None = None
     ) -> list[PendingWrite]:
         """The checkpoint's writes in `writes_sort_key` order (only ``channels`` if given)."""
-        stored = self.writes.get((entry.ns, entry.id))
+        stored = self._writes.get((entry.ns, entry.id))
         if not stored:
             return []
         ordered = sorted(

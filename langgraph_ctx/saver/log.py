@@ -274,7 +274,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         thread_id = check_thread_id(conf["thread_id"])
         ns, checkpoint_id = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         with self._view(thread_id, exclusive=True) as index:
-            stored = index.writes.get((ns, checkpoint_id), {})
+            stored = index.writes_of(ns, checkpoint_id)
             items = []
             for idx, (channel, value) in enumerate(writes):
                 widx = WRITES_IDX_MAP.get(channel, idx)

@@ -1,0 +1,371 @@
+"""Cold opens: what a fresh process reads, built cheaply and exactly (issue #16, item 2)."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph import START, MessagesState, StateGraph
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.cli.verify import verify_file
+from langgraph_ctx.codec.lines import SNAP_PREFIX, dumps_line, loads_line
+from langgraph_ctx.codec.messages import (
+    MESSAGE_CLASSES,
+    _constructible,
+    message_from_json,
+    message_to_json,
+)
+from langgraph_ctx.errors import CodecError, CorruptLineWarning
+from langgraph_ctx.saver import _index
+from tests.backends import Backend
+
+MESSAGES: list[BaseMessage] = [
+    HumanMessage("hi"),
+    HumanMessage("hi", id="a1", name="bob"),
+    HumanMessage([{"type": "text", "text": "x"}, "y"]),
+    SystemMessage("sys", additional_kwargs={"k": {"z": [1, 2]}}),
+    AIMessage("", tool_calls=[{"name": "f", "args": {"q": 1}, "id": "c1"}], id="x"),
+    AIMessage(
+        "ok",
+        usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        response_metadata={"model": "m", "finish_reason": "stop"},
+    ),
+    AIMessage(
+        "ok",
+        usage_metadata={
+            "input_tokens": 1,
+            "output_tokens": 2,
+            "total_tokens": 3,
+            "input_token_details": {"cache_read": 1},
+        },
+    ),
+    AIMessage(
+        "x",
+        additional_kwargs={
+            "tool_calls": [
+                {"id": "1", "function": {"name": "f", "arguments": "{}"}, "type": "function"}
+            ]
+        },
+    ),
+    AIMessage(
+        "x",
+        invalid_tool_calls=[
+            {"name": "f", "args": "{", "id": "1", "error": None, "type": "invalid_tool_call"}
+        ],
+    ),
+    ToolMessage("res", tool_call_id="c1", name="f"),
+    ToolMessage("res", tool_call_id="c1", status="error"),
+    ToolMessage("res", tool_call_id="c1", artifact={"a": 1}),
+    ChatMessage("x", role="r"),
+    FunctionMessage("x", name="f"),
+    AIMessageChunk("x", id="1"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_built_messages_equal_validated_ones(message: BaseMessage) -> None:
+    """The unvalidated construction returns exactly what validation would: same class,
+    fields (in the same order: fingerprints compare them in order), fields set, extras."""
+    data = orjson.loads(orjson.dumps(message_to_json(message)))
+    cls = MESSAGE_CLASSES[data["type"]]
+    validated = cls.model_validate(dict(data))
+    built = message_from_json(dict(data))
+    assert type(built) is type(validated)
+    assert list(built.__dict__.items()) == list(validated.__dict__.items())
+    assert built.__pydantic_fields_set__ == validated.__pydantic_fields_set__
+    assert built.__pydantic_extra__ == validated.__pydantic_extra__
+    assert built == validated == message
+
+
+def test_plain_messages_take_the_cheap_path() -> None:
+    """The common shapes (a chat turn, a tool call and its result) are not validated."""
+    for message in (
+        HumanMessage("hi", id="1"),
+        AIMessage("", id="2", tool_calls=[{"name": "f", "args": {}, "id": "c"}]),
+        ToolMessage("r", tool_call_id="c", name="f", id="3"),
+    ):
+        data = orjson.loads(orjson.dumps(message_to_json(message)))
+        assert _constructible(MESSAGE_CLASSES[data["type"]], data) is not None
+
+
+def test_built_message_shares_nothing_with_the_parsed_line() -> None:
+    data = {"type": "human", "content": [{"type": "text", "text": "x"}], "additional_kwargs": {}}
+    data["additional_kwargs"] = {"k": [1]}
+    before = orjson.loads(orjson.dumps(data))
+    built = message_from_json(data)
+    built.content[0]["text"] = "changed"  # type: ignore[index]
+    built.additional_kwargs["k"].append(2)
+    assert data == before
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"type": "human", "content": 5},
+        {"type": "human", "content": "x", "id": 7},
+        {"type": "ai", "content": "x", "tool_calls": [{"name": 1, "args": {}}]},
+        {"type": "tool", "content": "x"},
+    ],
+)
+def test_unusual_bodies_are_still_validated(data: dict) -> None:
+    """A tampered body is not built blindly: it goes through validation, which refuses
+    it with a `CodecError` (or coerces it exactly as validation always did)."""
+    cls = MESSAGE_CLASSES[data["type"]]
+    assert _constructible(cls, dict(data)) is None
+    try:
+        validated = cls.model_validate(dict(data))
+    except Exception:
+        with pytest.raises(CodecError):
+            message_from_json(dict(data))
+    else:
+        assert message_from_json(dict(data)) == validated
+
+
+# ------------------------------------------------------------------ snapshots
+
+
+
+
+WORDS = ["the", "plan", "for", "a", "trip", "to", "museum", "and", "hotel", "by", "train"]
+
+
+def chat_graph(saver: Any) -> Any:
+    rng = random.Random(3)
+
+    def chatbot(state: MessagesState) -> dict:
+        return {"messages": [AIMessage(" ".join(rng.choice(WORDS) for _ in range(30)))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", chatbot)
+    builder.add_edge(START, "chatbot")
+    return builder.compile(checkpointer=saver)
+
+
+def chat(saver: Any, thread_id: str, turns: int, start: int = 0) -> Any:
+    graph = chat_graph(saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    for i in range(start, start + turns):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}: " + " ".join(WORDS))]}, config)
+    return graph
+
+
+def log_lines(backend: Backend, thread_id: str) -> list[bytes]:
+    return backend.log_bytes(thread_id).split(b"\n")[:-1]
+
+
+def snap_lines(lines: list[bytes]) -> list[int]:
+    return [n for n, raw in enumerate(lines, 1) if raw.startswith(SNAP_PREFIX)]
+
+
+def tuple_view(tup: Any) -> Any:
+    return (
+        tup.config,
+        tup.parent_config,
+        tup.metadata,
+        {k: v for k, v in tup.checkpoint.items() if k != "channel_values"},
+        tup.checkpoint["channel_values"],
+        tup.pending_writes,
+    )
+
+
+class ParseCounter:
+    """Records which lines of a log the index parses (by their bytes)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, lines: list[bytes]) -> None:
+        self.number = {raw: n for n, raw in enumerate(lines, 1)}
+        self.parsed: list[int] = []
+        original = _index.loads_line
+
+        def counting(raw: bytes) -> dict:
+            self.parsed.append(self.number.get(bytes(raw), -1))
+            return original(raw)
+
+        monkeypatch.setattr(_index, "loads_line", counting)
+
+
+@pytest.fixture
+def long_thread(backend: Backend) -> Any:
+    """A 100-turn chat (about 700 lines, a few snapshots) and the saver that wrote it."""
+    writer = backend.saver()
+    chat(writer, "long", 100)
+    return writer
+
+
+def test_a_long_log_carries_snapshots_and_verifies(
+    backend: Backend, long_thread: Any, tmp_path: Path
+) -> None:
+    lines = log_lines(backend, "long")
+    snaps = snap_lines(lines)
+    assert len(snaps) >= 2
+    assert all(b - a >= _index.SNAPSHOT_EVERY for a, b in zip([0, *snaps[:-1]], snaps, strict=True))
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(backend.log_bytes("long"))
+    report = verify_file(copy)
+    assert report.problems == [] and report.snapshots == len(snaps)
+
+
+def test_cold_open_parses_only_the_tail(
+    backend: Backend, long_thread: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh saver reads the latest state from the last snapshot: of the checkpoint
+    and writes lines before it, it parses only those the head's values are on."""
+    lines = log_lines(backend, "long")
+    last_snap = snap_lines(lines)[-1]
+    counter = ParseCounter(monkeypatch, lines)
+    config = {"configurable": {"thread_id": "long"}}
+    cold = backend.saver()
+    got = cold.get_tuple(config)
+    assert cold._indexes["long"].partial
+    before = [
+        n for n in counter.parsed
+        if 0 < n < last_snap and not lines[n - 1].startswith((b'{"v":2,"t":"msg"', SNAP_PREFIX))
+    ]
+    assert len(before) <= 3, before  # the writers of the head's channels
+    assert tuple_view(got) == tuple_view(long_thread.get_tuple(config))
+
+
+def test_history_and_old_checkpoints_after_a_cold_open(backend: Backend, long_thread: Any) -> None:
+    config = {"configurable": {"thread_id": "long"}}
+    expected = [tuple_view(t) for t in long_thread.list(config)]
+    oldest = expected[-1][0]
+    cold = backend.saver()
+    cold.get_tuple(config)
+    assert tuple_view(cold.get_tuple(oldest)) == expected[-1]  # before every snapshot
+    assert not cold._indexes["long"].partial
+    assert [tuple_view(t) for t in backend.saver().list(config)] == expected
+
+
+def test_writing_after_a_cold_open(backend: Backend, long_thread: Any, tmp_path: Path) -> None:
+    """A saver opened from a snapshot keeps writing, and snapshotting, correctly: a fresh
+    process reads what it wrote and `verify` finds every snapshot exact."""
+    cold = backend.saver()
+    chat(cold, "long", 40, start=100)
+    assert cold._indexes["long"].partial  # the turns never needed the lines before
+    config = {"configurable": {"thread_id": "long"}}
+    expected = [tuple_view(t) for t in cold.list(config)]
+    assert len(expected) == 3 * 140
+    assert [tuple_view(t) for t in backend.saver().list(config)] == expected
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(backend.log_bytes("long"))
+    report = verify_file(copy)
+    assert report.problems == [] and report.snapshots >= 3
+
+
+@pytest.mark.parametrize("where", ["whole", "early", "late"])
+def test_fork_carries_the_snapshots(backend: Backend, long_thread: Any, where: str) -> None:
+    source = {"configurable": {"thread_id": "long"}}
+    history = list(long_thread.list(source))
+    at = {"whole": None, "early": history[-5], "late": history[10]}[where]
+    checkpoint_id = at.config["configurable"]["checkpoint_id"] if at else None
+    head = long_thread.fork("long", "copy", checkpoint_id=checkpoint_id)
+    expected = tuple_view(long_thread.get_tuple(head))
+    cold = backend.saver()
+    got = cold.get_tuple({"configurable": {"thread_id": "copy"}})
+    assert cold._indexes["copy"].partial == (where != "early")
+    assert tuple_view(got) == expected
+    assert got.checkpoint["id"] == (at or history[0]).checkpoint["id"]
+
+
+def test_revert_and_prune_read_back_from_snapshots(backend: Backend, long_thread: Any) -> None:
+    config = {"configurable": {"thread_id": "long"}}
+    target = list(long_thread.list(config))[30]
+    long_thread.revert("long", target.config["configurable"]["checkpoint_id"])
+    cold = backend.saver()
+    assert tuple_view(cold.get_tuple(config)) == tuple_view(target)
+    assert cold._indexes["long"].partial
+    chat(cold, "other", 100)
+    expected = tuple_view(cold.get_tuple({"configurable": {"thread_id": "other"}}))
+    cold.prune(["other"])
+    fresh = backend.saver().get_tuple({"configurable": {"thread_id": "other"}})
+    assert tuple_view(fresh)[2:] == expected[2:]  # the latest checkpoint, now alone
+
+
+def test_a_log_without_snapshots_still_reads(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph_ctx.saver import _batch
+
+    monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 10**9)  # as an older version wrote it
+    writer = backend.saver()
+    chat(writer, "old", 60)
+    assert snap_lines(log_lines(backend, "old")) == []
+    config = {"configurable": {"thread_id": "old"}}
+    cold = backend.saver()
+    assert tuple_view(cold.get_tuple(config)) == tuple_view(writer.get_tuple(config))
+    assert not cold._indexes["old"].partial
+
+
+def rewrite_last_snapshot(path: Path, change: Any) -> int:
+    lines = path.read_bytes().split(b"\n")[:-1]
+    n = snap_lines(lines)[-1]
+    obj = loads_line(lines[n - 1])
+    change(obj)
+    lines[n - 1] = dumps_line(obj)[:-1]  # a valid checksum: tampered, not damaged
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    return n
+
+
+def swap_messages(obj: dict) -> None:
+    msgs = obj["msgs"][1]
+    msgs[0], msgs[1] = msgs[1], msgs[0]
+
+
+def point_head_elsewhere(obj: dict) -> None:
+    obj["heads"][0]["line"] = obj["msgs"][1][0]
+
+
+@pytest.mark.parametrize("change", [swap_messages, point_head_elsewhere])
+def test_a_snapshot_that_does_not_match_is_passed_over(tmp_path: Path, change: Any) -> None:
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 100)
+    config = {"configurable": {"thread_id": "t"}}
+    expected = tuple_view(writer.get_tuple(config))
+    path = Path(writer.path("t"))
+    n = rewrite_last_snapshot(path, change)
+    cold = JsonlSaver(tmp_path)
+    with pytest.warns(CorruptLineWarning, match=f":{n}: snapshot"):
+        got = cold.get_tuple(config)
+    assert tuple_view(got) == expected  # from the snapshot before it, or the whole log
+    report = verify_file(path)
+    assert [p.line for p in report.problems] == [n]
+    assert "snapshot" in report.problems[0].message
+
+
+def test_a_tampered_snapshot_is_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a snapshot holds is read as JSON data: a LangChain constructor or a
+    serializer's payload in it is never imported or called, only returned as written."""
+    import os
+
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 100)
+    called: list[Any] = []
+    monkeypatch.setattr(os, "system", lambda *a: called.append(a))
+    evil = {"lc": 1, "type": "constructor", "id": ["os", "system"], "kwargs": {"x": "id"}}
+
+    def plant(obj: dict) -> None:
+        obj["heads"][0]["meta"]["evil"] = evil
+
+    path = Path(writer.path("t"))
+    n = rewrite_last_snapshot(path, plant)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tup = JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+    assert called == []
+    assert tup.metadata["evil"] == json.loads(json.dumps(evil))
+    assert [p.line for p in verify_file(path).problems] == [n]
