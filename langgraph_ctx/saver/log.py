@@ -651,11 +651,19 @@ class LogSaver(BaseCheckpointSaver[str]):
         first = self.storage.append(thread_id, raw)
         return batch.apply(first, [loads_line(r[:-1]) for r in raw])  # r ends with a newline
 
-    def _tuple(self, thread_id: Any, index: _Index, entry: CheckpointHead) -> CheckpointTuple:
+    def _tuple(
+        self,
+        thread_id: Any,
+        index: _Index,
+        entry: CheckpointHead,
+        checked: set[int] | None = None,
+    ) -> CheckpointTuple:
+        """The tuple of one checkpoint; its messages are the index's shared objects
+        (``checked``: those this read already verified, see `_Index.message`)."""
         try:
             metadata = index.metadata(entry)
-            checkpoint = index.checkpoint(entry, index.values(entry))
-            writes = index.pending_writes(entry)
+            checkpoint = index.checkpoint(entry, index.values(entry, checked))
+            writes = index.pending_writes(entry, checked=checked)
         except LangGraphCtxError:
             raise
         except (KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
@@ -684,6 +692,7 @@ class LogSaver(BaseCheckpointSaver[str]):
     ) -> builtins.list[CheckpointTuple]:
         thread_id = check_thread_id(thread)
         out: builtins.list[CheckpointTuple] = []
+        checked: set[int] = set()  # one object per message across the tuples, checked once
         with self._view(thread_id) as index:
             entries = [
                 e
@@ -700,7 +709,7 @@ class LogSaver(BaseCheckpointSaver[str]):
                     meta = index.metadata(entry)
                     if not all(meta.get(k) == v for k, v in meta_filter.items()):
                         continue
-                out.append(self._tuple(thread, index, entry))
+                out.append(self._tuple(thread, index, entry, checked))
         return out
 
     def _rebuild(self, thread_id: str, index: _Index, keep: Sequence[CheckpointHead]) -> None:
