@@ -8,8 +8,10 @@ counter examines (its per-message cache and its tokenizer calls), not by time.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.graph import START, StateGraph
 
@@ -63,3 +65,62 @@ def test_a_budget_step_costs_its_new_messages_not_the_history(backend: Backend) 
     fresh = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]
     again = BudgetNode(model="gpt-4o", token_counter=count)
     assert again.usage({"messages": fresh["messages"][:-1]}).used == fresh["context_usage"].used
+
+
+def _chat(saver: Any) -> Any:
+    def bot(state: BudgetState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
+
+    builder = StateGraph(BudgetState)
+    builder.add_node(bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)
+
+
+def _contents(saver: Any, thread_id: str) -> list[str]:
+    tup = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+    return [m.content for m in tup.checkpoint["channel_values"]["messages"]]
+
+
+def test_idle_thread_indexes_are_evicted_and_reopen_from_the_log(backend: Backend) -> None:
+    saver = backend.saver(max_cached_threads=2)
+    graph = _chat(saver)
+    threads = [f"t{i}" for i in range(5)]
+    for turn in range(3):
+        for thread_id in threads:
+            config = {"configurable": {"thread_id": thread_id}}
+            graph.invoke({"messages": [("user", f"{thread_id} q{turn}")]}, config)
+            assert len(saver._indexes) <= 2
+    assert list(saver._indexes) == ["t3", "t4"]  # the least recently used went first
+    fresh = backend.saver()
+    for thread_id in threads:
+        assert _contents(saver, thread_id) == _contents(fresh, thread_id)
+        assert len(_contents(saver, thread_id)) == 6
+        history = list(saver.list({"configurable": {"thread_id": thread_id}}))
+        assert len(history) == len(list(fresh.list({"configurable": {"thread_id": thread_id}})))
+    # a reopened thread goes on where it was: no message text stored twice
+    graph.invoke({"messages": [("user", "t0 q3")]}, {"configurable": {"thread_id": "t0"}})
+    assert _contents(fresh, "t0")[-2:] == ["t0 q3", "answer 7"]
+    lines = [json.loads(line) for line in backend.log_bytes("t0").decode().splitlines()]
+    bodies = [o["msg"]["content"] for o in lines if o["t"] == "msg" and "msg" in o]
+    assert sorted(bodies) == sorted(set(bodies)) and len(bodies) == 8
+
+
+def test_the_line_bound_keeps_the_thread_in_use(backend: Backend) -> None:
+    saver = backend.saver(max_cached_lines=1)
+    graph = _chat(saver)
+    for thread_id in ("a", "b"):
+        for turn in range(2):
+            config = {"configurable": {"thread_id": thread_id}}
+            graph.invoke({"messages": [("user", f"{thread_id}{turn}")]}, config)
+    assert list(saver._indexes) == ["b"]
+    assert _contents(saver, "a") == ["a0", "answer 1", "a1", "answer 3"]
+    assert list(saver._indexes) == ["a"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "64"])
+def test_cache_bounds_must_be_positive_ints(backend: Backend, bad: Any) -> None:
+    with pytest.raises(ValueError, match="max_cached_threads"):
+        backend.saver(max_cached_threads=bad)
+    with pytest.raises(ValueError, match="max_cached_lines"):
+        backend.saver(max_cached_lines=bad)

@@ -168,7 +168,8 @@ class _Index:
     # (line, channel) -> (the message objects of that list value (a copy of the list),
     # their fingerprints when saved, or None when read: then the templates' apply).
     # The next step's list shares them: compared by identity, then by fingerprint.
-    list_objs: _LRU = field(default_factory=lambda: _LRU(32))
+    # Only the latest few are ever a base (each holds a fingerprint per message).
+    list_objs: _LRU = field(default_factory=lambda: _LRU(8))
     ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- lines
