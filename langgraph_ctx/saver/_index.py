@@ -496,6 +496,8 @@ class _Index:
                 return msg  # type: ignore[no-any-return]
         msg = self._decode_message(ordinal)
         self.templates.put(ordinal, (msg, _fingerprint(msg)))
+        # The object stands for its line now (read again if the object is changed).
+        self.parsed.pop(self.msg_lines[ordinal], None)
         if checked is not None:
             checked.add(ordinal)
         return msg
@@ -569,8 +571,8 @@ class _Index:
             groups = message_refs(enc, load_refs, where)
         except CodecError as exc:
             raise self.corrupt(line, str(exc)) from None
-        msg_lines = self.msg_lines
-        self.prefetch(msg_lines[o] for _, refs in groups for o in refs if o in msg_lines)
+        lines, known = self.msg_lines, self.templates  # decoded messages need no line
+        self.prefetch(lines[o] for _, refs in groups for o in refs if o not in known and o in lines)
         try:
             load = self.message if checked is None else lambda o: self.message(o, checked)
             return decode_value(enc, load, load_refs, self.serde)
