@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import copy
 import itertools
 import json
 import warnings
@@ -100,16 +99,30 @@ class _Write:
     pos: int  # index in the line's "w" list
 
 
-def _fresh_copy(message: BaseMessage) -> BaseMessage:
-    """A copy that shares nothing mutable with ``message`` (cheaper than re-validating)."""
-    fresh = copy.copy(message)
-    for key, value in message.__dict__.items():
-        if isinstance(value, (dict, list)) and value:
-            fresh.__dict__[key] = copy.deepcopy(value)
-    return fresh
-
-
 _CONTAINERS = (dict, list)
+
+
+def _owned(value: Any) -> Any:
+    """A copy of the dicts and lists in ``value`` (leaves shared): JSON-shaped data."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _owned(v) for k, v in value.items()}
+    if kind is list:
+        return [_owned(v) for v in value]
+    return value
+
+
+def _detach(message: BaseMessage) -> BaseMessage:
+    """``message`` with its own dicts and lists, none shared with the parsed line.
+
+    Reads hand the message out: an edit made by its holder must not reach the
+    line cache (a later decode, a content digest of the line).
+    """
+    fields = message.__dict__
+    for key, value in fields.items():
+        if value and type(value) in _CONTAINERS:
+            fields[key] = _owned(value)
+    return message
 
 
 def _frozen(value: Any) -> Any:
@@ -207,12 +220,13 @@ class _Index:
     skip_corrupt: bool = False
     parsed: _LRU = field(default_factory=lambda: _LRU(16384))
     refs: _LRU = field(default_factory=lambda: _LRU(512))
+    # ordinal -> (the message object every read returns, its fingerprint as decoded).
     templates: _LRU = field(default_factory=lambda: _LRU(16384))
     # (line, channel) -> (the message objects of that list value (a copy of the list),
     # their fingerprints when saved, or None when read: then the templates' apply).
     # The next step's list shares them: compared by identity, then by fingerprint.
-    list_objs: _LRU = field(default_factory=lambda: _LRU(32))
-    template_fps: _LRU = field(default_factory=lambda: _LRU(16384))
+    # Only the latest few are ever a base (each holds a fingerprint per message).
+    list_objs: _LRU = field(default_factory=lambda: _LRU(8))
     ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- lines
@@ -828,41 +842,57 @@ class _Index:
         body = dict(body_obj["msg"])
         return like_body(body, obj.get("id")) if "like" in obj else body
 
-    def message(self, ordinal: int) -> BaseMessage:
-        """A fresh message object for an ordinal (validated once, then copied)."""
-        template = self.templates.get_hit(ordinal)
-        if template is None:
-            line_no, obj = self._message_line(ordinal)
-            body_line = line_no
-            try:
-                if "like" in obj:
-                    body_line = self.body_line(ordinal)
-                    template = message_from_json(self.message_json(ordinal))
-                else:
-                    template = message_from_body(obj, self.serde)
-            except CodecError as exc:
-                note = (
-                    f" (the body of message #{ordinal}, line {line_no})"
-                    if body_line != line_no
-                    else ""
-                )
-                raise self.corrupt(body_line, f"{exc}{note}") from None
-            self.templates.put(ordinal, template)
-        # Not remembered by identity: a decoded list is matched as a whole next time
-        # (`list_objs`); a weakref per message would cost every read O(history).
-        return _fresh_copy(template)
+    def message(self, ordinal: int, checked: set[int] | None = None) -> BaseMessage:
+        """The message object of an ordinal, the same object for every read.
+
+        Decoded (and validated) once; later reads return that object after a
+        fingerprint check (`_fingerprint`, about half a microsecond, where a copy
+        cost seven): a graph gets back the very objects it saw, so identity caches
+        (`BudgetNode`'s token counts, the next put's shared prefix) hit. An object
+        its holder changed in place is left to them and the message is decoded
+        again from its line, so a read still returns what a fresh process reads;
+        an edit made inside a graph step is saved by the next put as a new message
+        (`_Batch.value`). ``checked``: ordinals already verified by this read (a
+        `list` of many checkpoints verifies each message once).
+        """
+        entry = self.templates.get_hit(ordinal)
+        if entry is not None:
+            msg, fp = entry
+            if checked is not None and ordinal in checked:
+                return msg  # type: ignore[no-any-return]
+            if _fingerprint(msg) == fp:
+                if checked is not None:
+                    checked.add(ordinal)
+                return msg  # type: ignore[no-any-return]
+        msg = self._decode_message(ordinal)
+        self.templates.put(ordinal, (msg, _fingerprint(msg)))
+        # The object stands for its line now (read again if the object is changed).
+        self.parsed.pop(self.msg_lines[ordinal], None)
+        if checked is not None:
+            checked.add(ordinal)
+        return msg
+
+    def _decode_message(self, ordinal: int) -> BaseMessage:
+        line_no, obj = self._message_line(ordinal)
+        body_line = line_no
+        try:
+            if "like" in obj:
+                body_line = self.body_line(ordinal)
+                return _detach(message_from_json(self.message_json(ordinal)))
+            return _detach(message_from_body(obj, self.serde))
+        except CodecError as exc:
+            note = (
+                f" (the body of message #{ordinal}, line {line_no})" if body_line != line_no else ""
+            )
+            raise self.corrupt(body_line, f"{exc}{note}") from None
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
-        """The fingerprint of a message as stored (what `message` returned, unedited)."""
-        fp = self.template_fps.get_hit(ordinal)
-        if fp is None:
-            template = self.templates.get_hit(ordinal)
-            if template is None:
-                self.message(ordinal)
-                template = self.templates.get_hit(ordinal)
-            fp = _fingerprint(template)
-            self.template_fps.put(ordinal, fp)
-        return fp  # type: ignore[no-any-return]
+        """The fingerprint of a message as stored (what `message` returns, unedited)."""
+        entry = self.templates.get_hit(ordinal)
+        if entry is None:
+            self.message(ordinal)
+            entry = self.templates.get_hit(ordinal)
+        return entry[1]  # type: ignore[no-any-return]
 
     def remember(
         self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...] | None = None
@@ -887,8 +917,17 @@ class _Index:
 
     # ------------------------------------------------------------ decoding
 
-    def decode(self, enc: Any, line: int, channel: str) -> Any:
-        """Decode one encoded value found on ``line`` (for ``channel``)."""
+    def decode(
+        self, enc: Any, line: int, channel: str, checked: set[int] | None = None
+    ) -> Any:
+        """Decode one encoded value found on ``line`` (for ``channel``).
+
+        Messages are the index's shared objects (`message`; ``checked`` as there);
+        everything else is the caller's own: JSON parts are copied out of the
+        parsed line, which later reads decode again.
+        """
+        if not is_list_value(enc):
+            enc = _owned(enc)
 
         def load_refs(e: Mapping[str, Any]) -> list[int]:
             if e is enc and ("base" in e or "append" in e):
@@ -902,10 +941,11 @@ class _Index:
             groups = message_refs(enc, load_refs, where)
         except CodecError as exc:
             raise self.corrupt(line, str(exc)) from None
-        msg_lines = self.msg_lines
-        self.prefetch(msg_lines[o] for _, refs in groups for o in refs if o in msg_lines)
+        lines, known = self.msg_lines, self.templates  # decoded messages need no line
+        self.prefetch(lines[o] for _, refs in groups for o in refs if o not in known and o in lines)
         try:
-            return decode_value(enc, self.message, load_refs, self.serde)
+            load = self.message if checked is None else lambda o: self.message(o, checked)
+            return decode_value(enc, load, load_refs, self.serde)
         except CodecError as exc:
             raise self.corrupt(line, f"{where}: {exc}") from None
         except CorruptLogError as exc:
@@ -913,8 +953,8 @@ class _Index:
                 raise
             raise self.corrupt(line, f"{where}: {exc.reason}") from None
 
-    def values(self, entry: CheckpointHead) -> dict[str, Any]:
-        """The channel values of a checkpoint."""
+    def values(self, entry: CheckpointHead, checked: set[int] | None = None) -> dict[str, Any]:
+        """The channel values of a checkpoint (messages shared: see `message`)."""
         found: list[tuple[str, int]] = []
         for channel, version in entry.versions.items():
             try:
@@ -928,13 +968,16 @@ class _Index:
         for channel, line in found:
             present, enc = self.value_enc(line, channel)
             if present:
-                value = values[channel] = self.decode(enc, line, channel)
+                value = values[channel] = self.decode(enc, line, channel, checked)
                 if is_list_value(enc):
                     self.list_objs.put((line, channel), (value.copy(), None))
         return values
 
     def pending_writes(
-        self, entry: CheckpointHead, channels: set[str] | None = None
+        self,
+        entry: CheckpointHead,
+        channels: set[str] | None = None,
+        checked: set[int] | None = None,
     ) -> list[PendingWrite]:
         """The checkpoint's writes in `writes_sort_key` order (only ``channels`` if given)."""
         stored = self._writes.get((entry.ns, entry.id))
@@ -948,7 +991,7 @@ class _Index:
         out: list[PendingWrite] = []
         for (task_id, _), w in ordered:
             enc = self.line(w.line)["w"][w.pos][2]
-            out.append((task_id, w.channel, self.decode(enc, w.line, w.channel)))
+            out.append((task_id, w.channel, self.decode(enc, w.line, w.channel, checked)))
         return out
 
     def metadata(self, entry: CheckpointHead) -> dict[str, Any]:

@@ -22,7 +22,12 @@ from types import TracebackType
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_ctx.saver.log import LogSaver, OnCorrupt
+from langgraph_ctx.saver.log import (
+    DEFAULT_CACHED_LINES,
+    DEFAULT_CACHED_THREADS,
+    LogSaver,
+    OnCorrupt,
+)
 from langgraph_ctx.storage.jsonl import JsonlStorage
 
 
@@ -49,6 +54,9 @@ class JsonlSaver(LogSaver):
             types plus ``allowed_types``.
         allowed_types: Classes your state holds that may be rebuilt from a file.
         on_corrupt: ``"raise"`` (default) or ``"skip"`` corrupt lines with a warning.
+        max_cached_threads: Threads whose index stays in memory between calls
+            (least recently used go first; an evicted thread reopens from its log).
+        max_cached_lines: Bound on the log lines those indexes cover together.
 
     Example:
         ```python
@@ -78,6 +86,8 @@ class JsonlSaver(LogSaver):
         serde: SerializerProtocol | None = None,
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         on_corrupt: OnCorrupt = "raise",
+        max_cached_threads: int | None = DEFAULT_CACHED_THREADS,
+        max_cached_lines: int | None = DEFAULT_CACHED_LINES,
     ) -> None:
         self.storage: JsonlStorage
         super().__init__(
@@ -85,6 +95,8 @@ class JsonlSaver(LogSaver):
             serde=serde,
             allowed_types=allowed_types,
             on_corrupt=on_corrupt,
+            max_cached_threads=max_cached_threads,
+            max_cached_lines=max_cached_lines,
         )
 
     @property

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,6 +79,15 @@ if TYPE_CHECKING:
     from langgraph_ctx.saver.retention import SweepReport
 
 OnCorrupt = Literal["raise", "skip"]
+
+DEFAULT_CACHED_THREADS = 64
+"""Threads whose index `LogSaver` keeps between calls, by default: 1,000 idle 10-turn
+threads then keep about 16 KB each in memory (an index of one is about 250 KB), where
+LangGraph's `SqliteSaver` keeps 1 KB; 64 threads served at once still never reopen."""
+
+DEFAULT_CACHED_LINES = 1_000_000
+"""Log lines the cached indexes cover together, by default (about 1-4 GB at most,
+a bound for many long threads; one 2,000-turn chat is about 14,000 lines)."""
 
 @dataclass(frozen=True)
 class CheckpointInfo:
@@ -143,6 +154,14 @@ class LogSaver(BaseCheckpointSaver[str]):
             ``compile()`` calls in strict mode) adds to it.
         on_corrupt: ``"raise"`` (default) raises `CorruptLogError` naming the
             file and line; ``"skip"`` skips the line with a warning.
+        max_cached_threads: How many threads' indexes stay in memory between
+            calls (least recently used go first; ``None``: no bound). An
+            evicted thread reopens from its log on its next call, as in a fresh
+            process. Keep it above the number of threads served at once.
+        max_cached_lines: Bound on the log lines those indexes cover together
+            (an index costs about 1-4 KB a line, with the parsed lines and message
+            objects it keeps); checked when a thread is opened, the thread being
+            opened always stays. ``None``: no bound.
     """
 
     def __init__(
@@ -152,6 +171,8 @@ class LogSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         on_corrupt: OnCorrupt = "raise",
+        max_cached_threads: int | None = DEFAULT_CACHED_THREADS,
+        max_cached_lines: int | None = DEFAULT_CACHED_LINES,
     ) -> None:
         allowed = builtins.list(allowed_types)
         if serde is None:
@@ -164,9 +185,18 @@ class LogSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         if on_corrupt not in ("raise", "skip"):
             raise ValueError("on_corrupt must be 'raise' or 'skip'")
+        for name, bound in (
+            ("max_cached_threads", max_cached_threads),
+            ("max_cached_lines", max_cached_lines),
+        ):
+            if bound is not None and (type(bound) is not int or bound < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {bound!r}")
         self.storage = storage
         self.on_corrupt = on_corrupt
-        self._indexes: dict[str, _Index] = {}
+        self.max_cached_threads = max_cached_threads
+        self.max_cached_lines = max_cached_lines
+        # thread id -> index, least recently used first (see `_sync`, `_evict`)
+        self._indexes: OrderedDict[str, _Index] = OrderedDict()
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> LogSaver:
         """Also rebuild these ``(module, name)`` classes from the log; returns this saver.
@@ -616,6 +646,15 @@ class LogSaver(BaseCheckpointSaver[str]):
         index = self._indexes.get(thread_id)
         if index is None or synced.reset:
             index = self._new_index(thread_id)
+            if not synced.reset and synced.first_line > 1:
+                # Evicted (`_evict`): the lines the storage reported before, read again.
+                known = range(1, synced.first_line)
+                assert index.reader is not None
+                lines = index.reader(builtins.list(known))
+                index.feed(1, [lines[n] for n in known], skip_corrupt=self.on_corrupt == "skip")
+        else:
+            with contextlib.suppress(KeyError):  # evicted meanwhile by another thread
+                self._indexes.move_to_end(thread_id)
         if index.error is not None:
             raise index.error
         index.feed(synced.first_line, synced.lines, skip_corrupt=self.on_corrupt == "skip")
@@ -636,7 +675,32 @@ class LogSaver(BaseCheckpointSaver[str]):
 
         index = _Index(where=self.storage.describe(thread_id), reader=read, serde=self.serde)
         self._indexes[thread_id] = index
+        self._evict(thread_id)
         return index
+
+    def _evict(self, keep: str) -> None:
+        """Drop the least recently used indexes beyond the bounds, except ``keep``'s.
+
+        Only memory goes: a call in flight keeps the index it holds, and the
+        next call on an evicted thread rebuilds it from the log (`_sync`).
+        """
+        indexes = self._indexes
+        max_threads, max_lines = self.max_cached_threads, self.max_cached_lines
+        lines = sum(i.lines for i in builtins.list(indexes.values())) if max_lines else 0
+        while len(indexes) > 1 and (
+            (max_threads is not None and len(indexes) > max_threads)
+            or (max_lines is not None and lines > max_lines)
+        ):
+            try:
+                thread_id, index = indexes.popitem(last=False)
+            except KeyError:  # emptied by another thread
+                return
+            if thread_id == keep:
+                indexes[thread_id] = index
+                if len(indexes) == 1:
+                    return
+                continue
+            lines -= index.lines
 
     def _commit(self, thread_id: str, index: _Index, batch: _Batch, *, durable: bool = True) -> int:
         """Append a batch (with the header if the log is new); return the last line.
@@ -656,11 +720,19 @@ class LogSaver(BaseCheckpointSaver[str]):
         first = self.storage.append(thread_id, raw, durable=durable)
         return batch.apply(first, [loads_sealed(r) for r in raw])
 
-    def _tuple(self, thread_id: Any, index: _Index, entry: CheckpointHead) -> CheckpointTuple:
+    def _tuple(
+        self,
+        thread_id: Any,
+        index: _Index,
+        entry: CheckpointHead,
+        checked: set[int] | None = None,
+    ) -> CheckpointTuple:
+        """The tuple of one checkpoint; its messages are the index's shared objects
+        (``checked``: those this read already verified, see `_Index.message`)."""
         try:
             metadata = index.metadata(entry)
-            checkpoint = index.checkpoint(entry, index.values(entry))
-            writes = index.pending_writes(entry)
+            checkpoint = index.checkpoint(entry, index.values(entry, checked))
+            writes = index.pending_writes(entry, checked=checked)
         except LangGraphCtxError:
             raise
         except (KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
@@ -689,6 +761,7 @@ class LogSaver(BaseCheckpointSaver[str]):
     ) -> builtins.list[CheckpointTuple]:
         thread_id = check_thread_id(thread)
         out: builtins.list[CheckpointTuple] = []
+        checked: set[int] = set()  # one object per message across the tuples, checked once
         with self._view(thread_id) as index:
             entries = [
                 e
@@ -705,7 +778,7 @@ class LogSaver(BaseCheckpointSaver[str]):
                     meta = index.metadata(entry)
                     if not all(meta.get(k) == v for k, v in meta_filter.items()):
                         continue
-                out.append(self._tuple(thread, index, entry))
+                out.append(self._tuple(thread, index, entry, checked))
         return out
 
     def _rebuild(self, thread_id: str, index: _Index, keep: Sequence[CheckpointHead]) -> None:

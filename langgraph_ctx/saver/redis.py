@@ -23,7 +23,12 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_ctx.saver.log import LogSaver, OnCorrupt
+from langgraph_ctx.saver.log import (
+    DEFAULT_CACHED_LINES,
+    DEFAULT_CACHED_THREADS,
+    LogSaver,
+    OnCorrupt,
+)
 from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisClient, RedisStorage, connect
 
 
@@ -59,6 +64,9 @@ class RedisLogSaver(LogSaver):
         serde: Serializer for values that are neither plain JSON nor messages.
         allowed_types: Classes your state holds that may be rebuilt from the log.
         on_corrupt: ``"raise"`` (default) or ``"skip"`` corrupt lines with a warning.
+        max_cached_threads: Threads whose index stays in memory between calls
+            (least recently used go first; an evicted thread reopens from its log).
+        max_cached_lines: Bound on the log lines those indexes cover together.
 
     Raises:
         StorageUnavailableError: (from any call) Redis is down, restarting,
@@ -97,6 +105,8 @@ class RedisLogSaver(LogSaver):
         serde: SerializerProtocol | None = None,
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         on_corrupt: OnCorrupt = "raise",
+        max_cached_threads: int | None = DEFAULT_CACHED_THREADS,
+        max_cached_lines: int | None = DEFAULT_CACHED_LINES,
     ) -> None:
         self._owns_client = isinstance(client, str)
         if isinstance(client, str):
@@ -116,6 +126,8 @@ class RedisLogSaver(LogSaver):
             serde=serde,
             allowed_types=allowed_types,
             on_corrupt=on_corrupt,
+            max_cached_threads=max_cached_threads,
+            max_cached_lines=max_cached_lines,
         )
 
     @classmethod
