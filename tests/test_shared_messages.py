@@ -56,7 +56,9 @@ def test_a_budget_step_costs_its_new_messages_not_the_history(backend: Backend) 
 
     # the history read back is the same objects: only the last turn's two messages
     # (decoded from their lines) and the new question are looked up, at 6 or 60 messages
-    assert examined[3:] == [3] * 27, examined
+    # (the counter may also recognise the answer it saw last turn: 2 or 3 lookups, but
+    # the same number at turn 4 and turn 30)
+    assert examined[3:] == [examined[3]] * 27 and examined[3] <= 3, examined
     assert calls[3:] == [2] * 27, calls  # the previous answer and the new question
     previous, last = seen[-2], seen[-1]
     assert len(last) == len(previous) + 2

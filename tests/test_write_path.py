@@ -83,13 +83,6 @@ def _fill_graph(saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-@pytest.mark.xfail(
-    reason="a message read back shares its empty dicts with the index's template "
-    "(_Index.message / _fresh_copy copies only full ones): when the template's "
-    "fingerprint is taken after the fill (it is taken lazily, by a put running beside "
-    "the node), the edit looks unchanged; serving shared objects (the head work) fixes it",
-    strict=False,
-)
 def test_an_empty_field_of_a_message_read_back_filled_in_place_is_saved(tmp_path) -> None:
     saver = JsonlSaver(tmp_path)
     graph = _fill_graph(saver)
