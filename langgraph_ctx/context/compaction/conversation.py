@@ -305,23 +305,10 @@ class Conversation:
         if unit.kind not in ("user", "assistant") or unit.tokens <= budget:
             return unit
         (message,) = unit.messages
-        short, cost = shrink_to(
-            lambda chars: shortened_message(message, tokens=unit.tokens, chars=chars),
-            chars=int(budget * _chars_per_token(message, unit.tokens)),
-            budget=budget,
-            count=self.count,
-        )
-        if cost >= unit.tokens:
-            return unit
-        record = ShortenedMessage(
-            id=unit.keys[0], role=unit.role, tokens=unit.tokens, tokens_after=cost
-        )
-        return replace(
+        return self._shrunk(
             unit,
-            messages=(short,),
-            sizes=(cost,),
-            tokens=cost,
-            shortened=(*unit.shortened, record),
+            lambda chars: shortened_message(message, tokens=unit.tokens, chars=chars),
+            budget=budget,
             originals=unit.source,
         )
 
@@ -333,8 +320,27 @@ class Conversation:
         if unit.kind != "user" or unit.tokens <= budget:
             return unit
         (message,) = unit.messages
-        short, cost = shrink_to(
+        return self._shrunk(
+            unit,
             lambda chars: shortened_to_fit(message, tokens=unit.tokens, chars=chars, room=budget),
+            budget=budget,
+            originals=unit.originals,
+        )
+
+    def _shrunk(
+        self,
+        unit: Unit,
+        shorten: Callable[[int], BaseMessage],
+        *,
+        budget: int,
+        originals: tuple[BaseMessage, ...],
+    ) -> Unit:
+        """`unit`'s single message as ``shorten`` makes it at the largest size within
+        ``budget`` (`shrink_to`), recorded in ``shortened``; `unit` itself when that
+        saves nothing."""
+        (message,) = unit.messages
+        short, cost = shrink_to(
+            shorten,
             chars=int(budget * _chars_per_token(message, unit.tokens)),
             budget=budget,
             count=self.count,
@@ -350,6 +356,7 @@ class Conversation:
             sizes=(cost,),
             tokens=cost,
             shortened=(*unit.shortened, record),
+            originals=originals,
         )
 
     # -- building ----------------------------------------------------------------
