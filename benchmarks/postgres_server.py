@@ -22,12 +22,21 @@ import atexit
 import os
 import pwd
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from typing_extensions import Self
+
+# `python benchmarks/x.py` puts benchmarks/ on the path, not the repository root that
+# holds tests/ (as benchmarks/redis.py and perf.py do for tests.redis_server).
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.local_server import LocalServer, free_port  # noqa: E402
 
 PG_ROOT = Path("/usr/lib/postgresql")
 
@@ -90,18 +99,12 @@ def postgres_unavailable() -> str | None:
     return prefix if isinstance(prefix, str) else None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class PostgresServer:
+class PostgresServer(LocalServer):
     """One PostgreSQL cluster in a temporary directory, bound to 127.0.0.1 on a free port.
 
     `start` runs ``initdb`` and ``pg_ctl start`` (about a second); `stop` stops the
-    server and removes the directory. Also a context manager. A started server is
-    stopped at interpreter exit if the caller forgot.
+    server and removes the directory. Also a context manager (`LocalServer`). A started
+    server is stopped at interpreter exit if the caller forgot.
     """
 
     def __init__(self) -> None:
@@ -119,7 +122,7 @@ class PostgresServer:
         assert binaries is not None
         return [*prefix[0], str(binaries / args[0]), *args[1:]]
 
-    def start(self) -> PostgresServer:
+    def start(self) -> Self:
         reason = postgres_unavailable()
         if reason is not None:
             raise RuntimeError(f"PostgreSQL cannot be started: {reason}")
@@ -183,14 +186,3 @@ class PostgresServer:
             self.started = False
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = None
-
-    def __enter__(self) -> PostgresServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -25,6 +25,27 @@ def saver(root: Path) -> JsonlSaver:
     return JsonlSaver(root)
 
 
+@pytest.fixture
+def fingerprinted(monkeypatch: pytest.MonkeyPatch) -> list[BaseMessage]:
+    """Every message the token counters fingerprint from now on, in order.
+
+    A fingerprint (the message's fields hashed) is what a count costs beyond a lookup by
+    id, so a test of the count cache clears this list before a step and asserts which
+    messages the step really read.
+    """
+    from langgraph_ctx.context.tokens import counter
+
+    seen: list[BaseMessage] = []
+    fingerprint = counter.message_fingerprint
+
+    def recording(message: BaseMessage) -> int:
+        seen.append(message)
+        return fingerprint(message)
+
+    monkeypatch.setattr(counter, "message_fingerprint", recording)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """One real redis-server for the session; tests keep apart by key prefix."""
@@ -93,6 +114,18 @@ def snapshot_view(snapshot: Any) -> Any:
 
 def history_view(graph: Any, config: dict) -> list[Any]:
     return [snapshot_view(s) for s in graph.get_state_history(config)]
+
+
+def chat(graph: Any, thread_id: str, *texts: str) -> None:
+    """One graph turn per text, each a user message, in thread `thread_id`."""
+    for text in texts:
+        graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}})
+
+
+def contents(saver: Any, thread_id: str) -> list[str]:
+    """The message texts of the thread's head checkpoint, read from the saver itself."""
+    tup = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+    return [m.content for m in tup.checkpoint["channel_values"]["messages"]] if tup else []
 
 
 SaverFactory = Callable[[], Any]

@@ -15,16 +15,27 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Self
+
+from .local_server import LocalServer, free_port
 
 if TYPE_CHECKING:
     import redis
+
+__all__ = [
+    "INSTALL_HINT",
+    "RedisClusterServer",
+    "RedisServer",
+    "free_port",
+    "redis_server_binary",
+    "require_redis_server",
+]
 
 INSTALL_HINT = (
     "redis-server is not installed; `make test` installs it "
@@ -58,13 +69,7 @@ def require_redis_server() -> str:
     return binary
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisServer:
+class RedisServer(LocalServer):
     """One ``redis-server`` process bound to 127.0.0.1, its data in ``directory``.
 
     Args:
@@ -129,7 +134,7 @@ class RedisServer:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
         return args
 
-    def start(self, timeout: float = 10.0) -> RedisServer:
+    def start(self, timeout: float = 10.0) -> Self:
         """Start the server (again) on the same port and wait until it answers PING."""
         if self.process is not None and self.process.poll() is None:
             return self
@@ -193,19 +198,8 @@ class RedisServer:
                 self.process.wait()
         self.process = None
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class RedisClusterServer:
+class RedisClusterServer(LocalServer):
     """A Redis Cluster of ``masters`` primaries on 127.0.0.1, with optional replicas.
 
     Each node is a `RedisServer` with ``cluster-enabled yes`` in its own
@@ -262,7 +256,7 @@ class RedisClusterServer:
         """The masters' ports, in slot order (the first master serves slots from 0)."""
         return [n.port for n in self.nodes]
 
-    def start(self, timeout: float = 20.0) -> RedisClusterServer:
+    def start(self, timeout: float = 20.0) -> Self:
         """Start every node (again) and return once the cluster is ready (see the class).
 
         If it does not come up, every node is stopped before the error propagates
@@ -274,7 +268,7 @@ class RedisClusterServer:
             self.stop()
             raise
 
-    def _start(self, timeout: float) -> RedisClusterServer:
+    def _start(self, timeout: float) -> Self:
         import redis
 
         every = [*self.nodes, *self.replicas]
@@ -354,14 +348,3 @@ class RedisClusterServer:
     def stop(self) -> None:
         for node in [*self.replicas, *self.nodes]:
             node.stop()
-
-    def __enter__(self) -> RedisClusterServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

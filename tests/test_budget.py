@@ -483,12 +483,12 @@ async def test_pre_model_hook_without_a_context_usage_key_leaves_the_agent_worki
     assert "context_usage" not in state
 
 
-def test_fresh_copies_reuse_the_counted_prefix_and_edits_are_recounted() -> None:
+def test_fresh_copies_reuse_the_counted_prefix_and_edits_are_recounted(
+    fingerprinted: list[BaseMessage],
+) -> None:
     # A checkpointer hands the state back as new objects: same ids and values. The
     # node must not re-fingerprint the history, yet see a field changed under the same id.
     from langchain_core.messages import messages_from_dict, messages_to_dict
-
-    from langgraph_ctx.context import tokens
 
     def fresh(messages: list[BaseMessage]) -> list[BaseMessage]:
         return messages_from_dict(json.loads(json.dumps(messages_to_dict(messages))))
@@ -502,20 +502,9 @@ def test_fresh_copies_reuse_the_counted_prefix_and_edits_are_recounted() -> None
     node = BudgetNode("fast", model="gpt-4o")
     node.usage({"messages": history})
     grown = fresh([*history, HumanMessage("and now?", id="h-new")])
-    calls = 0
-    fingerprint = tokens.counter.message_fingerprint
-
-    def counting(message: BaseMessage) -> int:
-        nonlocal calls
-        calls += 1
-        return fingerprint(message)
-
-    tokens.counter.message_fingerprint = counting  # type: ignore[assignment]
-    try:
-        usage = node.usage({"messages": grown})
-    finally:
-        tokens.counter.message_fingerprint = fingerprint  # type: ignore[assignment]
-    assert calls == 1  # only the new message
+    fingerprinted.clear()
+    usage = node.usage({"messages": grown})
+    assert len(fingerprinted) == 1  # only the new message
     assert usage.used == count_tokens(grown)
     # The same id and content, other tool call arguments: counted anew.
     edited = fresh(grown)

@@ -7,14 +7,11 @@ import json
 import sqlite3
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, StateGraph
-from langgraph.graph.message import _messages_delta_reducer
 from langgraph.types import Command
 from typer.testing import CliRunner
 
@@ -29,27 +26,13 @@ from langgraph_ctx.migrate import (
 
 from .cli_scenarios import chat_graph, subgraph_with_interrupt, travel_agent
 from .conftest import history_view, snapshot_view
-from .test_saver_graphs import send_graph
+from .test_saver_graphs import delta_graph, send_graph
 
 runner = CliRunner()
 
 
 def cfg(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}}
-
-
-def delta_graph() -> StateGraph:
-    class State(TypedDict):
-        messages: Annotated[list, DeltaChannel(_messages_delta_reducer, snapshot_frequency=3)]
-
-    def bot(state):
-        n = len(state["messages"])
-        return {"messages": [AIMessage(content=f"echo {n}", id=f"ai-{n}")]}
-
-    builder = StateGraph(State)
-    builder.add_node(bot)
-    builder.add_edge(START, "bot")
-    return builder
 
 
 def _graphs(saver: Any) -> dict[str, Any]:

@@ -63,12 +63,19 @@ class Chat:
     """A graph with the context pipeline and tools; each turn scripts the model's replies."""
 
     def __init__(
-        self, saver: Any, *, thread: str | int = THREAD, checkpointer: bool = True, **options: Any
+        self,
+        saver: Any,
+        *,
+        thread: str | int = THREAD,
+        checkpointer: bool = True,
+        budget: ContextBudget | str = "planning",
+        **options: Any,
     ) -> None:
+        """`options` go to `context_tools`; `budget` to the pipeline."""
         self.saver = saver
         self.tools = context_tools(saver, **options)
         self.model = StreamingScript(script=[])
-        pipeline = context_pipeline("planning", tools=self.tools)
+        pipeline = context_pipeline(budget, tools=self.tools)
         builder = StateGraph(ContextState)
         builder.add_node("model", ModelNode(self.model, tools=self.tools))
         builder.add_node("tools", ToolNode(self.tools))
@@ -301,17 +308,8 @@ def test_new_resets_the_running_summary_of_the_old_context(tmp_path: Path) -> No
 
 @pytest.mark.filterwarnings("error::UserWarning")  # e.g. ModelNode finding a stale view
 def test_compaction_works_inside_the_active_context(tmp_path: Path) -> None:
-    chat = Chat(JsonlSaver(tmp_path / "chats"), max_loaded_tokens=600)
     budget = ContextBudget(total=3_000, output_reserve=200, name="tiny")
-    pipeline = context_pipeline(budget, tools=chat.tools)
-    builder = StateGraph(ContextState)
-    builder.add_node("model", ModelNode(chat.model, tools=chat.tools))
-    builder.add_node("tools", ToolNode(chat.tools))
-    entry = pipeline.add_to(builder, before="model")
-    builder.add_edge(START, entry)
-    builder.add_conditional_edges("model", tools_condition)
-    builder.add_edge("tools", entry)
-    chat.graph = builder.compile(checkpointer=chat.saver)
+    chat = Chat(JsonlSaver(tmp_path / "chats"), budget=budget, max_loaded_tokens=600)
 
     for i in range(8):
         out, _ = chat.turn(

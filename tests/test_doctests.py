@@ -321,12 +321,6 @@ SKIPPED: dict[str, str] = {}
 
 NOT_RUNNING: dict[str, str] = {
     # id: what the example lacks today (a name it assumes, a file it expects, a wrong call)
-    "langgraph_ctx.context.archive.forks.fork_thread": "cp_id is not in the new InMemorySaver",
-    "langgraph_ctx.context.budget.ContextUsage": "invokes a graph without a thread config",
-    "langgraph_ctx.context.compaction.record": "state has no compaction_log",
-    "langgraph_ctx.context.compaction.strategies.extraction": "assumes `unit`",
-    "langgraph_ctx.context.notebook": "state has no error_notebook",
-    "langgraph_ctx.nodes.state.compaction_history": "state has no compaction_log",
 }
 """Examples that do not run yet, by id, with the error they raise (to fix: make the
 example self-contained or correct, then remove its entry)."""
@@ -355,7 +349,15 @@ def test_docstring_example_runs(
     public |= set(_import("langgraph_ctx.testing").__all__)
     for name in sorted((_names_used(tree) & public) - ns.keys()):
         ns[name] = _assumed_import(name)(ns)
-    code = compile(source, f"<{module_name} example>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    # dont_inherit: the block runs as a reader pastes it, without this file's
+    # `from __future__ import annotations` (a TypedDict state needs its hints evaluated)
+    code = compile(
+        source,
+        f"<{module_name} example>",
+        "exec",
+        flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+        dont_inherit=True,
+    )
     result = eval(code, ns)
     if inspect.iscoroutine(result):
         asyncio.run(result)

@@ -12,6 +12,7 @@ from langgraph_ctx import (
     ThreadNotFoundError,
 )
 
+from .conftest import chat
 from .test_saver_graphs import chat_graph
 
 ON_REDIS_CLUSTER = True  # the backend tests also run on a Redis Cluster (conftest)
@@ -20,11 +21,6 @@ ON_REDIS_CLUSTER = True  # the backend tests also run on a Redis Cluster (confte
 def contents(graph, thread_id: str) -> list[str]:
     state = graph.get_state({"configurable": {"thread_id": thread_id}})
     return [m.content for m in state.values.get("messages", [])]
-
-
-def chat(graph, thread_id: str, *texts: str) -> None:
-    for text in texts:
-        graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}})
 
 
 @pytest.fixture

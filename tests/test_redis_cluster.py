@@ -28,7 +28,7 @@ from langgraph_ctx.storage.jsonl import JsonlStorage
 from langgraph_ctx.storage.transfer import copy_thread_between
 
 from .backends import RedisBackend
-from .conftest import history_view, snapshot_view
+from .conftest import chat, contents, history_view, snapshot_view
 from .redis_server import RedisClusterServer, free_port, require_redis_server
 from .test_saver_graphs import chat_graph
 
@@ -49,16 +49,6 @@ def rc(redis_cluster: RedisClusterServer):
     made = RedisBackend(redis_cluster.url, name="redis-cluster")
     yield made
     made.close()
-
-
-def chat(graph, thread_id: str, *texts: str) -> None:
-    for text in texts:
-        graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}})
-
-
-def contents(saver, thread_id: str) -> list[str]:
-    tup = saver.get_tuple({"configurable": {"thread_id": thread_id}})
-    return [m.content for m in tup.checkpoint["channel_values"]["messages"]] if tup else []
 
 
 def after_turns(graph, thread_id: str, turns: int) -> str:

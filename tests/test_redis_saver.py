@@ -35,7 +35,7 @@ from langgraph_ctx.storage.jsonl import JsonlStorage
 from langgraph_ctx.storage.transfer import copy_thread_between
 
 from .backends import RedisBackend
-from .conftest import history_view, snapshot_view
+from .conftest import chat, contents, history_view, snapshot_view
 from .redis_server import RedisServer, free_port, require_redis_server
 from .test_saver_graphs import approval_graph, chat_graph, nested_graph
 
@@ -69,16 +69,6 @@ def own_server(tmp_path):
     """A server this test may stop and restart (AOF on, fsync on every write)."""
     with RedisServer(tmp_path / "redis", appendonly=True, binary=require_redis_server()) as server:
         yield server
-
-
-def chat(graph, thread_id: str, *texts: str) -> None:
-    for text in texts:
-        graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}})
-
-
-def contents(saver, thread_id: str) -> list[str]:
-    tup = saver.get_tuple({"configurable": {"thread_id": thread_id}})
-    return [m.content for m in tup.checkpoint["channel_values"]["messages"]] if tup else []
 
 
 def view(graph, thread_id: str):

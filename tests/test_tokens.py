@@ -715,7 +715,9 @@ def test_cache_is_bounded() -> None:
         MessageTokenCounter(max_entries=0)
 
 
-def test_count_many_reuses_the_prefix_of_either_list_it_alternates_between() -> None:
+def test_count_many_reuses_the_prefix_of_either_list_it_alternates_between(
+    fingerprinted: list[BaseMessage],
+) -> None:
     # A pipeline step counts the history, then the request it sends: both prefixes stay.
     counter = MessageTokenCounter("gpt-4o")
     history = [HumanMessage(f"question {i}", id=f"h{i}") for i in range(50)]
@@ -723,20 +725,9 @@ def test_count_many_reuses_the_prefix_of_either_list_it_alternates_between() -> 
     counter.count_many(history)
     counter.count_many(request)
     history = [*history, AIMessage("an answer", id="a")]
-    calls = 0
-    fingerprint = tokens.counter.message_fingerprint
-
-    def counting(message: BaseMessage) -> int:
-        nonlocal calls
-        calls += 1
-        return fingerprint(message)
-
-    tokens.counter.message_fingerprint = counting  # type: ignore[assignment]
-    try:
-        counts = counter.count_many(history)
-    finally:
-        tokens.counter.message_fingerprint = fingerprint  # type: ignore[assignment]
-    assert calls == 1  # only the new message went through the id + fingerprint cache
+    fingerprinted.clear()
+    counts = counter.count_many(history)
+    assert len(fingerprinted) == 1  # only the new message went through the id + fingerprint cache
     assert counts == [count_message_tokens(m) for m in history]
     # An edit in place inside the reused prefix is still seen.
     history[3].content = "a question rewritten in place, much longer than it was"

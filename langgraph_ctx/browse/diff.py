@@ -78,6 +78,28 @@ def _message_key(message: BaseMessage) -> Any:
     return ("body", json.dumps(jsonable(message), sort_keys=True, default=str))
 
 
+def _message_change(
+    kind: Literal["added", "removed", "changed"],
+    at_a: tuple[int, BaseMessage] | None,
+    at_b: tuple[int, BaseMessage] | None,
+    fields: list[str] | None = None,
+) -> MessageChange:
+    """The change of one message, given as (index, message) at A and/or at B; its id and
+    role are those at B when it is there."""
+    where = at_b or at_a
+    if where is None:
+        raise ValueError("a message change needs the message at A or at B")
+    message = where[1]
+    return MessageChange(
+        kind=kind,
+        id=message.id,
+        role=message_role(message),
+        before=message_entry(*at_a) if at_a else None,
+        after=message_entry(*at_b) if at_b else None,
+        fields=fields or [],
+    )
+
+
 def diff_values(
     a: Mapping[str, Any],
     b: Mapping[str, Any],
@@ -104,37 +126,10 @@ def diff_values(
                     unchanged += 1
                     continue
                 names = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-                changes.append(
-                    MessageChange(
-                        kind="changed",
-                        id=msgs_b[j].id,
-                        role=message_role(msgs_b[j]),
-                        before=message_entry(i, msgs_a[i]),
-                        after=message_entry(j, msgs_b[j]),
-                        fields=names,
-                    )
-                )
+                changes.append(_message_change("changed", (i, msgs_a[i]), (j, msgs_b[j]), names))
             continue
-        for i in range(i1, i2):
-            changes.append(
-                MessageChange(
-                    kind="removed",
-                    id=msgs_a[i].id,
-                    role=message_role(msgs_a[i]),
-                    before=message_entry(i, msgs_a[i]),
-                    after=None,
-                )
-            )
-        for j in range(j1, j2):
-            changes.append(
-                MessageChange(
-                    kind="added",
-                    id=msgs_b[j].id,
-                    role=message_role(msgs_b[j]),
-                    before=None,
-                    after=message_entry(j, msgs_b[j]),
-                )
-            )
+        changes += [_message_change("removed", (i, msgs_a[i]), None) for i in range(i1, i2)]
+        changes += [_message_change("added", None, (j, msgs_b[j])) for j in range(j1, j2)]
     skip = {messages_channel(a, messages_key), messages_channel(b, messages_key)}
     channels: list[ChannelChange] = []
     for channel in sorted(set(a) | set(b)):

@@ -1,4 +1,5 @@
-"""The typer app and what every command shares: ``--dir``, errors as one line, JSON.
+"""The typer app and what every command shares: ``--dir``, errors as one line, JSON, and
+what a thread command starts from (`_checkpoint`: the saver, the checkpoint named).
 
 `cli.app` (the entry point) imports this and the command modules `cli.read`,
 `cli.change` and `cli.move`, which register their commands on `app`; keeping the shared
@@ -25,6 +26,8 @@ from langgraph_ctx.errors import CliError, LangGraphCtxError, ThreadNotFoundErro
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from langgraph_ctx.saver.log import CheckpointInfo
 
 DIR_ENV = "LANGGRAPH_CTX_DIR"
 DEFAULT_DIR = "chats"
@@ -178,29 +181,56 @@ def _state(ctx: typer.Context) -> _State:
     return ctx.find_object(_State) or _State(Path(os.environ.get(DIR_ENV) or DEFAULT_DIR))
 
 
+# ---------------------------------------------- what the thread commands start from
+
+
+def _saver(ctx: typer.Context) -> Any:
+    """The `JsonlSaver` on the command's ``--dir`` (which must exist)."""
+    return _state(ctx).saver()
+
+
 @contextmanager
-def _thread_errors(state: _State) -> Iterator[None]:
+def _thread_errors(ctx: typer.Context) -> Iterator[None]:
     """Name the directory when a thread is unknown (the usual cause: the wrong --dir)."""
     try:
         yield
     except ThreadNotFoundError as exc:
         raise CliError(
-            f"{exc} in {state.root} ('langgraph-ctx threads' lists the threads)"
+            f"{exc} in {_state(ctx).root} ('langgraph-ctx threads' lists the threads)"
         ) from None
+
+
+def _checkpoint(ctx: typer.Context, thread: str, ref: str | None) -> tuple[Any, CheckpointInfo]:
+    """The ``--dir`` saver and the checkpoint of `thread` the command line names: an id,
+    a unique prefix of one, ``head`` or ``head~N`` (None: the head).
+
+    Raises:
+        CliError: the directory or the thread is missing.
+        CheckpointNotFoundError: `ref` names no checkpoint.
+        CheckpointRefError: `ref` is a prefix of several checkpoints.
+    """
+    from langgraph_ctx import browse
+
+    saver = _saver(ctx)
+    with _thread_errors(ctx):
+        return saver, browse.resolve_checkpoint(saver, thread, ref)
+
+
+def _dir_option(**extra: Any) -> Any:
+    """``--dir``, taken before the command (`_root`) and after it (`DirOpt`)."""
+    return typer.Option(
+        "--dir",
+        "-d",
+        help=f"The JsonlSaver directory (default: ${DIR_ENV}, else ./{DEFAULT_DIR}).",
+        show_default=False,
+        **extra,
+    )
 
 
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
-    directory: Annotated[
-        Path | None,
-        typer.Option(
-            "--dir",
-            "-d",
-            help=f"The JsonlSaver directory (default: ${DIR_ENV}, else ./{DEFAULT_DIR}).",
-            show_default=False,
-        ),
-    ] = None,
+    directory: Annotated[Path | None, _dir_option()] = None,
 ) -> None:
     """Inspect, repair and move LangGraph conversations saved by JsonlSaver."""
     root = directory or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
@@ -217,19 +247,11 @@ def _dir_after_command(ctx: typer.Context, value: Path | None) -> Path | None:
     return value
 
 
-DirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--dir",
-        "-d",
-        help=f"The JsonlSaver directory (default: ${DIR_ENV}, else ./{DEFAULT_DIR}).",
-        show_default=False,
-        callback=_dir_after_command,
-    ),
-]
+DirOpt = Annotated[Path | None, _dir_option(callback=_dir_after_command)]
 """Every command takes ``--dir`` too (its callback sets the state `_state` reads)."""
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ThreadArg = Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)]
 CheckpointOpt = Annotated[
     str | None,
     typer.Option(
@@ -251,5 +273,3 @@ MessagesKeyOpt = Annotated[
 def run(argv: Sequence[str] | None = None) -> None:
     """Run the command line (``argv`` defaults to ``sys.argv[1:]``)."""
     app(args=list(argv) if argv is not None else None, prog_name="langgraph-ctx")
-
-

@@ -12,8 +12,10 @@ import typer
 from langgraph_ctx.cli._app import (
     DirOpt,
     JsonOpt,
+    ThreadArg,
+    _checkpoint,
     _echo_json,
-    _state,
+    _saver,
     _thread_errors,
     app,
 )
@@ -45,16 +47,9 @@ def fork(
     directory: DirOpt = None,
 ) -> None:
     """Copy a thread to a new id, whole or as it was at a checkpoint."""
-    from langgraph_ctx import browse
-
-    state = _state(ctx)
-    saver = state.saver()
-    with _thread_errors(state):
-        at = (
-            browse.resolve_checkpoint(saver, source, checkpoint).checkpoint_id
-            if checkpoint
-            else None
-        )
+    saver, info = _checkpoint(ctx, source, checkpoint) if checkpoint else (_saver(ctx), None)
+    at = info.checkpoint_id if info else None
+    with _thread_errors(ctx):
         head = saver.fork(source, target, checkpoint_id=at)
     out = {**_head_json(saver, target, head), "source": source, "checkpoint_id": at}
     if as_json:
@@ -69,7 +64,7 @@ def fork(
 @app.command()
 def revert(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
+    thread: ThreadArg,
     checkpoint: Annotated[
         str,
         typer.Argument(
@@ -80,12 +75,9 @@ def revert(
     directory: DirOpt = None,
 ) -> None:
     """Roll a thread back to a checkpoint; the previous file is kept as <thread>.jsonl.1."""
-    from langgraph_ctx import browse
-
-    state = _state(ctx)
-    saver = state.saver()
-    with _thread_errors(state):
-        at = browse.resolve_checkpoint(saver, thread, checkpoint).checkpoint_id
+    saver, info = _checkpoint(ctx, thread, checkpoint)
+    at = info.checkpoint_id
+    with _thread_errors(ctx):
         head = saver.revert(thread, at)
     out = _head_json(saver, thread, head)
     out["backup"] = out["backups"][0] if out["backups"] else None
@@ -185,10 +177,9 @@ def _prune_threads(
     from langgraph_ctx import browse
     from langgraph_ctx.context.archive import archive_threads_of, delete_archives
 
-    state = _state(ctx)
-    saver = state.saver()
+    saver = _saver(ctx)
     before: dict[str, tuple[int, int]] = {}
-    with _thread_errors(state):
+    with _thread_errors(ctx):
         for tid in thread:
             infos = browse.require_thread(saver, tid)
             before[tid] = (len(infos), Path(saver.path(tid)).stat().st_size)
@@ -283,10 +274,9 @@ def _sweep(
         age = parse_age(older_than)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--older-than") from None
-    state = _state(ctx)
-    saver = state.saver()
+    saver = _saver(ctx)
     if thread:
-        with _thread_errors(state):
+        with _thread_errors(ctx):
             for tid in thread:
                 browse.require_thread(saver, tid)
     options = {

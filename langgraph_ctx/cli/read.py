@@ -18,9 +18,12 @@ from langgraph_ctx.cli._app import (
     DirOpt,
     JsonOpt,
     MessagesKeyOpt,
+    ThreadArg,
+    _checkpoint,
     _console,
     _echo_json,
     _print,
+    _saver,
     _state,
     _thread_errors,
     app,
@@ -45,7 +48,7 @@ def threads(
     from langgraph_ctx import browse
     from langgraph_ctx.cli.render import threads_table
 
-    saver = _state(ctx).saver()
+    saver = _saver(ctx)
     with saver.storage.listing():  # one directory scan for every thread's backups
         summaries = browse.thread_summaries(saver, include_archives=archives)
     if as_json:
@@ -60,7 +63,7 @@ def threads(
 @app.command()
 def history(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
+    thread: ThreadArg,
     all_ns: Annotated[
         bool, typer.Option("--all-ns", help="Include subgraph checkpoints (namespaces).")
     ] = False,
@@ -74,9 +77,8 @@ def history(
     from langgraph_ctx import browse
     from langgraph_ctx.cli.render import history_table
 
-    state = _state(ctx)
-    with _thread_errors(state):
-        rows = browse.history(state.saver(), thread, all_namespaces=all_ns, limit=limit)
+    with _thread_errors(ctx):
+        rows = browse.history(_saver(ctx), thread, all_namespaces=all_ns, limit=limit)
     if as_json:
         _echo_json(rows)
         return
@@ -86,7 +88,7 @@ def history(
 @app.command()
 def show(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
+    thread: ThreadArg,
     checkpoint: CheckpointOpt = None,
     messages_key: MessagesKeyOpt = None,
     as_json: JsonOpt = False,
@@ -96,10 +98,7 @@ def show(
     from langgraph_ctx import browse
     from langgraph_ctx.cli.render import transcript_view
 
-    state = _state(ctx)
-    saver = state.saver()
-    with _thread_errors(state):
-        info = browse.resolve_checkpoint(saver, thread, checkpoint)
+    saver, info = _checkpoint(ctx, thread, checkpoint)
     values, pending_writes = browse.checkpoint_state(saver, info)
     t = browse.transcript(
         values, messages_key=messages_key or browse.MESSAGES_KEY, pending_writes=pending_writes
@@ -126,7 +125,7 @@ def show(
 @app.command()
 def diff(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
+    thread: ThreadArg,
     a: Annotated[
         str, typer.Argument(metavar="A", help="From this checkpoint (id, prefix, head, head~N).")
     ],
@@ -142,10 +141,9 @@ def diff(
     from langgraph_ctx import browse
     from langgraph_ctx.cli.render import diff_view
 
-    state = _state(ctx)
-    with _thread_errors(state):
+    with _thread_errors(ctx):
         d = browse.diff_checkpoints(
-            state.saver(),
+            _saver(ctx),
             thread,
             a,
             b,
@@ -182,7 +180,7 @@ def _usage_budget(model: str, budget: str | None, window: int | None, reserved: 
 @app.command()
 def usage(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
+    thread: ThreadArg,
     model: Annotated[
         str, typer.Option("--model", "-m", help="Model whose tokenizer counts (gpt-4o, ...).")
     ],
@@ -221,11 +219,8 @@ def usage(
     from langgraph_ctx import browse
     from langgraph_ctx.context.budget import ContextUsage
 
-    state = _state(ctx)
-    saver = state.saver()
     chosen = _usage_budget(model, budget, window, reserved_output)
-    with _thread_errors(state):
-        info = browse.resolve_checkpoint(saver, thread, checkpoint)
+    saver, info = _checkpoint(ctx, thread, checkpoint)
     values = browse.state_values(saver, info)
     result = browse.usage_at(
         values,
@@ -257,7 +252,7 @@ def usage(
     if plot is not None:
         from langgraph_ctx.cli.plot import save_usage_plot
 
-        with _thread_errors(state):
+        with _thread_errors(ctx):
             series = browse.usage_series(
                 saver,
                 thread,
@@ -298,7 +293,7 @@ class ExportFormat(str, Enum):
 @app.command()
 def export(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.", show_default=False)],
+    thread: ThreadArg,
     fmt: Annotated[
         ExportFormat,
         typer.Option(
@@ -320,10 +315,7 @@ def export(
     """Messages in OpenAI's chat format (role, content, tool_calls, ...), for evals."""
     from langgraph_ctx import browse
 
-    state = _state(ctx)
-    saver = state.saver()
-    with _thread_errors(state):
-        info = browse.resolve_checkpoint(saver, thread, checkpoint)
+    saver, info = _checkpoint(ctx, thread, checkpoint)
     messages = browse.find_messages(
         browse.state_values(saver, info), messages_key or browse.MESSAGES_KEY
     )
@@ -372,7 +364,7 @@ def verify(
         raise CliError(f"no such directory: {state.root} (set --dir or ${DIR_ENV})")
     console = _console(stderr=True)
     with (
-        _thread_errors(state),
+        _thread_errors(ctx),
         Progress(  # on a terminal only: never with --json or when piped
             TextColumn("verifying"),
             BarColumn(),

@@ -360,8 +360,20 @@ class ContextUsage(BaseModel):
 
     Example:
         ```python
+        from langgraph.graph import START, StateGraph
+
+        from langgraph_ctx import BudgetNode, BudgetState
+
+        builder = StateGraph(BudgetState)
+        builder.add_node("budget", BudgetNode("fast", model="gpt-4o"))
+        builder.add_edge(START, "budget")
+        graph = builder.compile()
+
+        inputs = {"messages": [("user", "What should I pack for Lisbon?")]}
         usage = graph.invoke(inputs)["context_usage"]
-        print(usage)  # [SSHHHHHHII..........RR] 31.2% 2,496/8,000 ...
+        print(usage)
+        # [I................................RRRRRRR] 17.9% 14/4,000 · normal L0 · gpt-4o · ...
+        usage.breakdown["current_input"], usage.remaining  # (11, 3286)
         if usage.status == "compressing": ...
         ```
     """

@@ -5,15 +5,42 @@ plain dict) per failure, oldest first. Declare the key with the `add_errors` red
 (`ContextState` does), and every node may append to it:
 
 ```python
-from typing import Annotated
-from langgraph_ctx.context.notebook import ErrorRecord, add_errors
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from langgraph_ctx.context.notebook import ErrorRecord, add_errors, errors_in
 
 class State(MessagesState):
     error_notebook: Annotated[list[ErrorRecord], add_errors]
 
+class SoldOut(Exception):
+    pass
+
+@tool
+def book_flight(flight: str) -> str:
+    "Book a flight by its number."
+    raise SoldOut(f"flight {flight} is sold out")
+
+def record_errors(state: State) -> dict[str, Any]:
+    return {"error_notebook": errors_in(state["messages"])}
+
+builder = StateGraph(State)
+builder.add_node("tools", ToolNode([book_flight], handle_tool_errors=True))
+builder.add_node("record_errors", record_errors)
+builder.add_edge(START, "tools")
+builder.add_edge("tools", "record_errors")
+graph = builder.compile()
+
+call = {"name": "book_flight", "args": {"flight": "LH123"}, "id": "call_7"}
+state = graph.invoke({"messages": [("user", "Book LH123."), AIMessage("", tool_calls=[call])]})
 state["error_notebook"][-1]
-# {'id': 'tool:call_7', 'kind': 'tool_error', 'tool_name': 'book_flight',
-#  'error_type': 'SoldOut', 'message': 'flight LH123 is sold out', 'step': 3, ...}
+# {'id': 'tool:call_7', 'kind': 'tool_error', 'error_type': 'SoldOut',
+#  'message': "Error: SoldOut('flight LH123 is sold out') Please fix your mistakes.",
+#  'at': '2026-11-23T15:40:14.226+00:00', 'tool_name': 'book_flight', ...}
 ```
 
 Records are found in the messages themselves: `LLM_ERROR` assistant messages and tool
@@ -80,6 +107,12 @@ def notebook_reducer(
 
     Example:
         ```python
+        from typing import Annotated
+
+        from langgraph.graph import MessagesState
+
+        from langgraph_ctx.context.notebook import ErrorRecord, notebook_reducer
+
         class State(MessagesState):
             error_notebook: Annotated[list[ErrorRecord], notebook_reducer(200)]
         ```

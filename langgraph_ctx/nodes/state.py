@@ -132,8 +132,26 @@ def compaction_history(
 
     Example:
         ```python
+        from langgraph.graph import START, StateGraph
+
+        from langgraph_ctx import (
+            CompactionNode, ContextState, JsonlSaver, ModelNode, compaction_history,
+            context_pipeline,
+        )
+        from langgraph_ctx.testing import OfflineChatModel
+
+        compaction = CompactionNode("window", trigger=("messages", 4), target=400)
+        pipeline = context_pipeline("fast", compaction=compaction)  # from 4 messages on
+        builder = StateGraph(ContextState)
+        builder.add_node("model", ModelNode(OfflineChatModel()))
+        builder.add_edge(START, pipeline.add_to(builder, before="model"))
+        graph = builder.compile(checkpointer=JsonlSaver("./chats"))
+        config = {"configurable": {"thread_id": "task-001"}}
+        for day in range(1, 15):
+            graph.invoke({"messages": [("user", f"Day {day} in Lisbon: what to see?")]}, config)
+
         records = compaction_history(graph.get_state_history(config))
-        len(records), len(graph.get_state(config).values["compaction_log"])   # (51, 10)
+        len(records), len(graph.get_state(config).values["compaction_log"])   # (12, 10)
         ```
     """
     seen: set[str] = set()

@@ -151,9 +151,28 @@ def fork_thread(
 
     Example:
         ```python
-        saver = InMemorySaver()             # has no fork of its own
-        head = fork_thread(saver, "task-001", "task-001-copy", checkpoint_id=cp_id)
-        graph.invoke({"messages": [("user", "try another way")]}, head)
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.graph import START, MessagesState, StateGraph
+
+        from langgraph_ctx.context.archive.forks import fork_thread
+        from langgraph_ctx.testing import OfflineChatModel
+
+        model = OfflineChatModel()
+        builder = StateGraph(MessagesState)
+        builder.add_node("chat", lambda state: {"messages": [model.invoke(state["messages"])]})
+        builder.add_edge(START, "chat")
+        saver = InMemorySaver()             # has no fork of its own: the thread is replayed
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "task-001"}}
+        graph.invoke({"messages": [("user", "I'm planning a trip to Lisbon.")]}, config)
+        cp_id = graph.get_state(config).config["configurable"]["checkpoint_id"]  # turn one
+        graph.invoke({"messages": [("user", "What should I pack?")]}, config)
+
+        head = fork_thread(saver, "task-001", "task-001-retry", checkpoint_id=cp_id)
+        state = graph.invoke({"messages": [("user", "Book a hotel instead.")]}, head)
+        [m.content for m in state["messages"]]  # turn one, then the new turn (no packing)
+        # ["I'm planning a trip to Lisbon.", '(offline model, turn 1) ...',
+        #  'Book a hotel instead.', '(offline model, turn 2) ...']
         ```
 
     Raises:

@@ -5,10 +5,24 @@ as plain JSON (`model_dump(mode="json")`), which every checkpointer can hold, an
 back with `model_validate`:
 
 ```python
+from langchain_core.messages import AIMessage, HumanMessage
+
+from langgraph_ctx import CompactionNode, context_pipeline
 from langgraph_ctx.context.compaction import CompactionRecord
+
+history = []
+for day in (1, 2, 3):
+    history += [
+        HumanMessage(f"Day {day} in Lisbon: what should we visit?", id=f"u{day}"),
+        AIMessage(f"Day {day}: Alfama and the castle, then tram 28 to Estrela.", id=f"a{day}"),
+    ]
+history.append(HumanMessage("And on the last day?", id="u4"))
+compaction = CompactionNode("window", trigger=("messages", 4), target=300)  # from 4 messages
+state = context_pipeline("fast", compaction=compaction).invoke({"messages": history})
 
 last = CompactionRecord.model_validate(state["compaction_log"][-1])
 print(last.tokens_before, "->", last.tokens_after, last.dropped_ids())
+# 124 -> 50 ['u1', 'a1', 'u2', 'a2']
 ```
 """
 

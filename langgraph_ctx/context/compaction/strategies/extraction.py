@@ -10,9 +10,23 @@ A score is a sum of named parts, kept in the record so a person can see why a me
 stayed or went:
 
 ```python
-KeyMessageExtraction().score(unit, last_round=12)
-# ScoredMessage(id='m41', score=6.2,
-#               parts={'assistant': 1.0, 'decision': 2.0, 'path': 1.5, 'recency': 1.7}, ...)
+from langchain_core.messages import AIMessage, HumanMessage
+
+from langgraph_ctx.context.compaction import KeyMessageExtraction, compact_messages
+
+history = [
+    HumanMessage("Plan a week in Lisbon for May.", id="u1"),
+    AIMessage("Sounds lovely, Lisbon is great in spring.", id="a1"),
+    HumanMessage("Keep the hotel under 120 EUR a night.", id="u2"),
+    AIMessage("Decided: Hotel Alfama at 110 EUR, saved to /trips/lisbon.md.", id="a2"),
+    HumanMessage("What should I pack?", id="u3"),
+]
+_, record = compact_messages(history, max_tokens=70, strategy=KeyMessageExtraction())
+record.scores  # the user messages are mandatory; the assistant replies were scored
+# [ScoredMessage(id='a1', score=2.414, parts={'assistant': 1.0, 'recency': 1.414},
+#                kept=False),
+#  ScoredMessage(id='a2', score=7.182, parts={'assistant': 1.0, 'decision': 2.0,
+#                'path': 1.5, 'number': 1.0, 'recency': 1.682}, kept=True)]
 ```
 """
 
