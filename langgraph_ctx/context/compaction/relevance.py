@@ -54,7 +54,7 @@ from langgraph_ctx.context.compaction.previews import (
     tool_result_ref,
 )
 from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
-from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, tokenize_many
+from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, term_bags
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
@@ -119,13 +119,12 @@ def message_index(text: str) -> MessageIndex:
             if piece.strip():
                 passages.append(piece)
                 lines.append(number)
-    terms = tokenize_many(passages)
-    bags = [Counter(t) for t in terms]
-    vocabulary = frozenset(itertools.chain.from_iterable(terms))
+    bags = term_bags(passages)
+    vocabulary = frozenset(itertools.chain.from_iterable(bags))
     return MessageIndex(
         tuple(passages),
         tuple(lines),
-        tuple(map(len, terms)),
+        tuple(map(sum, map(dict.values, bags))),
         tuple(bags),
         Postings(bags, vocabulary),
     )

@@ -1,0 +1,73 @@
+"""The fast paths and caches of relevance scoring and previews give what the slow ones give.
+
+Relevance selection tokenizes every line of the history and previews every large tool
+result; the fast paths (ASCII text through `str.translate`, a shared word -> term table,
+line weights from the whole text at once) and the caches must not change a result: each
+test compares them with the plain definition on varied, seeded input.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections import Counter
+
+import pytest
+
+from langgraph_ctx.context import search
+from langgraph_ctx.context.compaction import signals
+from langgraph_ctx.context.search import term_bags, tokenize, tokenize_many
+
+WORDS = [
+    "The", "museums", "cities", "of", "PARIS", "a_b", "x1", "can't", "don't", "classes", "bus",
+    "修复跨轮", "café", "Straße", "must", "/srv/app/x.py", "12ms", "we'll", "'quoted'", "do",
+    "not", "going", "with", "ERROR", "C:\\tmp\\f.log", "3.14", "```",
+]  # fmt: skip
+
+
+def texts(rng: random.Random, *, ascii_only: bool = False) -> list[str]:
+    pool = string.printable if ascii_only else string.printable + "éü修复跨轮\u3000"
+    out = []
+    for _ in range(rng.randint(0, 6)):
+        parts = [rng.choice(WORDS) for _ in range(rng.randint(0, 8))]
+        parts += ["".join(rng.choice(pool) for _ in range(rng.randint(0, 10)))]
+        rng.shuffle(parts)
+        text = " ".join(parts)
+        out.append(text.encode("ascii", "ignore").decode() if ascii_only else text)
+    return out
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_term_bags_and_tokenize_many_are_tokenize(ascii_only: bool) -> None:
+    rng = random.Random(7)
+    for _ in range(1500):
+        batch = texts(rng, ascii_only=ascii_only)
+        assert tokenize_many(batch) == [tokenize(t) for t in batch], batch
+        assert term_bags(batch) == [dict(Counter(tokenize(t))) for t in batch], batch
+
+
+def test_the_shared_word_table_starts_over_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full table is replaced (never emptied under a reader), and results stay the same."""
+    monkeypatch.setattr(search, "_TERMS_KEPT", 30)
+    monkeypatch.setattr(search, "_TERM_OF", {})
+    rng = random.Random(3)
+    for _ in range(300):
+        batch = [
+            " ".join(rng.choice(["museums", "The", f"w{rng.randint(0, 90)}"]) for _ in range(9))
+            for _ in range(3)
+        ]
+        before = search._TERM_OF
+        assert term_bags(batch) == [dict(Counter(tokenize(t))) for t in batch]
+        assert len(search._TERM_OF) <= 30 or search._TERM_OF is not before
+
+
+def test_line_weights_of_a_whole_text_are_the_weights_of_its_lines() -> None:
+    rng = random.Random(11)
+    for _ in range(2000):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 9))) for _ in range(4)]
+        lines.append("".join(rng.choice(string.printable) for _ in range(rng.randint(0, 30))))
+        text = "\n".join(lines)
+        expected = tuple(
+            signals.line_weight(line) if line.strip() else 0.0 for line in text.split("\n")
+        )
+        assert signals.line_weights.__wrapped__(text) == expected, text
