@@ -71,3 +71,35 @@ def test_line_weights_of_a_whole_text_are_the_weights_of_its_lines() -> None:
             signals.line_weight(line) if line.strip() else 0.0 for line in text.split("\n")
         )
         assert signals.line_weights.__wrapped__(text) == expected, text
+
+
+@pytest.mark.parametrize("kind", ["log", "prose"])
+def test_a_preview_is_sized_with_one_count(kind: str) -> None:
+    """The first attempt leaves room for the header and the reference: one tokenizer call."""
+    from langchain_core.messages import ToolMessage
+
+    from langgraph_ctx import count_tokens
+    from langgraph_ctx.context.compaction.conversation import preview_of
+
+    rng = random.Random(5)
+    if kind == "log":
+        lines = [
+            f"2024-05-01 12:{i % 60:02d} INFO worker-{rng.randint(1, 9)} batch "
+            f"{rng.randint(10, 9999)} at /srv/app/q{i} in {rng.randint(1, 900)} ms"
+            for i in range(300)
+        ]
+    else:
+        lines = [" ".join(rng.choice(WORDS[:12]) for _ in range(30)) + "." for _ in range(60)]
+    result = ToolMessage("\n".join(lines), tool_call_id="call_1", name="fetch", id="t1")
+    base = count_tokens([])
+    calls: list[int] = []
+
+    def count(message: object) -> int:
+        calls.append(1)
+        return count_tokens([message]) - base  # type: ignore[list-item]
+
+    tokens = count(result)
+    preview, cost = preview_of(result, tokens=tokens, preview_tokens=160, count=count)
+    assert len(calls) == 2  # the result itself, then the preview once
+    assert cost == count_tokens([preview]) - base <= 160
+    assert preview.content.startswith("TOOL_RESULT_PREVIEW") and lines[0][:20] in preview.content

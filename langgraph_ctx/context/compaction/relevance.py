@@ -44,16 +44,14 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langgraph_ctx.context.compaction.conversation import Conversation, Unit, preview_of
 from langgraph_ctx.context.compaction.previews import (
-    PREVIEW_HEADER,
     StandInCache,
-    derived_id,
     is_preview,
     is_tool_result_page,
     message_key,
+    preview_message,
     shrink_to,
-    tool_result_ref,
 )
-from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
+from langgraph_ctx.context.compaction.signals import content_text
 from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, term_bags
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence
@@ -503,34 +501,20 @@ def _query_preview(
     preview_tokens: int,
     count: Callable[[BaseMessage], int],
 ) -> tuple[ToolMessage, int] | None:
-    ref = tool_result_ref(message.tool_call_id)
-    header = (
-        f"{PREVIEW_HEADER} tool={message.name or '?'} status={message.status} "
-        f"tokens={tokens} ref={ref}"
-    )
-    extra = non_text_blocks(message.content)
     chars_per_token = max(1.0, len(text) / max(tokens, 1))
     lines = text.split("\n")
     ranked = _ranked_lines(lines, scores)
-    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token), ranked)
+    # This body leaves room for its notes and clips head and tail (`_preview_text`): at
+    # the full size the first attempt usually fits already.
+    start = int(preview_tokens * chars_per_token)
+    first = _preview_text(lines, scores, start, ranked)
     if first is None:
         return None
 
     def build(chars: int) -> ToolMessage:
         body = first if chars == start else _preview_text(lines, scores, chars, ranked) or ""
-        parts = [header, body]
-        if extra:
-            parts.append(f"[{extra} non-text content block(s) not shown]")
-        parts.append(f'Full output: read_tool_result(ref="{ref}")')
-        return ToolMessage(
-            content="\n".join(parts),
-            tool_call_id=message.tool_call_id,
-            name=message.name,
-            status=message.status,
-            id=derived_id(message.id, "preview"),
-        )
+        return preview_message(message, tokens=tokens, body=body)
 
-    start = int(preview_tokens * chars_per_token)
     preview, cost = shrink_to(build, chars=start, budget=preview_tokens, count=count)
     assert isinstance(preview, ToolMessage)
     return preview, cost
