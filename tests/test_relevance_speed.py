@@ -103,3 +103,61 @@ def test_a_preview_is_sized_with_one_count(kind: str) -> None:
     assert len(calls) == 2  # the result itself, then the preview once
     assert cost == count_tokens([preview]) - base <= 160
     assert preview.content.startswith("TOOL_RESULT_PREVIEW") and lines[0][:20] in preview.content
+
+
+def _cold() -> None:
+    """Forget every per-text cache relevance and previews keep (a new process)."""
+    from langgraph_ctx.context.compaction import conversation, previews, relevance
+
+    relevance.message_index.cache_clear()
+    relevance._terms_of.cache_clear()
+    previews.preview_text.cache_clear()
+    signals.line_weights.cache_clear()
+    search._TERM_OF = {}
+    for cache in (conversation._PREVIEWS, relevance._QUERY_PREVIEWS):
+        cache._entries.clear()
+
+
+def test_a_cold_compaction_and_a_warm_one_send_the_same_messages() -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from langgraph_ctx.context.compaction import RelevanceSelection, compact_messages
+    from langgraph_ctx.context.tokens import MessageTokenCounter
+    from tests.test_compaction_relevance import history
+
+    messages = history(fact_in="tool", rounds=20)
+    counter = MessageTokenCounter("gpt-4o")
+
+    def compact(msgs: list) -> list:  # type: ignore[type-arg]
+        out, _ = compact_messages(
+            msgs,
+            max_tokens=2_500,
+            strategy=RelevanceSelection(),
+            token_counter=counter.count_request,
+        )
+        return [(m.id, m.content) for m in out]  # type: ignore[misc]
+
+    _cold()
+    cold = compact(messages)
+    assert any("Hana Kim" in str(content) for _, content in cold)
+    assert compact(messages) == cold  # warm: every cache hit
+    # a new request: the previews follow it, warm or cold
+    question = HumanMessage("Who was the vendor contact for the media invoice?", id="q2")
+    asked = [*messages[:-1], question]
+    warm_new = compact(asked)
+    _cold()
+    assert compact(asked) == warm_new
+    assert any("Raj Malhotra" in str(content) for _, content in warm_new)
+    # a tool result edited in place (same id): its preview shows the new text, not a cached one
+    edited = list(asked)
+    at = next(i for i, m in enumerate(edited) if m.id == "t3")
+    old = edited[at]
+    edited[at] = ToolMessage(
+        str(old.content).replace("Raj Malhotra", "Ada Byron"),
+        tool_call_id=old.tool_call_id,  # type: ignore[attr-defined]
+        name=old.name,
+        id=old.id,
+    )
+    again = compact(edited)
+    text = "\n".join(str(content) for _, content in again)
+    assert "Ada Byron" in text and "Raj Malhotra" not in text
