@@ -36,6 +36,7 @@ words are counted that many times.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -150,21 +151,23 @@ def term_bags(texts: Sequence[str]) -> list[dict[str, int]]:
         # [{'museum': 2, 'pari': 1}, {'修复': 1, '复跨': 1, '跨轮': 1}]
         ```
     """
-    bags: list[dict[str, int]] = []
-    ascii_texts = [text for text in texts if text.isascii()]
-    words = _ascii_words(ascii_texts)
-    term_of = _terms_of_words(itertools.chain.from_iterable(words))
-    get = term_of.__getitem__
-    ascii_words = iter(words)
-    for text in texts:
-        bag: dict[str, int] = {}
-        if text.isascii():
-            _count_elements(bag, map(get, next(ascii_words)))
-            bag.pop("", None)  # stop words
-        else:
-            _count_elements(bag, tokenize(text))
-        bags.append(bag)
+    if not all(map(str.isascii, texts)):
+        return [_bag(tokenize(text)) for text in texts]
+    words = _ascii_words(texts)
+    get = _terms_of_words(itertools.chain.from_iterable(words)).__getitem__
+    # one bag per text, counted and cleared of stop words ("") by C loops over the texts
+    bags: list[dict[str, int]] = [{} for _ in words]
+    collections.deque(
+        map(_count_elements, bags, map(map, itertools.repeat(get), words)), maxlen=0
+    )
+    collections.deque(map(dict.pop, bags, itertools.repeat(""), itertools.repeat(None)), maxlen=0)
     return bags
+
+
+def _bag(terms: Iterable[str]) -> dict[str, int]:
+    bag: dict[str, int] = {}
+    _count_elements(bag, terms)
+    return bag
 
 
 # Every ASCII character that is not a letter or a digit becomes a space (a newline stays,
