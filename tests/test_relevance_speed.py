@@ -161,3 +161,20 @@ def test_a_cold_compaction_and_a_warm_one_send_the_same_messages() -> None:
     again = compact(edited)
     text = "\n".join(str(content) for _, content in again)
     assert "Ada Byron" in text and "Raj Malhotra" not in text
+
+
+def test_line_scores_from_kept_term_parts_are_the_scores_made_afresh() -> None:
+    """A preview's line scores add up parts kept per term: a later request that shares
+    some terms gets the scores a cold index gives it."""
+    from langgraph_ctx.context.compaction import relevance
+
+    rng = random.Random(2)
+    text = "\n".join(
+        " ".join(rng.choice(WORDS[:14]) for _ in range(rng.randint(1, 12))) for _ in range(80)
+    )
+    queries = ["museums in PARIS", "the cities of paris museum", "bus classes x1 cities"]
+    warm = [relevance.line_scores(text, q) for q in queries]
+    for query, scores in zip(queries, warm, strict=True):
+        relevance.message_index.cache_clear()
+        assert relevance.line_scores(text, query) == scores
+    assert warm[0] and warm[2]

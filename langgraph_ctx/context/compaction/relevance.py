@@ -37,7 +37,7 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -102,6 +102,10 @@ class MessageIndex:
     """Each passage's terms and their frequencies."""
     postings: Postings
     """term -> ((passage, term frequency), ...), in passage order."""
+    line_parts: dict[str, tuple[tuple[int, float], ...]] = field(
+        default_factory=dict, compare=False
+    )
+    """term -> ((line, its BM25 part), ...) within this message alone (`line_scores`)."""
 
 
 @functools.lru_cache(maxsize=_CACHE)
@@ -338,23 +342,37 @@ def _terms_of(query: str) -> tuple[str, ...]:
 
 
 def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
-    n_docs = len(ix.passages) or 1
-    norms = _Norms(sum(ix.lengths) / n_docs)
+    """BM25 of each line of one message, the message's passages the collection.
+
+    A term's part of a line's score depends on that message and term alone, so it is
+    kept in the index (`MessageIndex.line_parts`): a preview made again for a request
+    that shares terms with an earlier one only adds them up.
+    """
     scores: dict[int, float] = {}
     get = scores.get
-    lines, lengths = ix.lines, ix.lengths
-    index = ix.postings
+    parts = ix.line_parts
     for term in terms:
-        postings = index[term]
-        if not postings:
-            continue
-        weight = inverse_frequency(n_docs, len(postings))
-        for passage, tf in postings:
-            line = lines[passage]
-            scores[line] = get(line, 0.0) + weight * tf * _K1_PLUS_1 / (
-                tf + norms[lengths[passage]]
-            )
+        made = parts.get(term)
+        if made is None:
+            made = parts[term] = _line_parts(ix, term)
+        for line, part in made:
+            scores[line] = get(line, 0.0) + part
     return scores
+
+
+def _line_parts(ix: MessageIndex, term: str) -> tuple[tuple[int, float], ...]:
+    """(line, `term`'s BM25 part of that line's score), for each passage with `term`."""
+    postings = ix.postings[term]
+    if not postings:
+        return ()
+    n_docs = len(ix.passages) or 1
+    norms = _Norms(sum(ix.lengths) / n_docs)
+    weight = inverse_frequency(n_docs, len(postings))
+    lines, lengths = ix.lines, ix.lengths
+    return tuple(
+        (lines[passage], weight * tf * _K1_PLUS_1 / (tf + norms[lengths[passage]]))
+        for passage, tf in postings
+    )
 
 
 def _clip(text: str, limit: int) -> str:
