@@ -188,7 +188,7 @@ def _ascii_words(texts: Sequence[str]) -> list[list[str]]:
 
 
 _TERM_OF: dict[str, str] = {}
-_TERMS_KEPT = 200_000  # distinct words remembered (log lines bring many numbers)
+_TERMS_KEPT = 65_536  # distinct words remembered (a few MB; log lines bring many numbers)
 
 
 def _terms_of_words(words: Iterable[str]) -> dict[str, str]:
