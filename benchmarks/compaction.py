@@ -18,7 +18,8 @@ Token counts are exact (`count_tokens`, gpt-4o), cached per message as BudgetNod
 The relevance workload (`relevance_workload.py`) asks about one early plain-prose fact
 among look-alikes, in transcripts where paths, numbers and "must" are everywhere; it
 prints the share of transcripts whose answer the model would be sent, at 15% of the
-transcript's tokens.
+transcript's tokens. Times are wall clock, and for the first compaction also the CPU time
+of the thread (on a shared, busy machine the wall time holds other processes' time too).
 """
 
 from __future__ import annotations
@@ -287,12 +288,13 @@ def relevance_table(count: int, rounds: int) -> None:
     ]
     print(
         "| strategy | answer kept | in a reply | in tool output | ms, first compaction "
-        "| ms, history grew by a step | tool pairs valid | latest user kept | within budget |"
+        "| CPU ms, first compaction | ms, history grew by a step | tool pairs valid "
+        "| latest user kept | within budget |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, method in methods:
         got = {"assistant": [0, 0], "tool": [0, 0]}
-        times, grown, valid, latest, within = [], [], 0, 0, 0
+        times, cpu, grown, valid, latest, within = [], [], [], 0, 0, 0
         for case, size in zip(cases, sizes, strict=True):
             budget = int(size * RELEVANCE_SHARE)
             # the previous request (inside the last agent turn), then this one: caches of
@@ -305,9 +307,10 @@ def relevance_table(count: int, rounds: int) -> None:
             grown.append((time.perf_counter() - start) * 1000)
             clear_caches()  # and the first compaction of a thread: nothing cached
             counter = cached_counter()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             out = method(case.messages, budget, counter)
             times.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.thread_time() - start_cpu) * 1000)
             text = "\n".join(content_text(m.content) for m in out)
             got[case.where][0] += case.answer in text
             got[case.where][1] += 1
@@ -322,7 +325,8 @@ def relevance_table(count: int, rounds: int) -> None:
         n = len(cases)
         print(
             f"| {name} | {100 * hits / n:.0f}% ({hits}/{n}) | {pct('assistant')} | {pct('tool')} "
-            f"| {statistics.median(times):.1f} | {statistics.median(grown):.1f} "
+            f"| {statistics.median(times):.1f} | {statistics.median(cpu):.1f} "
+            f"| {statistics.median(grown):.1f} "
             f"| {valid}/{n} | {latest}/{n} | {within}/{n} |"
         )
 

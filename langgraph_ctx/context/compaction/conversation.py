@@ -48,6 +48,7 @@ from langgraph_ctx.context.compaction.previews import (
     is_preview,
     is_tool_result_page,
     message_key,
+    preview_start,
     shortened_message,
     shortened_to_fit,
     shrink_to,
@@ -631,7 +632,12 @@ def preview_of(
             return cached  # type: ignore[no-any-return]
     preview, cost = shrink_to(
         lambda chars: tool_result_preview(message, tokens=tokens, chars=chars),
-        chars=int(preview_tokens * _chars_per_token(message, tokens)),
+        chars=preview_start(
+            message,
+            tokens=tokens,
+            budget=preview_tokens,
+            chars_per_token=_chars_per_token(message, tokens),
+        ),
         budget=preview_tokens,
         count=count,
     )

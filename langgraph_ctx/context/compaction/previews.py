@@ -171,17 +171,28 @@ def tool_result_preview(message: ToolMessage, *, tokens: int, chars: int) -> Too
         # 'TOOL_RESULT_PREVIEW tool=? status=success tokens=2000 ref=tool-result/c1'
         ```
     """
-    ref = tool_result_ref(message.tool_call_id)
     body, _ = preview_text(content_text(message.content), chars)
-    extra = non_text_blocks(message.content)
+    return preview_message(message, tokens=tokens, body=body)
+
+
+def preview_frame(message: ToolMessage, *, tokens: int) -> tuple[str, str]:
+    """The header and the reference line every preview of `message` has around its body."""
+    ref = tool_result_ref(message.tool_call_id)
     header = (
         f"{PREVIEW_HEADER} tool={message.name or '?'} status={message.status} "
         f"tokens={tokens} ref={ref}"
     )
+    return header, f'Full output: read_tool_result(ref="{ref}")'
+
+
+def preview_message(message: ToolMessage, *, tokens: int, body: str) -> ToolMessage:
+    """The preview of `message` showing `body`: header, body, reference (no artifact)."""
+    header, footer = preview_frame(message, tokens=tokens)
     lines = [header, body]
+    extra = non_text_blocks(message.content)
     if extra:
         lines.append(f"[{extra} non-text content block(s) not shown]")
-    lines.append(f'Full output: read_tool_result(ref="{ref}")')
+    lines.append(footer)
     return ToolMessage(
         content="\n".join(lines),
         tool_call_id=message.tool_call_id,
@@ -189,6 +200,23 @@ def tool_result_preview(message: ToolMessage, *, tokens: int, chars: int) -> Too
         status=message.status,
         id=derived_id(message.id, "preview"),
     )
+
+
+_FRAME_CHARS_PER_TOKEN = 3  # header, reference and notes: short words, "=", "/", digits
+_FRAME_NOTES = 48  # the "[… N lines omitted …]" and "[…]" lines of a body, in characters
+
+
+def preview_start(message: ToolMessage, *, tokens: int, budget: int, chars_per_token: float) -> int:
+    """The body size (characters) a preview of `message` is first built at (`shrink_to`).
+
+    The budget minus what the frame (header, reference, omission notes) takes, at the
+    full text's characters per token: the first attempt then usually fits, and a
+    preview costs one count instead of two or three (each a tokenizer call). For
+    `tool_result_preview`, whose body fills the characters it is given.
+    """
+    header, footer = preview_frame(message, tokens=tokens)
+    frame = (len(header) + len(footer) + _FRAME_NOTES) // _FRAME_CHARS_PER_TOKEN
+    return max(16, int((budget - frame) * chars_per_token))
 
 
 def shortened_text(text: str, chars: int) -> str:

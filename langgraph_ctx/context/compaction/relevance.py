@@ -37,24 +37,22 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langgraph_ctx.context.compaction.conversation import Conversation, Unit, preview_of
 from langgraph_ctx.context.compaction.previews import (
-    PREVIEW_HEADER,
     StandInCache,
-    derived_id,
     is_preview,
     is_tool_result_page,
     message_key,
+    preview_message,
     shrink_to,
-    tool_result_ref,
 )
-from langgraph_ctx.context.compaction.signals import content_text, non_text_blocks
-from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, tokenize_many
+from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, term_bags
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
@@ -104,6 +102,10 @@ class MessageIndex:
     """Each passage's terms and their frequencies."""
     postings: Postings
     """term -> ((passage, term frequency), ...), in passage order."""
+    line_parts: dict[str, tuple[tuple[int, float], ...]] = field(
+        default_factory=dict, compare=False
+    )
+    """term -> ((line, its BM25 part), ...) within this message alone (`line_scores`)."""
 
 
 @functools.lru_cache(maxsize=_CACHE)
@@ -119,13 +121,12 @@ def message_index(text: str) -> MessageIndex:
             if piece.strip():
                 passages.append(piece)
                 lines.append(number)
-    terms = tokenize_many(passages)
-    bags = [Counter(t) for t in terms]
-    vocabulary = frozenset(itertools.chain.from_iterable(terms))
+    bags = term_bags(passages)
+    vocabulary = frozenset(itertools.chain.from_iterable(bags))
     return MessageIndex(
         tuple(passages),
         tuple(lines),
-        tuple(map(len, terms)),
+        tuple(map(sum, map(dict.values, bags))),
         tuple(bags),
         Postings(bags, vocabulary),
     )
@@ -341,23 +342,37 @@ def _terms_of(query: str) -> tuple[str, ...]:
 
 
 def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
-    n_docs = len(ix.passages) or 1
-    norms = _Norms(sum(ix.lengths) / n_docs)
+    """BM25 of each line of one message, the message's passages the collection.
+
+    A term's part of a line's score depends on that message and term alone, so it is
+    kept in the index (`MessageIndex.line_parts`): a preview made again for a request
+    that shares terms with an earlier one only adds them up.
+    """
     scores: dict[int, float] = {}
     get = scores.get
-    lines, lengths = ix.lines, ix.lengths
-    index = ix.postings
+    parts = ix.line_parts
     for term in terms:
-        postings = index[term]
-        if not postings:
-            continue
-        weight = inverse_frequency(n_docs, len(postings))
-        for passage, tf in postings:
-            line = lines[passage]
-            scores[line] = get(line, 0.0) + weight * tf * _K1_PLUS_1 / (
-                tf + norms[lengths[passage]]
-            )
+        made = parts.get(term)
+        if made is None:
+            made = parts[term] = _line_parts(ix, term)
+        for line, part in made:
+            scores[line] = get(line, 0.0) + part
     return scores
+
+
+def _line_parts(ix: MessageIndex, term: str) -> tuple[tuple[int, float], ...]:
+    """(line, `term`'s BM25 part of that line's score), for each passage with `term`."""
+    postings = ix.postings[term]
+    if not postings:
+        return ()
+    n_docs = len(ix.passages) or 1
+    norms = _Norms(sum(ix.lengths) / n_docs)
+    weight = inverse_frequency(n_docs, len(postings))
+    lines, lengths = ix.lines, ix.lengths
+    return tuple(
+        (lines[passage], weight * tf * _K1_PLUS_1 / (tf + norms[lengths[passage]]))
+        for passage, tf in postings
+    )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -504,34 +519,20 @@ def _query_preview(
     preview_tokens: int,
     count: Callable[[BaseMessage], int],
 ) -> tuple[ToolMessage, int] | None:
-    ref = tool_result_ref(message.tool_call_id)
-    header = (
-        f"{PREVIEW_HEADER} tool={message.name or '?'} status={message.status} "
-        f"tokens={tokens} ref={ref}"
-    )
-    extra = non_text_blocks(message.content)
     chars_per_token = max(1.0, len(text) / max(tokens, 1))
     lines = text.split("\n")
     ranked = _ranked_lines(lines, scores)
-    first = _preview_text(lines, scores, int(preview_tokens * chars_per_token), ranked)
+    # This body leaves room for its notes and clips head and tail (`_preview_text`): at
+    # the full size the first attempt usually fits already.
+    start = int(preview_tokens * chars_per_token)
+    first = _preview_text(lines, scores, start, ranked)
     if first is None:
         return None
 
     def build(chars: int) -> ToolMessage:
         body = first if chars == start else _preview_text(lines, scores, chars, ranked) or ""
-        parts = [header, body]
-        if extra:
-            parts.append(f"[{extra} non-text content block(s) not shown]")
-        parts.append(f'Full output: read_tool_result(ref="{ref}")')
-        return ToolMessage(
-            content="\n".join(parts),
-            tool_call_id=message.tool_call_id,
-            name=message.name,
-            status=message.status,
-            id=derived_id(message.id, "preview"),
-        )
+        return preview_message(message, tokens=tokens, body=body)
 
-    start = int(preview_tokens * chars_per_token)
     preview, cost = shrink_to(build, chars=start, budget=preview_tokens, count=count)
     assert isinstance(preview, ToolMessage)
     return preview, cost

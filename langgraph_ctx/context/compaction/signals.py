@@ -176,7 +176,44 @@ def line_weights(text: str) -> tuple[float, ...]:
     A preview is built several times while it is sized to its budget; the cache makes
     the lines of a large tool result scored once.
     """
-    return tuple(_line_weight(line) if line.strip() else 0.0 for line in text.split("\n"))
+    lines = text.split("\n")
+    if not text.isascii():
+        return tuple(_line_weight(line) if line.strip() else 0.0 for line in lines)
+    # ASCII: the words of every line at once (`_WORD`'s words: letters and apostrophes)
+    words_of = text.lower().translate(_LETTERS).split("\n")
+    return tuple(
+        _ascii_line_weight(line, words) if line.strip() else 0.0
+        for line, words in zip(lines, words_of, strict=True)
+    )
+
+
+# ASCII letters and the apostrophe stay, a newline stays (to split lines), the rest is space.
+_LETTERS = str.maketrans(
+    {chr(c): (chr(c) if chr(c).isalpha() or chr(c) in "'\n" else " ") for c in range(128)}
+)
+
+
+def _ascii_line_weight(line: str, words: str) -> float:
+    """`_line_weight` of an ASCII line, given its lower-cased letters (`_LETTERS`)."""
+    listed_words = words.split()
+    if "'" in words:  # `_WORD` starts a word at a letter: "'must" is "must"
+        listed_words = [w for w in (w.lstrip("'") for w in listed_words) if w]
+    vocabulary = set(listed_words)
+    if not vocabulary.isdisjoint(_PAIR_STARTS):
+        vocabulary.update(
+            f"{a}_{b}" for a, b in itertools.pairwise(listed_words) if a in _PAIR_STARTS
+        )
+    weight = 0.0
+    for listed, value in _WORD_WEIGHTS:
+        if not vocabulary.isdisjoint(listed):
+            weight += value
+    if _has_path(line):
+        weight += _PATH_WEIGHT
+    if "```" in line:
+        weight += _CODE_WEIGHT
+    if _NUMBER_START.search(line):
+        weight += _NUMBER_WEIGHT
+    return weight
 
 
 def _line_weight(line: str) -> float:
