@@ -103,14 +103,24 @@ def count_tool_tokens(tools: Sequence[Any], model: str = "gpt-4o") -> int:
 
 
 def message_fingerprint(message: BaseMessage) -> int:
-    """A hash of everything in `message` that changes its token count."""
+    """A hash of everything in `message` that changes its token count.
+
+    Tool call arguments enter by their `repr`: an object of the application's own class
+    among them whose `repr` hides a change that its `str` (what is sent) shows would keep
+    its old count; tool calls a model made hold JSON values only.
+    """
     content = message.content
     if not isinstance(content, str):
         content = _stable_json(content)
     extra: tuple[Any, ...] = ()
     if isinstance(message, AIMessage):
         if message.tool_calls or message.invalid_tool_calls:
-            extra = tuple(tool_calls_as_sent(message))
+            # Their repr (C, a few times faster than the JSON they are sent as): for the
+            # JSON-like values tool calls hold it changes whenever that JSON does.
+            try:
+                extra = (repr(message.tool_calls), repr(message.invalid_tool_calls))
+            except Exception:
+                extra = tuple(tool_calls_as_sent(message))
     elif isinstance(message, ChatMessage):
         extra = (message.role,)
     kwargs = message.additional_kwargs
@@ -128,9 +138,12 @@ _RECENT_LISTS = 4
 _fields = operator.attrgetter("__dict__")
 
 
+_stable_encoder = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False).encode
+
+
 def _stable_json(value: Any) -> str:
     try:
-        return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+        return _stable_encoder(value)
     except (TypeError, ValueError):
         return repr(value)
 
