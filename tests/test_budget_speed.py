@@ -10,6 +10,7 @@ in-place edit a node can make to a message it already returned).
 from __future__ import annotations
 
 import json
+import operator
 import random
 import threading
 from collections.abc import Callable
@@ -169,8 +170,7 @@ def test_fresh_copies_served_twice_compare_by_identity_from_then_on() -> None:
         assert tally.counts == [count_tokens([m]) - 3 for m in served]
     states = tally.columns.states
     shared = sum(
-        all(value is states[i][key] for key, value in m.__dict__.items())
-        for i, m in enumerate(served)
+        all(map(operator.is_, m.__dict__.values(), states[i])) for i, m in enumerate(served)
     )
     assert shared == len(served)
 

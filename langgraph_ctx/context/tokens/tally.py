@@ -96,6 +96,35 @@ def _common_prefix(a: Sequence[Any], b: Sequence[Any], n: int) -> int:
         return n
 
 
+_values = dict.values
+
+
+def _same_fields(
+    fields: Sequence[dict[str, Any]], states: Sequence[tuple[Any, ...]], n: int
+) -> int:
+    """Length of the common prefix of `fields[:n]` (`__dict__`s) and `states[:n]` (their
+    values when counted), compared in C one message at a time: each message's values are
+    made a tuple, compared and freed, so nothing builds up for the garbage collector and
+    only the compact tuples of `states` are read besides the messages themselves."""
+    if n <= 0:
+        return 0
+    try:
+        if all(map(operator.eq, map(tuple, map(_values, fields[:n])), states[:n])):
+            return n
+        return next(
+            compress(count(), map(operator.ne, map(tuple, map(_values, fields[:n])), states[:n])),
+            n,
+        )
+    except Exception:
+        for i in range(n):
+            try:
+                if tuple(fields[i].values()) != states[i]:
+                    return i
+            except Exception:
+                return i
+        return n
+
+
 class Columns:
     """Per-message data of a list, shared by the tallies of its successive lengths.
 
@@ -103,17 +132,31 @@ class Columns:
     copies (`Tally.extended`); a tally reads the first `len(tally)` entries.
     """
 
-    __slots__ = ("classes", "counts", "probe_at", "probe_was", "states", "sums", "types")
+    __slots__ = (
+        "classes",
+        "counts",
+        "empty_at",
+        "probe_at",
+        "probe_was",
+        "states",
+        "sums",
+        "types",
+    )
 
     def __init__(self) -> None:
         self.types: list[type] = []
         """Each message's class."""
-        self.states: list[dict[str, Any]] = []
-        """Shallow copies of each message's fields when it was counted (or last synced)."""
+        self.states: list[tuple[Any, ...]] = []
+        """Each message's field values (its `__dict__`'s, in order) when it was counted
+        (or last synced)."""
         self.probe_at: dict[str, list[int]] = {}
-        """Per `PROBED` field, the indexes of the messages where it holds a dict or list."""
+        """Per `PROBED` field, the indexes of the messages where it held a dict or list
+        with something in it."""
         self.probe_was: dict[str, list[Any]] = {}
         """Deep copies of those dicts and lists when their messages were counted."""
+        self.empty_at: dict[str, list[int]] = {}
+        """Per `PROBED` field, the indexes of the messages where it held an empty dict or
+        list (most `additional_kwargs` and `tool_calls`): only their truth is checked."""
         self.counts: list[int] = []
         self.classes: list[int] = []
         self.sums: dict[int, list[int]] = {}
@@ -131,6 +174,8 @@ class Columns:
             m = bisect_left(at, k)
             out.probe_at[key] = at[:m]
             out.probe_was[key] = self.probe_was[key][:m]
+        for key, at in self.empty_at.items():
+            out.empty_at[key] = at[: bisect_left(at, k)]
         out.counts = self.counts[:k]
         out.classes = self.classes[:k]
         out.sums = {group: sums[: k + 1] for group, sums in self.sums.items()}
@@ -146,13 +191,17 @@ class Columns:
         """Add messages (their classes, fields, counts and `classify` classes)."""
         k = len(self.counts)
         self.types.extend(types)
-        self.states.extend([dict(f) for f in fields])
+        self.states.extend([tuple(f.values()) for f in fields])
         for i, f in enumerate(fields, k):
             for key in PROBED:
                 value = f.get(key)
-                if isinstance(value, _CONTAINERS):
+                if not isinstance(value, _CONTAINERS):
+                    continue
+                if value:
                     self.probe_at.setdefault(key, []).append(i)
                     self.probe_was.setdefault(key, []).append(_copy_tree(value))
+                else:
+                    self.empty_at.setdefault(key, []).append(i)
         self.counts.extend(counts)
         self.classes.extend(classes)
         groups = [c & GROUP_MASK for c in classes]
@@ -235,12 +284,24 @@ class Tally:
         """
         cols = self.columns
         k = _common_prefix(types, cols.types, min(len(types), self.n))
-        k = _common_prefix(fields, cols.states, k)
+        k = _same_fields(fields, cols.states, k)
         if not k:
             return 0
         # The fields compared equal: the same containers, or equal ones. Their contents
         # now against the copies taken when counted (one list per field, no new objects:
-        # a step that allocates one per message pays for garbage collections).
+        # a step that allocates one per message pays for garbage collections); those
+        # that were empty need only be empty still.
+        for key, at in cols.empty_at.items():
+            m = bisect_left(at, k)
+            if not m:
+                continue
+            try:
+                filled = next(compress(at[:m], map(_GETTERS[key], map(fields.__getitem__, at[:m]))))
+            except StopIteration:
+                continue
+            except Exception:  # a field deleted under our feet: recount from the first
+                return at[0]
+            k = filled
         for key, at in cols.probe_at.items():
             m = bisect_left(at, k)
             if not m:
@@ -282,7 +343,7 @@ class Tally:
         ids = list(map(id, fields))
         again = _common_prefix(ids, self.ids, k)  # the objects of last time, unchanged
         start = min(self.synced, again)
-        resynced = [dict(f) for f in fields[start:again]] if start < again else None
+        resynced = [tuple(f.values()) for f in fields[start:again]] if start < again else None
         new_classes = [self.classify(m) for m in messages[k:]]
         with lock:
             cols = self.columns
