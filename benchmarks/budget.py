@@ -22,10 +22,12 @@ Two clocks, medians over the steps:
 
 * CPU: `time.thread_time()` of the thread running the node. The issue's goal is read
   on it: it is the node's own work, and stays meaningful on a loaded machine.
-* wall: `time.perf_counter()`. Higher than CPU for `BudgetNode` because tiktoken releases
-  the GIL while it encodes a new message, and LangGraph writes the previous checkpoint in a
-  background thread meanwhile (`durability="async"`, the default): the node's wall time
-  then holds some of the saver's work. `count_tokens_approximately` never releases the GIL.
+* wall: `time.perf_counter()`. With LangGraph's default `durability="async"` the
+  previous checkpoint is written in a background thread while the step runs, and that
+  thread takes the GIL for some milliseconds at a time; the node, which encodes the new
+  messages (tiktoken releases the GIL meanwhile), gets most of it in its wall time, the
+  estimate little. With `durability="sync"` (checkpoint written before the next step) the
+  wall time is the CPU time, for both.
 
 `benchmarks/perf.py --only budget` runs `measure` with `JsonlSaver` (the same numbers).
 The exact full recount (`count_tokens` over the whole list every step) is timed once on
