@@ -242,4 +242,3 @@ def test_concurrent_steps_on_one_counter_stay_exact() -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
-

@@ -290,19 +290,21 @@ class Tally:
         # The fields compared equal: the same containers, or equal ones. Their contents
         # now against the copies taken when counted (one list per field, no new objects:
         # a step that allocates one per message pays for garbage collections); those
-        # that were empty need only be empty still.
-        for key, at in cols.empty_at.items():
+        # that were empty need only be empty still. (The dicts are copied first: another
+        # thread may extend these columns meanwhile.)
+        for key, at in list(cols.empty_at.items()):
             m = bisect_left(at, k)
             if not m:
                 continue
             try:
-                filled = next(compress(at[:m], map(_GETTERS[key], map(fields.__getitem__, at[:m]))))
+                live = map(_GETTERS[key], map(fields.__getitem__, at[:m]))
+                filled = next(compress(at[:m], live))
             except StopIteration:
                 continue
             except Exception:  # a field deleted under our feet: recount from the first
                 return at[0]
             k = filled
-        for key, at in cols.probe_at.items():
+        for key, at in list(cols.probe_at.items()):
             m = bisect_left(at, k)
             if not m:
                 continue
