@@ -24,10 +24,11 @@ Two clocks, medians over the steps:
   on it: it is the node's own work, and stays meaningful on a loaded machine.
 * wall: `time.perf_counter()`. With LangGraph's default `durability="async"` the
   previous checkpoint is written in a background thread while the step runs, and that
-  thread takes the GIL for some milliseconds at a time; the node, which encodes the new
-  messages (tiktoken releases the GIL meanwhile), gets most of it in its wall time, the
-  estimate little. With `durability="sync"` (checkpoint written before the next step) the
-  wall time is the CPU time, for both.
+  thread takes the GIL for some milliseconds at a time. Most of that lands in the node's
+  wall time, little in the estimate's, whichever runs first; why, we have not pinned down
+  (not tiktoken releasing the GIL: encoding while holding it changed nothing). With
+  `durability="sync"` (checkpoint written before the next step) wall time is CPU time,
+  for both.
 
 `benchmarks/perf.py --only budget` runs `measure` with `JsonlSaver` (the same numbers).
 The exact full recount (`count_tokens` over the whole list every step) is timed once on
