@@ -242,3 +242,41 @@ def test_concurrent_steps_on_one_counter_stay_exact() -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def test_the_budget_benchmark_runs_and_counts_exactly() -> None:
+    # benchmarks/budget.py asserts, for each checkpointer, that the node's count of the
+    # last state equals a full count_tokens; a small thread keeps this quick.
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "budget.py"),
+            "--messages",
+            "300",
+            "--steps",
+            "3",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| JsonlSaver (the same objects), async",
+        "| JsonlSaver (the same objects), sync",
+        "| InMemorySaver (fresh copies), async",
+    ]
+    assert "equal to a full `count_tokens`" in done.stdout
+    assert "Issue 16 goal" in done.stdout
