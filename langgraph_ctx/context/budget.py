@@ -37,8 +37,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemM
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from langgraph_ctx.context.tokens import MessageTokenCounter, to_message
-from langgraph_ctx.context.tokens.counter import MARKS
 from langgraph_ctx.context.tokens.models import context_window
+from langgraph_ctx.context.tokens.tally import MARKS
 from langgraph_ctx.errors import UnknownContextWindowError
 
 __all__ = [
@@ -638,13 +638,16 @@ def compute_usage(
         ```
     """
     notes: list[str] = []
-    msgs = [m if isinstance(m, BaseMessage) else to_message(m) for m in messages]
+    msgs: list[BaseMessage]
+    if all(issubclass(t, BaseMessage) for t in set(map(type, messages))):
+        msgs = list(messages)  # the usual case, checked per class rather than per message
+    else:
+        msgs = [m if isinstance(m, BaseMessage) else to_message(m) for m in messages]
     tally = counter.tally(msgs, _classify)
     for i in tally.odd:
         original = messages[i]
         kind = getattr(original, "type", None) or type(original).__name__
         notes.append(f"message {i} has unknown type {kind!r}; counted as text")
-    counts = tally.counts
     n = len(msgs)
     # The current input is what follows the last AI message (`split_components`).
     last_ai = tally.last("ai")
@@ -693,8 +696,8 @@ def compute_usage(
                 visible = out - int(details.get("reasoning", 0) or 0)
                 if visible > 0:
                     framing = counter.family.tokens_per_message + 1
-                    kind = _component(tally.classes[anchor_index], anchor_index, current_from)
-                    after[kind] += visible + framing - counts[anchor_index]
+                    kind = _component(tally.class_at(anchor_index), anchor_index, current_from)
+                    after[kind] += visible + framing - tally.count_at(anchor_index)
         else:
             anchor = None
 

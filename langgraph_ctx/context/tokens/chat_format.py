@@ -177,7 +177,7 @@ class Encoder:
                 return 0
             args = block.get("input", block.get("args", block.get("arguments")))
             if not isinstance(args, str):
-                args = json.dumps(args, default=str)
+                args = _arguments_json(args)
             return self.text(block.get("name")) + self.text(args)
         if kind == "tool_result":
             return self.content(block.get("content"))
@@ -264,10 +264,15 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
     return ""
 
 
+_arguments_json = json.JSONEncoder(default=str).encode
+"""`json.dumps(value, default=str)`, without building an encoder per call (most of its cost
+for a small argument dict; `message_fingerprint` runs it on every tool call it sees)."""
+
+
 def tool_calls_as_sent(message: BaseMessage) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
     for call in getattr(message, "tool_calls", None) or []:
-        calls.append((str(call.get("name") or ""), json.dumps(call.get("args"), default=str)))
+        calls.append((str(call.get("name") or ""), _arguments_json(call.get("args"))))
     for call in getattr(message, "invalid_tool_calls", None) or []:
         calls.append((str(call.get("name") or ""), str(call.get("args") or "")))
     return calls

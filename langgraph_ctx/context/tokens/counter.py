@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import heapq
 import json
 import operator
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -20,6 +18,7 @@ from langchain_core.messages import (
 
 from langgraph_ctx.context.tokens.chat_format import Encoder, to_message, tool_calls_as_sent
 from langgraph_ctx.context.tokens.families import ModelFamily, model_family, resolve_family
+from langgraph_ctx.context.tokens.tally import Tally
 
 __all__ = [
     "MessageTokenCounter",
@@ -104,14 +103,24 @@ def count_tool_tokens(tools: Sequence[Any], model: str = "gpt-4o") -> int:
 
 
 def message_fingerprint(message: BaseMessage) -> int:
-    """A hash of everything in `message` that changes its token count."""
+    """A hash of everything in `message` that changes its token count.
+
+    Tool call arguments enter by their `repr`: an object of the application's own class
+    among them whose `repr` hides a change that its `str` (what is sent) shows would keep
+    its old count; tool calls a model made hold JSON values only.
+    """
     content = message.content
     if not isinstance(content, str):
         content = _stable_json(content)
     extra: tuple[Any, ...] = ()
     if isinstance(message, AIMessage):
         if message.tool_calls or message.invalid_tool_calls:
-            extra = tuple(tool_calls_as_sent(message))
+            # Their repr (C, a few times faster than the JSON they are sent as): for the
+            # JSON-like values tool calls hold it changes whenever that JSON does.
+            try:
+                extra = (repr(message.tool_calls), repr(message.invalid_tool_calls))
+            except Exception:
+                extra = tuple(tool_calls_as_sent(message))
     elif isinstance(message, ChatMessage):
         extra = (message.role,)
     kwargs = message.additional_kwargs
@@ -123,207 +132,18 @@ def message_fingerprint(message: BaseMessage) -> int:
     return hash((message.type, content, message.name, extra))
 
 
-def _reused_prefix(states: list[dict[str, Any]], known: list[dict[str, Any]]) -> int:
-    """How many leading messages are as they were when `known` was snapshotted.
-
-    `states` are the messages' `__dict__`s, `known` shallow copies taken when they were
-    counted: equal means same type, id, content, tool calls, name, ... whether the objects
-    are the very same (one graph run) or fresh copies (a checkpointer's), and an edit in
-    place (`message.content = ...`) shows as a difference. Whole-list comparison runs in
-    C; a value that cannot be compared ends the prefix there.
-    """
-    n = min(len(states), len(known))
-    try:
-        if states[:n] == known[:n]:
-            return n
-        for i in range(n):
-            if states[i] != known[i]:
-                return i
-    except Exception:  # e.g. an artifact whose == does not return a bool
-        for i in range(n):
-            try:
-                if states[i] != known[i]:
-                    return i
-            except Exception:
-                return i
-    return n
-
-
 _RECENT_LISTS = 4
 """How many recent lists `MessageTokenCounter.tally` compares a new list with."""
 
-
-class Tally:
-    """The counts of one message list, and sums over them that take O(1) to read.
-
-    Built by `MessageTokenCounter.tally`; a list that continues one counted before reuses
-    its prefix, so extending it costs only the new messages. `classes` come from the
-    caller's `classify(message) -> int`: a group in the low bits (`sums[g][i]` is the
-    tokens of the messages before index `i` in group `g`) and `MARKS` in the high ones.
-    """
-
-    __slots__ = (
-        "classes",
-        "classify",
-        "contents",
-        "counts",
-        "last_of",
-        "odd",
-        "refs",
-        "states",
-        "sums",
-        "top",
-    )
-
-    def __init__(self, classify: Callable[[BaseMessage], int]) -> None:
-        self.classify = classify
-        self.refs: list[weakref.ref[BaseMessage]] = []
-        """The messages, weakly: the same objects next step are recognised at once (and
-        the host's messages are not kept alive by this cache)."""
-        self.contents: list[Any] = []
-        """Each message's `content` when counted: an edit in place rebinds it."""
-        self.states: list[dict[str, Any]] = []
-        """Shallow copies of each message's fields when it was first counted."""
-        self.counts: list[int] = []
-        self.classes: list[int] = []
-        self.sums: dict[int, list[int]] = {}
-        self.top: list[tuple[int, int]] = []
-        """The three largest (tokens, index), largest first (ties: later index first)."""
-        self.last_of: dict[str, int] = {}
-        """Index of the last message with each mark `classify` sets in its high bits."""
-        self.odd: list[int] = []
-        """Indexes of the messages marked `odd`."""
-
-    def __len__(self) -> int:
-        return len(self.counts)
-
-    def total(self, group: int, start: int, end: int) -> int:
-        """Tokens of the messages of `group` (a class's low bits) in `[start, end)`."""
-        sums = self.sums.get(group)
-        return 0 if sums is None else sums[end] - sums[start]
-
-    def last(self, mark: str) -> int | None:
-        """Index of the last message with `mark` (see `MARKS`), or None."""
-        return self.last_of.get(mark)
-
-    def same_objects(self, messages: list[BaseMessage], contents: list[Any]) -> int:
-        """Length of the prefix of `messages` that is this tally's very objects, unedited.
-
-        Within one graph run the state holds the same objects from step to step: an
-        identity check and a comparison of the contents (identical strings), both in C.
-        0 when the objects are others (a checkpointer's fresh copies).
-        """
-        n = min(len(messages), len(self.refs))
-        if not n or self.refs[0]() is not messages[0]:
-            return 0
-        alive = [ref() for ref in self.refs[:n]]
-        if all(map(operator.is_, messages[:n], alive)):
-            try:
-                if contents[:n] == self.contents[:n]:
-                    return n
-            except Exception:
-                pass
-        for i in range(n):
-            a, b = contents[i], self.contents[i]
-            try:
-                if messages[i] is not alive[i] or (a is not b and a != b):
-                    return i
-            except Exception:
-                return i
-        return n
-
-    def extended(
-        self,
-        k: int,
-        messages: list[BaseMessage],
-        contents: list[Any],
-        counts: list[int],
-        *,
-        same: bool,
-    ) -> Tally:
-        """A new tally: this one's first `k` messages, then `messages[k:]` with `counts`.
-
-        `same`: the first `k` are this tally's objects (else fresh copies of them: the
-        new tally refers to these).
-        """
-        out = Tally(self.classify)
-        if same:
-            out.refs = self.refs[:k] + _weak(messages[k:])
-        else:
-            out.refs = _weak(messages)
-        out.contents = contents
-        out.states = self.states[:k] + [dict(m.__dict__) for m in messages[k:]]
-        out.counts = self.counts[:k] + counts
-        new_classes = [self.classify(m) for m in messages[k:]]
-        out.classes = self.classes[:k] + new_classes
-        groups = [c & _GROUP for c in new_classes]
-        for group, sums in self.sums.items():
-            out.sums[group] = sums[: k + 1]
-        for group in set(groups):
-            if group not in out.sums:
-                out.sums[group] = [0] * (k + 1)
-        for group, sums in out.sums.items():
-            running = sums[-1]
-            for g, tokens in zip(groups, counts, strict=True):
-                if g == group:
-                    running += tokens
-                sums.append(running)
-        if k == len(self.counts):
-            out.top = list(self.top)
-            out.last_of = dict(self.last_of)
-        else:  # a shorter prefix: recompute what it summarizes
-            out.top = heapq.nlargest(3, zip(out.counts[:k], range(k), strict=True))
-            out.last_of = {}
-            for i in range(k - 1, -1, -1):
-                for mark, bit in MARKS.items():
-                    if mark not in out.last_of and out.classes[i] & bit:
-                        out.last_of[mark] = i
-        if counts:
-            out.top = heapq.nlargest(
-                3, [*out.top, *zip(counts, range(k, k + len(counts)), strict=True)]
-            )
-        for i in range(k, len(out.counts)):
-            for mark, bit in MARKS.items():
-                if out.classes[i] & bit:
-                    out.last_of[mark] = i
-        odd = MARKS["odd"]
-        out.odd = [i for i in self.odd if i < k] + [
-            k + j for j, c in enumerate(new_classes) if c & odd
-        ]
-        return out
+_fields = operator.attrgetter("__dict__")
 
 
-def _weak(messages: Sequence[BaseMessage]) -> list[weakref.ref[BaseMessage]]:
-    """Weak references to `messages` (one that cannot have any never matches)."""
-    try:
-        return list(map(weakref.ref, messages))
-    except TypeError:
-        return [_ref_or_none(m) for m in messages]
-
-
-def _ref_or_none(message: BaseMessage) -> weakref.ref[BaseMessage]:
-    try:
-        return weakref.ref(message)
-    except TypeError:
-        return _DEAD
-
-
-class _Nothing:
-    """Something to hold a dead weak reference to."""
-
-
-_DEAD: weakref.ref[Any] = weakref.ref(_Nothing())
-
-
-_GROUP = 0xFF
-"""The low bits of a class: the group `Tally.total` sums by."""
-MARKS: dict[str, int] = {"ai": 1 << 8, "usage": 1 << 9, "not_system": 1 << 10, "odd": 1 << 11}
-"""High bits `classify` may set to have `Tally.last(mark)` find the last such message."""
+_stable_encoder = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False).encode
 
 
 def _stable_json(value: Any) -> str:
     try:
-        return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+        return _stable_encoder(value)
     except (TypeError, ValueError):
         return repr(value)
 
@@ -414,40 +234,31 @@ class MessageTokenCounter:
         """Counts of a whole message list and sums over them, reusing a counted prefix.
 
         From step to step a thread's list only grows: the longest prefix that is as it
-        was in one of the last few lists (`_RECENT_LISTS`; the same objects, or fresh
-        copies a checkpointer made, compared by value in C) is taken as is; the rest goes
-        through the id + fingerprint cache. So a step costs its new messages plus one
-        comparison of the list, whichever objects the state holds.
+        was in one of the last few lists (`_RECENT_LISTS`; the same objects or fresh
+        copies a checkpointer made, edits in place included: see `Tally.prefix`) is
+        taken as is; the rest goes through the id + fingerprint cache. So a step costs
+        its new messages plus a few C-level comparisons per message of the history,
+        whichever objects the state holds.
         """
         messages = list(messages)
-        contents = [m.content for m in messages]
+        types = list(map(type, messages))
+        fields = list(map(_fields, messages))
         with self._lock:
             recent = [slot for slot in self._recent if slot.classify is classify]
         best: Tally | None = None
         k = 0
-        for slot in recent:  # the same objects (one graph run)?
-            n = slot.same_objects(messages, contents)
+        for slot in recent:  # newest first
+            n = slot.prefix(types, fields)
             if n > k:
                 best, k = slot, n
-        same = best is not None
-        if best is None or (k < len(best) and k < len(messages)):
-            # Fresh copies (a checkpointer's), or an edit: compare the fields by value
-            # with shallow copies taken when each message was counted. Equal values are
-            # the same type, content, tool calls, name, ...; a field set since
-            # (`message.content = ...`) shows as a difference.
-            states = [m.__dict__ for m in messages]
-            for slot in recent:
-                n = _reused_prefix(states, slot.states)
-                if n > k:
-                    best, k, same = slot, n, False
-                if n and n == len(slot.states):  # continues it whole: the newest such
-                    break
+            if n and n == len(slot):  # continues it whole: the newest such
+                break
         base = best if best is not None else Tally(classify)
-        if same and k == len(messages) == len(base):
-            result = base  # the same objects, nothing new
+        if k == len(messages) == len(base) and base.current(fields):
+            result = base  # the very list counted before, unedited
         else:
             counts = self._count_all(messages[k:])
-            result = base.extended(k, messages, contents, counts, same=same)
+            result = base.extended(k, types, fields, messages, counts, self._lock)
         with self._lock:
             # The slot this list continues gives way to it; else the oldest goes.
             kept = [r for r in self._recent if r is not best]
