@@ -62,20 +62,27 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
+    json_copy,
     like_body,
     message_digest,
     message_digest_without_id,
     message_from_body,
-    message_from_json,
+    message_from_json_owned,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 
 
 class _LRU(OrderedDict[Any, Any]):
-    def __init__(self, limit: int | None) -> None:
+    """Least recently used first; bounded by ``limit`` entries, or with ``weigh`` by
+    the sum of ``weigh(value)`` (a message list by its length: a thread's lists grow
+    with it, so a bound by count would hold a quadratic number of ordinals)."""
+
+    def __init__(self, limit: int | None, weigh: Callable[[Any], int] | None = None) -> None:
         super().__init__()
         self.limit = limit
+        self.weigh = weigh
+        self.weight = 0
 
     def get_hit(self, key: Any) -> Any:
         value = super().get(key)
@@ -83,12 +90,37 @@ class _LRU(OrderedDict[Any, Any]):
             self.move_to_end(key)
         return value
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: Any, value: Any, *, trim: bool = True) -> None:
+        """Store ``value`` as the most recent; ``trim=False`` leaves the bound to the next
+        put that trims (a batch read by `_Index.prefetch`, used right after, stays whole)."""
+        weigh = self.weigh
+        if weigh is not None:
+            old = super().get(key)
+            if old is not None:
+                self.weight -= weigh(old)
+            self.weight += weigh(value)
         self[key] = value
         self.move_to_end(key)
-        if self.limit is not None and len(self) > self.limit:
-            self.popitem(last=False)
+        if trim:
+            self.trim()
 
+    def trim(self) -> None:
+        limit = self.limit
+        if limit is None:
+            return
+        if self.weigh is None:
+            while len(self) > limit:
+                self.popitem(last=False)
+            return
+        while self.weight > limit and len(self) > 1:
+            _, old = self.popitem(last=False)
+            self.weight -= self.weigh(old)
+
+    def pop(self, key: Any, default: Any = None) -> Any:
+        value = super().pop(key, default)
+        if value is not None and self.weigh is not None:
+            self.weight -= self.weigh(value)
+        return value
 
 
 @dataclass(slots=True)
@@ -100,29 +132,6 @@ class _Write:
 
 
 _CONTAINERS = (dict, list)
-
-
-def _owned(value: Any) -> Any:
-    """A copy of the dicts and lists in ``value`` (leaves shared): JSON-shaped data."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _owned(v) for k, v in value.items()}
-    if kind is list:
-        return [_owned(v) for v in value]
-    return value
-
-
-def _detach(message: BaseMessage) -> BaseMessage:
-    """``message`` with its own dicts and lists, none shared with the parsed line.
-
-    Reads hand the message out: an edit made by its holder must not reach the
-    line cache (a later decode, a content digest of the line).
-    """
-    fields = message.__dict__
-    for key, value in fields.items():
-        if value and type(value) in _CONTAINERS:
-            fields[key] = _owned(value)
-    return message
 
 
 def _frozen(value: Any) -> Any:
@@ -164,6 +173,15 @@ def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
     are empty (most of a chat): its fields as they are equal ``fp`` exactly then,
     since ``fp`` holds its own empty containers and frozen (tuple) full ones."""
     return tuple(m.__dict__.values()) == fp or _fingerprint(m) == fp
+
+
+PARSED_LINES = 1024
+"""Parsed lines an index keeps between calls (the head's lines and what was appended last;
+a long history or a cold open reads more, in batches, and lets them go)."""
+
+REF_ORDINALS = 1 << 16
+"""Message ordinals the memo of materialized lists holds in all (about 0.5 MB): the latest
+lists for the next step, and the memo points a walk of the history leaves behind it."""
 
 
 # What `_Index.complete` takes over from a full scan (the rest are caches by line/ordinal).
@@ -218,8 +236,12 @@ class _Index:
     error: CorruptLogError | None = None
     # The saver's on_corrupt="skip": a bad line a read or write does not need is left out.
     skip_corrupt: bool = False
-    parsed: _LRU = field(default_factory=lambda: _LRU(16384))
-    refs: _LRU = field(default_factory=lambda: _LRU(512))
+    # Parsed lines: a message line leaves when its message is decoded (`message`); what
+    # one call reads (`prefetch`) stays for the call, trimmed by the next (`feed`).
+    parsed: _LRU = field(default_factory=lambda: _LRU(PARSED_LINES))
+    # (line, channel) -> the ordinals of a message list (`materialize`), bounded by
+    # ordinals held in all (``REF_ORDINALS``), not lists.
+    refs: _LRU = field(default_factory=lambda: _LRU(REF_ORDINALS, len))
     # ordinal -> (the message object every read returns, its fingerprint as decoded).
     templates: _LRU = field(default_factory=lambda: _LRU(16384))
     # (line, channel) -> (the message objects of that list value (a copy of the list),
@@ -244,7 +266,8 @@ class _Index:
     def prefetch(self, lines: Iterable[int]) -> None:
         """Read and parse the lines not cached yet, in one storage call; message lines
         that repeat another (``like``) bring the body's line along, in the next call."""
-        missing = sorted({n for n in lines if n not in self.parsed})
+        parsed = self.parsed
+        missing = sorted({n for n in lines if n not in parsed})
         first_error: CorruptLogError | None = None
         while missing:
             if self.reader is None:
@@ -256,7 +279,7 @@ class _Index:
                 except CodecError as exc:  # the good lines are kept; the first bad one raises
                     first_error = first_error or self.corrupt(n, str(exc))
                     continue
-                self.parsed.put(n, obj)
+                parsed.put(n, obj, trim=False)  # used by this call: trimmed by the next
                 like = obj.get("like") if obj.get("t") == "msg" else None
                 if type(like) is int and like in self.msg_lines:
                     bodies.add(self.msg_lines[like])
@@ -281,6 +304,7 @@ class _Index:
         the lines before wait until something needs them (`complete`).
         """
         self.skip_corrupt = skip_corrupt
+        self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
         order: Iterable[int] = range(len(lines))
         if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
             start = self._from_snapshot(lines)
@@ -406,10 +430,12 @@ class _Index:
             for snap in reversed(chain):
                 if snap.first_msg != expected:
                     raise CodecError("snapshot: its messages do not follow the previous one's")
+                # Each message line is checked when it is first read (`_message_line`):
+                # a cold open reads only the head's messages, not every line named here.
                 for i, line_no in enumerate(snap.msg_lines):
                     if line_no is not None:
-                        if peek_message_ordinal(lines[line_no - 1]) != snap.first_msg + i:
-                            raise CodecError(f"snapshot: line {line_no} is not that message")
+                        if line_no > len(lines):
+                            raise CodecError(f"snapshot: message line {line_no} is past the end")
                         msg_lines[snap.first_msg + i] = line_no
                 expected = snap.next_msg
                 self._fold_snapshot(snap, lists)
@@ -814,8 +840,23 @@ class _Index:
             raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
         obj = self.line(line_no)
         if obj.get("t") != "msg" or obj.get("n") != ordinal:
+            if self.partial and self.snap_line is not None:
+                # Only a snapshot names a message line unread: it does not match the log.
+                self._pass_over_snapshot(f"snapshot: line {line_no} is not message #{ordinal}")
+                return self._message_line(ordinal)
             raise self.corrupt(line_no, f"line is indexed as message #{ordinal} but is not")
         return line_no, obj
+
+    def _pass_over_snapshot(self, reason: str) -> None:
+        """A snapshot the index was opened from names a line that says otherwise: warn,
+        naming the snapshot line, and index the whole log instead (`complete`)."""
+        warnings.warn(
+            f"{self.corrupt(self.snap_line, reason)}; reading the whole log instead",
+            CorruptLineWarning,
+            stacklevel=4,
+        )
+        self.complete()
+        self.snap_line, self.snap_next, self.snap_lists = None, 0, []
 
     def body_line(self, ordinal: int) -> int:
         """The line holding a message's body (following ``like`` lines, each to an
@@ -876,10 +917,16 @@ class _Index:
         line_no, obj = self._message_line(ordinal)
         body_line = line_no
         try:
-            if "like" in obj:
-                body_line = self.body_line(ordinal)
-                return _detach(message_from_json(self.message_json(ordinal)))
-            return _detach(message_from_body(obj, self.serde))
+            if "like" not in obj:
+                if "msg" in obj:
+                    return message_from_json_owned(obj["msg"])
+                # A serialized body is decoded from bytes: nothing shared with the line.
+                return message_from_body(obj, self.serde)
+            body_line = self.body_line(ordinal)
+            body = self.line(body_line).get("msg")
+            if not isinstance(body, dict):
+                raise self.corrupt(line_no, "a 'like' line must point to a readable message")
+            return message_from_json_owned(like_body(dict(body), obj.get("id")))
         except CodecError as exc:
             note = (
                 f" (the body of message #{ordinal}, line {line_no})" if body_line != line_no else ""
@@ -927,7 +974,7 @@ class _Index:
         parsed line, which later reads decode again.
         """
         if not is_list_value(enc):
-            enc = _owned(enc)
+            enc = json_copy(enc)
 
         def load_refs(e: Mapping[str, Any]) -> list[int]:
             if e is enc and ("base" in e or "append" in e):
