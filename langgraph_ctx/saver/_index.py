@@ -933,6 +933,69 @@ class _Index:
             )
             raise self.corrupt(body_line, f"{exc}{note}") from None
 
+    def decode_many(self, ordinals: Iterable[int]) -> None:
+        """Decode the messages of ``ordinals`` not decoded yet, in one pass (a cold open
+        reads a whole message list): their lines read in one storage call, parsed, checked
+        (the line holds that ordinal; a ``like`` its earlier body) and built, straight into
+        the shared objects `message` returns, without caching the parsed lines.
+
+        A message whose line is not exactly as expected is left to `message`, which reads
+        it again and names what is wrong (or passes over a snapshot that does not match).
+        """
+        known, lines_of = self.templates, self.msg_lines
+        wanted = {o for o in ordinals if o not in known and o in lines_of}
+        if len(wanted) < 16 or self.reader is None:
+            self.prefetch(lines_of[o] for o in wanted)
+            return
+        objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
+        bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
+        self._read_parsed({lines_of[o] for o in wanted}, objs)
+        for o in wanted:
+            obj = objs.get(lines_of[o])
+            if obj is not None and "like" in obj and obj.get("n") == o:
+                like = obj["like"]
+                if type(like) is int and like < o and like in lines_of:
+                    bodies[o] = like
+        self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
+        for o in sorted(wanted):
+            obj = objs.get(lines_of[o])
+            if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
+                continue
+            try:
+                if o in bodies:
+                    body_obj = objs.get(lines_of[bodies[o]])
+                    if body_obj is None or body_obj.get("n") != bodies[o]:
+                        continue
+                    body = body_obj.get("msg")
+                    if "like" in body_obj or not isinstance(body, dict):
+                        continue
+                    msg = message_from_json_owned(like_body(dict(body), obj.get("id")))
+                elif "msg" in obj and "like" not in obj:
+                    msg = message_from_json_owned(obj["msg"])
+                else:
+                    continue
+            except CodecError:
+                continue
+            known.put(o, (msg, _fingerprint(msg)))
+
+    def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
+        """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
+        a line that does not parse is left out."""
+        parsed = self.parsed
+        unread = []
+        for n in lines:
+            obj = parsed.get(n)
+            if obj is None:
+                unread.append(n)
+            else:
+                into[n] = obj
+        if not unread:
+            return
+        assert self.reader is not None
+        for n, raw in self.reader(sorted(unread)).items():
+            with contextlib.suppress(CodecError):
+                into[n] = loads_line(raw)
+
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
         entry = self.templates.get_hit(ordinal)
@@ -988,8 +1051,7 @@ class _Index:
             groups = message_refs(enc, load_refs, where)
         except CodecError as exc:
             raise self.corrupt(line, str(exc)) from None
-        lines, known = self.msg_lines, self.templates  # decoded messages need no line
-        self.prefetch(lines[o] for _, refs in groups for o in refs if o not in known and o in lines)
+        self.decode_many([o for _, refs in groups for o in refs])
         try:
             load = self.message if checked is None else lambda o: self.message(o, checked)
             return decode_value(enc, load, load_refs, self.serde)
