@@ -175,12 +175,12 @@ def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
     return tuple(m.__dict__.values()) == fp or _fingerprint(m) == fp
 
 
-PARSED_LINES = 1024
+PARSED_LINES = 256
 """Parsed lines an index keeps between calls (the head's lines and what was appended last;
 a long history or a cold open reads more, in batches, and lets them go)."""
 
-REF_ORDINALS = 1 << 16
-"""Message ordinals the memo of materialized lists holds in all (about 0.5 MB): the latest
+REF_ORDINALS = 1 << 15
+"""Message ordinals the memo of materialized lists holds in all (about 256 KB): the latest
 lists for the next step, and the memo points a walk of the history leaves behind it."""
 
 
