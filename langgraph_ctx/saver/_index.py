@@ -901,7 +901,7 @@ class _Index:
             msg, fp = entry
             if checked is not None and ordinal in checked:
                 return msg  # type: ignore[no-any-return]
-            if _fingerprint(msg) == fp:
+            if _unchanged(msg, fp):
                 if checked is not None:
                     checked.add(ordinal)
                 return msg  # type: ignore[no-any-return]
@@ -933,7 +933,7 @@ class _Index:
             )
             raise self.corrupt(body_line, f"{exc}{note}") from None
 
-    def decode_many(self, ordinals: Iterable[int]) -> None:
+    def decode_many(self, ordinals: Iterable[int]) -> set[int]:
         """Decode the messages of ``ordinals`` not decoded yet, in one pass (a cold open
         reads a whole message list): their lines read in one storage call, parsed, checked
         (the line holds that ordinal; a ``like`` its earlier body) and built, straight into
@@ -941,12 +941,13 @@ class _Index:
 
         A message whose line is not exactly as expected is left to `message`, which reads
         it again and names what is wrong (or passes over a snapshot that does not match).
+        Returns the ordinals it decoded.
         """
         known, lines_of = self.templates, self.msg_lines
         wanted = {o for o in ordinals if o not in known and o in lines_of}
         if len(wanted) < 16 or self.reader is None:
             self.prefetch(lines_of[o] for o in wanted)
-            return
+            return set()
         objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
         bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
         self._read_parsed({lines_of[o] for o in wanted}, objs)
@@ -957,6 +958,7 @@ class _Index:
                 if type(like) is int and like < o and like in lines_of:
                     bodies[o] = like
         self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
+        decoded: set[int] = set()
         for o in sorted(wanted):
             obj = objs.get(lines_of[o])
             if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
@@ -977,6 +979,8 @@ class _Index:
             except CodecError:
                 continue
             known.put(o, (msg, _fingerprint(msg)))
+            decoded.add(o)
+        return decoded
 
     def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
         """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
@@ -1051,7 +1055,12 @@ class _Index:
             groups = message_refs(enc, load_refs, where)
         except CodecError as exc:
             raise self.corrupt(line, str(exc)) from None
-        self.decode_many([o for _, refs in groups for o in refs])
+        fresh = self.decode_many([o for _, refs in groups for o in refs])
+        if fresh:  # built just now: no holder can have changed them yet
+            if checked is None:
+                checked = fresh
+            else:
+                checked.update(fresh)
         try:
             load = self.message if checked is None else lambda o: self.message(o, checked)
             return decode_value(enc, load, load_refs, self.serde)
