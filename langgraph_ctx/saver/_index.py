@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import gc
 import itertools
 import json
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +123,33 @@ class _LRU(OrderedDict[Any, Any]):
         if value is not None and self.weigh is not None:
             self.weight -= self.weigh(value)
         return value
+
+
+_gc_guard = threading.Lock()
+_gc_pauses = [0, False]  # pauses in progress; whether the collector was on before the first
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (re-entrant, any thread).
+
+    A cold open builds thousands of objects that stay (messages, parsed lines, heads)
+    and hold no cycles; each collection the allocations trigger walks them again, and a
+    full one walks the application's whole heap: in a fresh process that cost more than
+    the decoding itself. The collector is back on (if it was) when the last block ends.
+    """
+    with _gc_guard:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_guard:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
 
 
 @dataclass(slots=True)
@@ -304,38 +333,42 @@ class _Index:
         the lines before wait until something needs them (`complete`).
         """
         self.skip_corrupt = skip_corrupt
-        self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
-        order: Iterable[int] = range(len(lines))
-        if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
-            start = self._from_snapshot(lines)
-            if start:
-                order = itertools.chain([0], range(start, len(lines)))
-        # A cold scan of a long log keeps no parsed lines: thousands of live dicts
-        # would make every garbage collection walk them (and LangGraph's heap) again.
-        fresh_tail = len(lines) <= 64
-        for offset in order:
-            raw = lines[offset]
-            n = first_line + offset
-            try:
+        # A cold scan builds what stays: see `_collector_paused`.
+        with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
+            self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
+            order: Iterable[int] = range(len(lines))
+            if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
+                start = self._from_snapshot(lines)
+                if start:
+                    order = itertools.chain([0], range(start, len(lines)))
+            # A cold scan of a long log keeps no parsed lines: thousands of live dicts
+            # would make every garbage collection walk them (and LangGraph's heap) again.
+            fresh_tail = len(lines) <= 64
+            for offset in order:
+                raw = lines[offset]
+                n = first_line + offset
                 try:
-                    obj = self._feed_line(raw, n)
-                except (CodecError, KeyError, TypeError, ValueError):
-                    if not self.partial:
-                        raise
-                    # The line builds on one the snapshot left out: index those, retry.
-                    self.complete()
-                    obj = self._feed_line(raw, n)
-            except (CodecError, KeyError, TypeError, ValueError) as exc:
-                reason = exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
-                err = self.corrupt(n, str(reason))
-                if skip_corrupt:
-                    warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
-                    self.lines = n
-                    continue
-                self.error = err
-                raise err from None
-            if fresh_tail and obj is not None:  # lines appended since our last look
-                self.parsed.put(n, obj)  # are likely read next
+                    try:
+                        obj = self._feed_line(raw, n)
+                    except (CodecError, KeyError, TypeError, ValueError):
+                        if not self.partial:
+                            raise
+                        # The line builds on one the snapshot left out: index those, retry.
+                        self.complete()
+                        obj = self._feed_line(raw, n)
+                except (CodecError, KeyError, TypeError, ValueError) as exc:
+                    reason = (
+                        exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
+                    )
+                    err = self.corrupt(n, str(reason))
+                    if skip_corrupt:
+                        warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+                        self.lines = n
+                        continue
+                    self.error = err
+                    raise err from None
+                if fresh_tail and obj is not None:  # lines appended since our last look
+                    self.parsed.put(n, obj)  # are likely read next
 
     def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
         """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
@@ -948,6 +981,11 @@ class _Index:
         if len(wanted) < 16 or self.reader is None:
             self.prefetch(lines_of[o] for o in wanted)
             return set()
+        with _collector_paused():
+            return self._decode_many(wanted)
+
+    def _decode_many(self, wanted: set[int]) -> set[int]:
+        known, lines_of = self.templates, self.msg_lines
         objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
         bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
         self._read_parsed({lines_of[o] for o in wanted}, objs)
@@ -997,8 +1035,10 @@ class _Index:
             return
         assert self.reader is not None
         for n, raw in self.reader(sorted(unread)).items():
-            with contextlib.suppress(CodecError):
+            try:
                 into[n] = loads_line(raw)
+            except CodecError:
+                continue  # `message` reads it again and names what is wrong
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
