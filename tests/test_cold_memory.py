@@ -8,7 +8,7 @@ from pathlib import Path
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.saver import _index
-from langgraph_ctx.saver._index import _collector_paused, _LRU
+from langgraph_ctx.saver._index import _LRU, _collector_paused
 from tests.test_cold_open import chat
 
 
