@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import operator
 import os
 import re
 import stat
@@ -549,9 +550,9 @@ class JsonlStorage(LogStorage):
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         lines = data.split(b"\n")
         pending = lines.pop()  # what follows the last newline: b"", or a torn line
-        ends = itertools.accumulate((len(raw) + 1 for raw in lines), initial=state.end)
-        next(ends)  # the old end: already the last offset
-        state.offsets.extend(ends)
+        # Line i ends at: the old end + the lengths of lines 0..i + (i + 1) newlines.
+        lengths = itertools.accumulate(map(len, lines))
+        state.offsets.extend(map(operator.add, lengths, itertools.count(state.end + 1)))
         if pending and state.torn_warned != state.end:
             # We hold at least a shared lock, so no writer is mid-append: this
             # is a line a crashed process left unfinished.
