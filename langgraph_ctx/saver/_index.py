@@ -5,7 +5,7 @@ value; built by reading the log once, then kept up to date with what is
 appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
 decoded through `langgraph_ctx.codec.values`: this module only keeps the
 results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
-It is one module (about 1,000 lines) because indexing, snapshots (where a cold open
+It is one module (about 1,200 lines) because indexing, snapshots (where a cold open
 starts), queries and decoding share the index's structures and caches.
 
 Cold opens: a long log carries ``snap`` lines (`langgraph_ctx.codec.lines.snapshot_line`).
@@ -14,8 +14,10 @@ append as the checkpoint it precedes (no extra write, lock or file; no cache to 
 or be trusted over the log), it is checksummed like every line, ``verify`` checks it,
 forks, copies and reverts carry it along with the lines, and Redis holds it like any
 line. A reader starts at the last snapshot (`_Index._from_snapshot`) after checking
-the lines it names against the raw log; one that does not match is passed over with a
-warning, and a query that needs a line before it indexes the whole log (`complete`).
+the lines it names against the raw log (a message line when it is first read: a cold
+open reads only the head's messages, in one batch, `_Index.decode_many`); one that does
+not match is passed over with a warning, and a query that needs a line before it indexes
+the whole log (`complete`).
 """
 
 from __future__ import annotations
