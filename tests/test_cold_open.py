@@ -369,3 +369,109 @@ def test_a_tampered_snapshot_is_data(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert called == []
     assert tup.metadata["evil"] == json.loads(json.dumps(evil))
     assert [p.line for p in verify_file(path).problems] == [n]
+
+
+# ------------------------------------------------------- the tail a cold open reads
+
+
+def point_message_past_the_end(obj: dict) -> None:
+    obj["msgs"][1][-1] = 10**6  # an earlier line as the grammar goes, past the file's end
+
+
+def point_message_at_a_checkpoint(obj: dict) -> None:
+    obj["msgs"][1][-1] = obj["heads"][0]["line"]
+
+
+@pytest.mark.parametrize("change", [point_message_past_the_end, point_message_at_a_checkpoint])
+def test_a_snapshot_naming_a_wrong_message_line_is_passed_over(
+    tmp_path: Path, change: Any
+) -> None:
+    """Message lines a snapshot names are checked when read: one past the end of the
+    file, or a line that is not that message, passes the snapshot over with a warning
+    naming it, and the state is read from the whole log."""
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 100)
+    config = {"configurable": {"thread_id": "t"}}
+    expected = tuple_view(writer.get_tuple(config))
+    path = Path(writer.path("t"))
+    n = rewrite_last_snapshot(path, change)
+    cold = JsonlSaver(tmp_path)
+    with pytest.warns(CorruptLineWarning, match=f":{n}: snapshot"):
+        got = cold.get_tuple(config)
+    assert tuple_view(got) == expected
+    assert not cold._indexes["t"].partial
+    chat(cold, "t", 3, start=100)  # writing goes on, and what it writes reads back
+    assert tuple_view(JsonlSaver(tmp_path).get_tuple(config)) == tuple_view(cold.get_tuple(config))
+
+
+def test_a_torn_tail_after_the_last_snapshot(tmp_path: Path) -> None:
+    """A crash that cut the last line short: the cold open reads from the snapshot up
+    to the last whole line, warns of the torn one, and the next write removes it."""
+    from langgraph_ctx.errors import TornLineWarning
+
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 100)
+    config = {"configurable": {"thread_id": "t"}}
+    path = Path(writer.path("t"))
+    data = path.read_bytes()
+    lines = data.split(b"\n")[:-1]
+    assert snap_lines(lines)[-1] < len(lines) - 3
+    whole = JsonlSaver(tmp_path / "whole")
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "whole" / path.name).write_bytes(b"".join(r + b"\n" for r in lines[:-1]))
+    expected = tuple_view(whole.get_tuple(config))
+    path.write_bytes(data[:-20])  # the last line loses its end
+    cold = JsonlSaver(tmp_path)
+    with pytest.warns(TornLineWarning):
+        got = cold.get_tuple(config)
+    assert tuple_view(got) == expected
+    assert cold._indexes["t"].partial  # read from the snapshot all the same
+    with pytest.warns(TornLineWarning, match="removing a torn last line"):
+        chat(cold, "t", 2, start=100)
+    assert tuple_view(JsonlSaver(tmp_path).get_tuple(config)) == tuple_view(cold.get_tuple(config))
+
+
+def test_a_tampered_message_line_under_a_snapshot_names_its_line(tmp_path: Path) -> None:
+    """A message line changed after it was written fails its checksum when the cold open
+    reads it (one batch for the whole message list): the error names that line."""
+    from langgraph_ctx.errors import CorruptLogError
+
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 100)
+    path = Path(writer.path("t"))
+    lines = path.read_bytes().split(b"\n")[:-1]
+    first_snap = snap_lines(lines)[0]
+    victim = next(
+        n for n in range(first_snap - 1, 0, -1) if lines[n - 1].startswith(b'{"v":2,"t":"msg"')
+        and b'"msg":' in lines[n - 1] and b'"type":"ai"' in lines[n - 1]
+    )
+    lines[victim - 1] = lines[victim - 1].replace(b'"content":"', b'"content":"X', 1)
+    path.write_bytes(b"".join(r + b"\n" for r in lines))
+    with pytest.raises(CorruptLogError, match=f":{victim}:.*checksum"):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+def test_a_cold_open_reads_the_message_list_in_few_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's messages are read in one storage call (plus one for the bodies that
+    ``like`` lines repeat), in spans of the file, not one ``pread`` a line."""
+    import os
+
+    from langgraph_ctx.storage import jsonl as jsonl_module
+
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 100)
+    calls = {"pread": 0}
+    original = os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        calls["pread"] += 1
+        return original(fd, n, offset)
+
+    monkeypatch.setattr(jsonl_module.os, "pread", counting)
+    config = {"configurable": {"thread_id": "t"}}
+    got = JsonlSaver(tmp_path).get_tuple(config)
+    assert len(got.checkpoint["channel_values"]["messages"]) == 200
+    assert calls["pread"] <= 12, calls
+    assert tuple_view(got) == tuple_view(writer.get_tuple(config))

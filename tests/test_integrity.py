@@ -338,7 +338,7 @@ def test_verify_parses_each_line_once_and_decodes_each_message_once(
     counting(index_module, "loads_line", "parse")
     counting(verify_module, "message_from_body", "message")
     counting(index_module, "message_from_body", "message")
-    counting(index_module, "message_from_json", "message")
+    counting(index_module, "message_from_json_owned", "message")
     seen = []
     for size in (100, 400):
         path = build_checkpoints(tmp_path / f"n{size}", size)

@@ -38,7 +38,7 @@ every line shares next to both, so a change to the grammar is one diff.) Values 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import copy
 import json
 import re
@@ -90,8 +90,13 @@ _SUFFIX_LEN = 14
 
 def _crc(raw: bytes | memoryview, crc: int = 0) -> bytes:
     """CRC-32 of ``raw`` (continuing ``crc``) in 6 base64url characters (8 hex digits
-    would cost 2 bytes more on every line)."""
-    return base64.urlsafe_b64encode(zlib.crc32(raw, crc).to_bytes(4, "big") + b"\0")[:6]
+    would cost 2 bytes more on every line). ``base64.urlsafe_b64encode``'s result, by
+    its two C steps (every line read checks one)."""
+    raw64 = binascii.b2a_base64(zlib.crc32(raw, crc).to_bytes(4, "big") + b"\0", newline=False)
+    return raw64[:6].translate(_URLSAFE)
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def seal_line(raw: bytes) -> bytes:
@@ -466,9 +471,14 @@ def parse_checkpoint_line(
         seen=seen,
         meta=meta,
         stored=stored,
-        counters=frozenset(counters) if isinstance(counters, dict) else frozenset(),
-        delta_base=frozenset(obj.get("delta_base") or ()),
+        counters=frozenset(counters) if counters and isinstance(counters, dict) else NO_CHANNELS,
+        delta_base=frozenset(obj["delta_base"]) if obj.get("delta_base") else NO_CHANNELS,
     )
+
+
+# One empty set for every checkpoint that names no channel (most): each ``frozenset()``
+# is an object of its own (216 bytes), and a long thread indexes thousands of heads.
+NO_CHANNELS: frozenset[str] = frozenset()
 
 
 def checkpoint_line(
@@ -954,8 +964,8 @@ def _parse_snapshot_head(h: Any, n: int) -> SnapshotHead:
         seen=dict(unpack_seen(h["seen"])),
         meta=meta,
         stored=dict(unpack_versions(h["stored"])),
-        counters=frozenset(counters),
-        delta_base=frozenset(delta_base),
+        counters=frozenset(counters) if counters else NO_CHANNELS,
+        delta_base=frozenset(delta_base) if delta_base else NO_CHANNELS,
     )
     return SnapshotHead(head, writers, writes)
 

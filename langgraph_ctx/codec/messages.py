@@ -9,12 +9,11 @@ Digests of bodies let a writer find a message it stored before.
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import (
     AIMessage,
@@ -102,6 +101,24 @@ def message_from_json(data: Any) -> BaseMessage:
     (tests/test_file_format.py compares the two). Neither path imports or calls
     anything the data names: the class is one of `MESSAGE_CLASSES`.
     """
+    return _from_json(data)[0]
+
+
+def message_from_json_owned(data: Any) -> BaseMessage:
+    """`message_from_json`, sharing no dict or list with ``data`` (a parsed line a
+    cache keeps): the unvalidated build copies what it takes already; a validated
+    message gets its containers copied after."""
+    message, built = _from_json(data)
+    if not built:
+        fields = message.__dict__
+        for key, value in fields.items():
+            if value and type(value) in _CONTAINERS:
+                fields[key] = json_copy(value)
+    return message
+
+
+def _from_json(data: Any) -> tuple[BaseMessage, bool]:
+    """The message, and whether it was built unvalidated (from copies of ``data``'s parts)."""
     if not isinstance(data, dict):
         raise CodecError("message must be a JSON object")
     cls = MESSAGE_CLASSES.get(data.get("type"))  # type: ignore[arg-type]
@@ -111,7 +128,31 @@ def message_from_json(data: Any) -> BaseMessage:
     if fast is not None:
         built = _construct(cls, fast)
         if built is not None:
-            return built
+            return built, True
+    return _validated(cls, data), False
+
+
+_CONTAINERS = (dict, list)
+
+
+def json_copy(value: Any) -> Any:
+    """A copy of the dicts and lists in JSON-shaped ``value`` (leaves shared; several
+    times cheaper than ``copy.deepcopy``, which it equals on parsed JSON).
+
+    >>> src = {"a": [1, {"b": 2}]}
+    >>> out = json_copy(src)
+    >>> out == src and out["a"] is not src["a"] and out["a"][1] is not src["a"][1]
+    True
+    """
+    kind = type(value)
+    if kind is dict:
+        return {k: json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [json_copy(v) for v in value]
+    return value
+
+
+def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
@@ -209,18 +250,18 @@ def _constructible(cls: type[BaseMessage], data: dict[str, Any]) -> dict[str, An
             out[key] = value  # in the fields set, as validation records it
             continue
         if key == "content":
-            out[key] = value if type(value) is str else copy.deepcopy(value)
+            out[key] = value if type(value) is str else json_copy(value)
             continue
         if key == "tool_calls" and cls is AIMessage:
             calls = _tool_calls(value)
             if calls is None:
                 return None
-            out[key] = copy.deepcopy(calls) if calls else []
+            out[key] = json_copy(calls) if calls else []
             continue
         check = own.get(key) or _PLAIN_FIELDS.get(key)
         if check is None or not check(value):
             return None
-        out[key] = copy.deepcopy(value) if type(value) is dict and value else (
+        out[key] = json_copy(value) if type(value) is dict and value else (
             {} if type(value) is dict else value
         )
     if cls is AIMessage and "tool_calls" not in out:
@@ -240,21 +281,36 @@ _PLAIN_CLASSES = frozenset({HumanMessage, SystemMessage})
 
 
 @functools.cache
-def _construct_plan(cls: type[BaseMessage]) -> tuple[tuple[str, bool, Any, Any], ...] | None:
-    """``(name, required, default, factory)`` per field, in declaration order (the order
-    validation fills ``__dict__`` in); ``None`` when the class has what `_construct`
-    does not reproduce (aliases, a post-init hook, an unusual default factory)."""
+def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
+    """How `_construct` builds ``cls``; ``None`` when the class has what it does not
+    reproduce (aliases, a post-init hook, an unusual default factory)."""
     if cls.__pydantic_post_init__ or cls.model_config.get("extra") != "allow":
         return None
-    plan = []
+    template: dict[str, Any] = {}
+    required: set[str] = set()
+    factories: list[tuple[str, Any]] = []
     for name, f in cls.model_fields.items():
         if f.alias not in (None, name) or f.validation_alias not in (None, name):
             return None
         factory = f.default_factory
         if factory is not None and factory not in (dict, list):
             return None
-        plan.append((name, f.is_required(), f.default, factory))
-    return tuple(plan)
+        if f.is_required():
+            required.add(name)
+        elif factory is not None:
+            factories.append((name, factory))
+        template[name] = None if factory is not None or f.is_required() else f.default
+    return _Plan(template, frozenset(template), frozenset(required), tuple(factories))
+
+
+class _Plan(NamedTuple):
+    template: dict[str, Any]
+    """Every field in declaration order (the order validation fills ``__dict__`` in),
+    with its default (immutable ones: shared, as validation shares them)."""
+    names: frozenset[str]
+    required: frozenset[str]
+    factories: tuple[tuple[str, Any], ...]
+    """The fields whose default is a fresh ``dict()`` / ``list()`` per message."""
 
 
 def _construct(cls: type[BaseMessage], values: dict[str, Any]) -> BaseMessage | None:
@@ -264,16 +320,14 @@ def _construct(cls: type[BaseMessage], values: dict[str, Any]) -> BaseMessage | 
     plan = _construct_plan(cls)
     if plan is None:
         return None
-    fields: dict[str, Any] = {}
-    for name, required, default, factory in plan:
-        if name in values:
-            fields[name] = values[name]
-        elif required:
-            return None
-        else:
-            fields[name] = factory() if factory is not None else default
-    if len(values) != sum(1 for name in values if name in fields):
-        return None  # an extra key: validation keeps it in __pydantic_extra__
+    keys = values.keys()
+    if not (keys <= plan.names and plan.required <= keys):
+        return None  # a missing field, or an extra key (validation keeps it in extras)
+    fields = plan.template.copy()
+    fields.update(values)  # a key keeps its place: the declaration order stays
+    for name, factory in plan.factories:
+        if name not in values:
+            fields[name] = factory()
     m = cls.__new__(cls)
     object.__setattr__(m, "__dict__", fields)
     object.__setattr__(m, "__pydantic_fields_set__", set(values))

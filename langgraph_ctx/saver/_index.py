@@ -5,7 +5,7 @@ value; built by reading the log once, then kept up to date with what is
 appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
 decoded through `langgraph_ctx.codec.values`: this module only keeps the
 results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
-It is one module (about 1,000 lines) because indexing, snapshots (where a cold open
+It is one module (about 1,200 lines) because indexing, snapshots (where a cold open
 starts), queries and decoding share the index's structures and caches.
 
 Cold opens: a long log carries ``snap`` lines (`langgraph_ctx.codec.lines.snapshot_line`).
@@ -14,20 +14,24 @@ append as the checkpoint it precedes (no extra write, lock or file; no cache to 
 or be trusted over the log), it is checksummed like every line, ``verify`` checks it,
 forks, copies and reverts carry it along with the lines, and Redis holds it like any
 line. A reader starts at the last snapshot (`_Index._from_snapshot`) after checking
-the lines it names against the raw log; one that does not match is passed over with a
-warning, and a query that needs a line before it indexes the whole log (`complete`).
+the lines it names against the raw log (a message line when it is first read: a cold
+open reads only the head's messages, in one batch, `_Index.decode_many`); one that does
+not match is passed over with a warning, and a query that needs a line before it indexes
+the whole log (`complete`).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import gc
 import itertools
 import json
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,20 +66,27 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
+    json_copy,
     like_body,
     message_digest,
     message_digest_without_id,
     message_from_body,
-    message_from_json,
+    message_from_json_owned,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 
 
 class _LRU(OrderedDict[Any, Any]):
-    def __init__(self, limit: int | None) -> None:
+    """Least recently used first; bounded by ``limit`` entries, or with ``weigh`` by
+    the sum of ``weigh(value)`` (a message list by its length: a thread's lists grow
+    with it, so a bound by count would hold a quadratic number of ordinals)."""
+
+    def __init__(self, limit: int | None, weigh: Callable[[Any], int] | None = None) -> None:
         super().__init__()
         self.limit = limit
+        self.weigh = weigh
+        self.weight = 0
 
     def get_hit(self, key: Any) -> Any:
         value = super().get(key)
@@ -83,12 +94,64 @@ class _LRU(OrderedDict[Any, Any]):
             self.move_to_end(key)
         return value
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: Any, value: Any, *, trim: bool = True) -> None:
+        """Store ``value`` as the most recent; ``trim=False`` leaves the bound to the next
+        put that trims (a batch read by `_Index.prefetch`, used right after, stays whole)."""
+        weigh = self.weigh
+        if weigh is not None:
+            old = super().get(key)
+            if old is not None:
+                self.weight -= weigh(old)
+            self.weight += weigh(value)
         self[key] = value
         self.move_to_end(key)
-        if self.limit is not None and len(self) > self.limit:
-            self.popitem(last=False)
+        if trim:
+            self.trim()
 
+    def trim(self) -> None:
+        limit = self.limit
+        if limit is None:
+            return
+        if self.weigh is None:
+            while len(self) > limit:
+                self.popitem(last=False)
+            return
+        while self.weight > limit and len(self) > 1:
+            _, old = self.popitem(last=False)
+            self.weight -= self.weigh(old)
+
+    def pop(self, key: Any, default: Any = None) -> Any:
+        value = super().pop(key, default)
+        if value is not None and self.weigh is not None:
+            self.weight -= self.weigh(value)
+        return value
+
+
+_gc_guard = threading.Lock()
+_gc_pauses = [0, False]  # pauses in progress; whether the collector was on before the first
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (re-entrant, any thread).
+
+    A cold open builds thousands of objects that stay (messages, parsed lines, heads)
+    and hold no cycles; each collection the allocations trigger walks them again, and a
+    full one walks the application's whole heap: in a fresh process that cost more than
+    the decoding itself. The collector is back on (if it was) when the last block ends.
+    """
+    with _gc_guard:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_guard:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
 
 
 @dataclass(slots=True)
@@ -100,29 +163,6 @@ class _Write:
 
 
 _CONTAINERS = (dict, list)
-
-
-def _owned(value: Any) -> Any:
-    """A copy of the dicts and lists in ``value`` (leaves shared): JSON-shaped data."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _owned(v) for k, v in value.items()}
-    if kind is list:
-        return [_owned(v) for v in value]
-    return value
-
-
-def _detach(message: BaseMessage) -> BaseMessage:
-    """``message`` with its own dicts and lists, none shared with the parsed line.
-
-    Reads hand the message out: an edit made by its holder must not reach the
-    line cache (a later decode, a content digest of the line).
-    """
-    fields = message.__dict__
-    for key, value in fields.items():
-        if value and type(value) in _CONTAINERS:
-            fields[key] = _owned(value)
-    return message
 
 
 def _frozen(value: Any) -> Any:
@@ -164,6 +204,15 @@ def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
     are empty (most of a chat): its fields as they are equal ``fp`` exactly then,
     since ``fp`` holds its own empty containers and frozen (tuple) full ones."""
     return tuple(m.__dict__.values()) == fp or _fingerprint(m) == fp
+
+
+PARSED_LINES = 256
+"""Parsed lines an index keeps between calls (the head's lines and what was appended last;
+a long history or a cold open reads more, in batches, and lets them go)."""
+
+REF_ORDINALS = 1 << 15
+"""Message ordinals the memo of materialized lists holds in all (about 256 KB): the latest
+lists for the next step, and the memo points a walk of the history leaves behind it."""
 
 
 # What `_Index.complete` takes over from a full scan (the rest are caches by line/ordinal).
@@ -218,8 +267,12 @@ class _Index:
     error: CorruptLogError | None = None
     # The saver's on_corrupt="skip": a bad line a read or write does not need is left out.
     skip_corrupt: bool = False
-    parsed: _LRU = field(default_factory=lambda: _LRU(16384))
-    refs: _LRU = field(default_factory=lambda: _LRU(512))
+    # Parsed lines: a message line leaves when its message is decoded (`message`); what
+    # one call reads (`prefetch`) stays for the call, trimmed by the next (`feed`).
+    parsed: _LRU = field(default_factory=lambda: _LRU(PARSED_LINES))
+    # (line, channel) -> the ordinals of a message list (`materialize`), bounded by
+    # ordinals held in all (``REF_ORDINALS``), not lists.
+    refs: _LRU = field(default_factory=lambda: _LRU(REF_ORDINALS, len))
     # ordinal -> (the message object every read returns, its fingerprint as decoded).
     templates: _LRU = field(default_factory=lambda: _LRU(16384))
     # (line, channel) -> (the message objects of that list value (a copy of the list),
@@ -244,7 +297,8 @@ class _Index:
     def prefetch(self, lines: Iterable[int]) -> None:
         """Read and parse the lines not cached yet, in one storage call; message lines
         that repeat another (``like``) bring the body's line along, in the next call."""
-        missing = sorted({n for n in lines if n not in self.parsed})
+        parsed = self.parsed
+        missing = sorted({n for n in lines if n not in parsed})
         first_error: CorruptLogError | None = None
         while missing:
             if self.reader is None:
@@ -256,7 +310,7 @@ class _Index:
                 except CodecError as exc:  # the good lines are kept; the first bad one raises
                     first_error = first_error or self.corrupt(n, str(exc))
                     continue
-                self.parsed.put(n, obj)
+                parsed.put(n, obj, trim=False)  # used by this call: trimmed by the next
                 like = obj.get("like") if obj.get("t") == "msg" else None
                 if type(like) is int and like in self.msg_lines:
                     bodies.add(self.msg_lines[like])
@@ -281,37 +335,42 @@ class _Index:
         the lines before wait until something needs them (`complete`).
         """
         self.skip_corrupt = skip_corrupt
-        order: Iterable[int] = range(len(lines))
-        if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
-            start = self._from_snapshot(lines)
-            if start:
-                order = itertools.chain([0], range(start, len(lines)))
-        # A cold scan of a long log keeps no parsed lines: thousands of live dicts
-        # would make every garbage collection walk them (and LangGraph's heap) again.
-        fresh_tail = len(lines) <= 64
-        for offset in order:
-            raw = lines[offset]
-            n = first_line + offset
-            try:
+        # A cold scan builds what stays: see `_collector_paused`.
+        with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
+            self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
+            order: Iterable[int] = range(len(lines))
+            if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
+                start = self._from_snapshot(lines)
+                if start:
+                    order = itertools.chain([0], range(start, len(lines)))
+            # A cold scan of a long log keeps no parsed lines: thousands of live dicts
+            # would make every garbage collection walk them (and LangGraph's heap) again.
+            fresh_tail = len(lines) <= 64
+            for offset in order:
+                raw = lines[offset]
+                n = first_line + offset
                 try:
-                    obj = self._feed_line(raw, n)
-                except (CodecError, KeyError, TypeError, ValueError):
-                    if not self.partial:
-                        raise
-                    # The line builds on one the snapshot left out: index those, retry.
-                    self.complete()
-                    obj = self._feed_line(raw, n)
-            except (CodecError, KeyError, TypeError, ValueError) as exc:
-                reason = exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
-                err = self.corrupt(n, str(reason))
-                if skip_corrupt:
-                    warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
-                    self.lines = n
-                    continue
-                self.error = err
-                raise err from None
-            if fresh_tail and obj is not None:  # lines appended since our last look
-                self.parsed.put(n, obj)  # are likely read next
+                    try:
+                        obj = self._feed_line(raw, n)
+                    except (CodecError, KeyError, TypeError, ValueError):
+                        if not self.partial:
+                            raise
+                        # The line builds on one the snapshot left out: index those, retry.
+                        self.complete()
+                        obj = self._feed_line(raw, n)
+                except (CodecError, KeyError, TypeError, ValueError) as exc:
+                    reason = (
+                        exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
+                    )
+                    err = self.corrupt(n, str(reason))
+                    if skip_corrupt:
+                        warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+                        self.lines = n
+                        continue
+                    self.error = err
+                    raise err from None
+                if fresh_tail and obj is not None:  # lines appended since our last look
+                    self.parsed.put(n, obj)  # are likely read next
 
     def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
         """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
@@ -406,10 +465,12 @@ class _Index:
             for snap in reversed(chain):
                 if snap.first_msg != expected:
                     raise CodecError("snapshot: its messages do not follow the previous one's")
+                # Each message line is checked when it is first read (`_message_line`):
+                # a cold open reads only the head's messages, not every line named here.
                 for i, line_no in enumerate(snap.msg_lines):
                     if line_no is not None:
-                        if peek_message_ordinal(lines[line_no - 1]) != snap.first_msg + i:
-                            raise CodecError(f"snapshot: line {line_no} is not that message")
+                        if line_no > len(lines):
+                            raise CodecError(f"snapshot: message line {line_no} is past the end")
                         msg_lines[snap.first_msg + i] = line_no
                 expected = snap.next_msg
                 self._fold_snapshot(snap, lists)
@@ -814,8 +875,23 @@ class _Index:
             raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
         obj = self.line(line_no)
         if obj.get("t") != "msg" or obj.get("n") != ordinal:
+            if self.partial and self.snap_line is not None:
+                # Only a snapshot names a message line unread: it does not match the log.
+                self._pass_over_snapshot(f"snapshot: line {line_no} is not message #{ordinal}")
+                return self._message_line(ordinal)
             raise self.corrupt(line_no, f"line is indexed as message #{ordinal} but is not")
         return line_no, obj
+
+    def _pass_over_snapshot(self, reason: str) -> None:
+        """A snapshot the index was opened from names a line that says otherwise: warn,
+        naming the snapshot line, and index the whole log instead (`complete`)."""
+        warnings.warn(
+            f"{self.corrupt(self.snap_line, reason)}; reading the whole log instead",
+            CorruptLineWarning,
+            stacklevel=4,
+        )
+        self.complete()
+        self.snap_line, self.snap_next, self.snap_lists = None, 0, []
 
     def body_line(self, ordinal: int) -> int:
         """The line holding a message's body (following ``like`` lines, each to an
@@ -860,7 +936,7 @@ class _Index:
             msg, fp = entry
             if checked is not None and ordinal in checked:
                 return msg  # type: ignore[no-any-return]
-            if _fingerprint(msg) == fp:
+            if _unchanged(msg, fp):
                 if checked is not None:
                     checked.add(ordinal)
                 return msg  # type: ignore[no-any-return]
@@ -876,15 +952,95 @@ class _Index:
         line_no, obj = self._message_line(ordinal)
         body_line = line_no
         try:
-            if "like" in obj:
-                body_line = self.body_line(ordinal)
-                return _detach(message_from_json(self.message_json(ordinal)))
-            return _detach(message_from_body(obj, self.serde))
+            if "like" not in obj:
+                if "msg" in obj:
+                    return message_from_json_owned(obj["msg"])
+                # A serialized body is decoded from bytes: nothing shared with the line.
+                return message_from_body(obj, self.serde)
+            body_line = self.body_line(ordinal)
+            body = self.line(body_line).get("msg")
+            if not isinstance(body, dict):
+                raise self.corrupt(line_no, "a 'like' line must point to a readable message")
+            return message_from_json_owned(like_body(dict(body), obj.get("id")))
         except CodecError as exc:
             note = (
                 f" (the body of message #{ordinal}, line {line_no})" if body_line != line_no else ""
             )
             raise self.corrupt(body_line, f"{exc}{note}") from None
+
+    def decode_many(self, ordinals: Iterable[int]) -> set[int]:
+        """Decode the messages of ``ordinals`` not decoded yet, in one pass (a cold open
+        reads a whole message list): their lines read in one storage call, parsed, checked
+        (the line holds that ordinal; a ``like`` its earlier body) and built, straight into
+        the shared objects `message` returns, without caching the parsed lines.
+
+        A message whose line is not exactly as expected is left to `message`, which reads
+        it again and names what is wrong (or passes over a snapshot that does not match).
+        Returns the ordinals it decoded.
+        """
+        known, lines_of = self.templates, self.msg_lines
+        wanted = {o for o in ordinals if o not in known and o in lines_of}
+        if len(wanted) < 16 or self.reader is None:
+            self.prefetch(lines_of[o] for o in wanted)
+            return set()
+        with _collector_paused():
+            return self._decode_many(wanted)
+
+    def _decode_many(self, wanted: set[int]) -> set[int]:
+        known, lines_of = self.templates, self.msg_lines
+        objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
+        bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
+        self._read_parsed({lines_of[o] for o in wanted}, objs)
+        for o in wanted:
+            obj = objs.get(lines_of[o])
+            if obj is not None and "like" in obj and obj.get("n") == o:
+                like = obj["like"]
+                if type(like) is int and like < o and like in lines_of:
+                    bodies[o] = like
+        self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
+        decoded: set[int] = set()
+        for o in sorted(wanted):
+            obj = objs.get(lines_of[o])
+            if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
+                continue
+            try:
+                if o in bodies:
+                    body_obj = objs.get(lines_of[bodies[o]])
+                    if body_obj is None or body_obj.get("n") != bodies[o]:
+                        continue
+                    body = body_obj.get("msg")
+                    if "like" in body_obj or not isinstance(body, dict):
+                        continue
+                    msg = message_from_json_owned(like_body(dict(body), obj.get("id")))
+                elif "msg" in obj and "like" not in obj:
+                    msg = message_from_json_owned(obj["msg"])
+                else:
+                    continue
+            except CodecError:
+                continue
+            known.put(o, (msg, _fingerprint(msg)))
+            decoded.add(o)
+        return decoded
+
+    def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
+        """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
+        a line that does not parse is left out."""
+        parsed = self.parsed
+        unread = []
+        for n in lines:
+            obj = parsed.get(n)
+            if obj is None:
+                unread.append(n)
+            else:
+                into[n] = obj
+        if not unread:
+            return
+        assert self.reader is not None
+        for n, raw in self.reader(sorted(unread)).items():
+            try:
+                into[n] = loads_line(raw)
+            except CodecError:
+                continue  # `message` reads it again and names what is wrong
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
@@ -927,7 +1083,7 @@ class _Index:
         parsed line, which later reads decode again.
         """
         if not is_list_value(enc):
-            enc = _owned(enc)
+            enc = json_copy(enc)
 
         def load_refs(e: Mapping[str, Any]) -> list[int]:
             if e is enc and ("base" in e or "append" in e):
@@ -941,8 +1097,12 @@ class _Index:
             groups = message_refs(enc, load_refs, where)
         except CodecError as exc:
             raise self.corrupt(line, str(exc)) from None
-        lines, known = self.msg_lines, self.templates  # decoded messages need no line
-        self.prefetch(lines[o] for _, refs in groups for o in refs if o not in known and o in lines)
+        fresh = self.decode_many([o for _, refs in groups for o in refs])
+        if fresh:  # built just now: no holder can have changed them yet
+            if checked is None:
+                checked = fresh
+            else:
+                checked.update(fresh)
         try:
             load = self.message if checked is None else lambda o: self.message(o, checked)
             return decode_value(enc, load, load_refs, self.serde)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import operator
 import os
 import re
 import stat
@@ -544,18 +545,14 @@ class JsonlStorage(LogStorage):
                 chunks = _read_from(fd, state.end, st.st_size)
                 break
         first = state.lines + 1
-        lines: list[bytes] = []
-        pending = b""
-        pos = state.end
-        for chunk in chunks:
-            data = pending + chunk if pending else chunk
-            start = 0
-            while (nl := data.find(b"\n", start)) != -1:
-                lines.append(data[start:nl])
-                pos += nl + 1 - start
-                state.offsets.append(pos)
-                start = nl + 1
-            pending = data[start:]
+        # Split in C (a cold open reads thousands of lines): the pieces, then each
+        # line's end offset as a running sum of their lengths plus the newlines.
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        lines = data.split(b"\n")
+        pending = lines.pop()  # what follows the last newline: b"", or a torn line
+        # Line i ends at: the old end + the lengths of lines 0..i + (i + 1) newlines.
+        lengths = itertools.accumulate(map(len, lines))
+        state.offsets.extend(map(operator.add, lengths, itertools.count(state.end + 1)))
         if pending and state.torn_warned != state.end:
             # We hold at least a shared lock, so no writer is mid-append: this
             # is a line a crashed process left unfinished.
@@ -776,11 +773,31 @@ def _read_from(fd: int, start: int, stop: int | None = None) -> list[bytes]:
     return chunks
 
 
+_SPAN_GAP = 1 << 16
+"""Unasked bytes `_pread_lines` reads between two asked lines rather than make a second
+call: a cold open reads most message lines of a log, one ``pread`` a span is cheaper."""
+
+
 def _pread_lines(fd: int, offsets: array[int], lines: Iterable[int]) -> dict[int, bytes]:
+    """The asked lines, reading each span of lines close together with one ``pread``."""
     out: dict[int, bytes] = {}
-    for line in lines:
-        start, stop = offsets[line - 1], offsets[line]
-        out[line] = os.pread(fd, stop - start - 1, start)
+    wanted = sorted(set(lines))
+    i = 0
+    while i < len(wanted):
+        j = i
+        while (
+            j + 1 < len(wanted)
+            and offsets[wanted[j + 1] - 1] - offsets[wanted[j]] <= _SPAN_GAP
+        ):
+            j += 1
+        start = offsets[wanted[i] - 1]
+        if i == j:
+            out[wanted[i]] = os.pread(fd, offsets[wanted[i]] - start - 1, start)
+        else:
+            span = memoryview(os.pread(fd, offsets[wanted[j]] - start, start))
+            for line in wanted[i : j + 1]:
+                out[line] = bytes(span[offsets[line - 1] - start : offsets[line] - start - 1])
+        i = j + 1
     return out
 
 
