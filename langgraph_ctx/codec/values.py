@@ -48,6 +48,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import itertools
 import json
 import math
 import uuid
@@ -258,7 +259,12 @@ _PARSE: dict[str, Callable[[str], Any]] = {
 
 
 def is_message_list(value: Any) -> bool:
-    return type(value) is list and len(value) > 0 and all(isinstance(m, BaseMessage) for m in value)
+    return type(value) is list and len(value) > 0 and all_messages(value)
+
+
+def all_messages(items: Iterable[Any]) -> bool:
+    """Whether every item is a message (the loop in C: a state's list can be long)."""
+    return all(map(isinstance, items, itertools.repeat(BaseMessage)))
 
 
 def encode_value(
@@ -300,7 +306,7 @@ class _Encoder:
                 return {"tuple": [self.encode(v, exact) for v in value]}
             if _is_exact_json(value) if exact else is_plain_json(value):
                 return value if kind is list else list(value)
-            if value and all(isinstance(m, BaseMessage) for m in value):
+            if value and all_messages(value):
                 return {"msgs": self.refs(value if kind is list else list(value))}
             return {"list": [self.encode(v, exact) for v in value]}
         if kind is dict:

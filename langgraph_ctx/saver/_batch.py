@@ -28,7 +28,7 @@ from langgraph_ctx.codec.lines import (
     writes_readable,
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
-from langgraph_ctx.codec.values import encode_value, serde_encode
+from langgraph_ctx.codec.values import all_messages, encode_value, serde_encode
 from langgraph_ctx.saver._index import (
     CheckpointHead,
     _all_unchanged,
@@ -107,13 +107,15 @@ class _Batch:
         the messages it shares with a list this batch or the index knows are
         checked in one C-level comparison (`_shared`), not one by one.
         """
-        refs, _, _ = self._shared(messages, self._known_list(messages))
+        known, checked = self._known_list(messages)
+        refs, _, _ = self._shared(messages, known, checked=checked)
         return refs
 
     def _known_list(
         self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], list[tuple[Any, ...]], list[int]] | None:
-        """The known list sharing the longest first part with ``messages``, by identity."""
+    ) -> tuple[tuple[list[BaseMessage], list[tuple[Any, ...]], list[int]] | None, bool]:
+        """The known list sharing the longest first part with ``messages``, by identity,
+        and whether it is one of this batch's, its messages checked a moment ago."""
         first = messages[0]
         best, best_shared = None, 0
         for objs, fps, refs in reversed(self._lists):
@@ -121,6 +123,8 @@ class _Batch:
                 shared = _prefix(messages, objs)
                 if shared > best_shared:
                     best, best_shared = (objs, fps, refs), shared
+        if best_shared == len(messages):
+            return best, True
         if best_shared < len(messages):
             index = self.index
             for (line, channel), (objs, fps) in reversed(list(index.list_objs.items())):
@@ -135,12 +139,14 @@ class _Batch:
                     best, best_shared = (objs, fps, refs), shared
                     if shared == len(messages):
                         break
-        return best
+        return best, False
 
     def _shared(
         self,
         value: list[BaseMessage],
         known: tuple[list[BaseMessage], list[tuple[Any, ...]] | None, list[int]] | None,
+        *,
+        checked: bool = False,
     ) -> tuple[list[int], list[tuple[Any, ...]], int]:
         """``(ordinals, fingerprints, keep)`` of a message list; ``keep``: how many
         leading messages are, unchanged, those of ``known`` (objects, their
@@ -151,6 +157,7 @@ class _Batch:
         every shared message with its fingerprint (`_all_unchanged`) to catch a
         message a node changed in place. An edited message is saved again, as a
         new message line (the old one stays in the log); the others cost nothing new.
+        ``checked``: ``known`` is a list of this batch, checked a moment ago.
         """
         shared = 0
         fps: list[tuple[Any, ...]] = []
@@ -166,7 +173,7 @@ class _Batch:
             fps = known_fps[:shared]
             refs = known_refs[:shared]
         keep = shared
-        if shared and not _all_unchanged(value[:shared], fps):
+        if shared and not checked and not _all_unchanged(value[:shared], fps):
             for i, m in enumerate(value[:shared]):
                 if not _unchanged(m, fps[i]):  # edited in place since saved or read
                     keep = min(keep, i)
@@ -191,13 +198,13 @@ class _Batch:
             return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
             return encode_value(value, self.ref, self.serde, self.refs), None
-        if not all(isinstance(m, BaseMessage) for m in value):
-            return encode_value(value, self.ref, self.serde, self.refs), None
         known = None
         if base is not None:
             entry = self.index.list_objs.get_hit((base[0], channel))
             if entry is not None:
                 known = (entry[0], entry[1], base[1])
+        if not all_messages(value[_prefix(value, known[0]) if known else 0 :]):
+            return encode_value(value, self.ref, self.serde, self.refs), None
         refs, fps, keep = self._shared(value, known)
         self.list_objs[channel] = (value.copy(), fps)
         return list_value(refs, base, keep), refs
