@@ -212,9 +212,7 @@ def _loads_safely(type_: str, raw: bytes, inner: SerializerProtocol, rules: Clas
 MessageRef = Callable[[BaseMessage], int]
 """Stores (or finds) a message and returns its ordinal."""
 
-MessageRefs = Callable[[list[BaseMessage]], list[int]]
-"""Stores (or finds) the messages of a list and returns their ordinals: a writer that
-knows the list (or its first part) already checks it whole, not message by message."""
+MessageRefs = Callable[[list[BaseMessage]], list[int]]  # a writer may check a list at once
 
 MessageLoader = Callable[[int], BaseMessage]
 ListLoader = Callable[[Mapping[str, Any]], list[int]]
@@ -270,28 +268,24 @@ def all_messages(items: Iterable[Any]) -> bool:
 def encode_value(
     value: Any, ref: MessageRef, serde: SerializerProtocol, refs: MessageRefs | None = None
 ) -> Any:
-    """Encode a channel value or write; messages become references via ``ref``
-    (message lists via ``refs`` when given)."""
+    """Encode a channel value or write; messages become references via ``ref`` / ``refs``."""
+    refs = refs or (lambda messages: [ref(m) for m in messages])
     if isinstance(value, BaseMessage):
         return {"msg": ref(value)}
     if is_message_list(value):
-        return {"msgs": refs(value) if refs is not None else [ref(m) for m in value]}
+        return {"msgs": refs(value)}
     if isinstance(value, _DeltaSnapshot):
         return {"snap": encode_value(value.value, ref, serde, refs)}
     if is_plain_json(value):
         return {"json": value} if type(value) is dict else value
-    return _Encoder(ref, serde, refs).encode(value, exact=False)
+    return _Encoder(ref, refs, serde).encode(value, exact=False)
 
 
 class _Encoder:
     """The walk of `encode_value` through a value that is not plain JSON."""
 
-    def __init__(
-        self, ref: MessageRef, serde: SerializerProtocol, refs: MessageRefs | None
-    ) -> None:
-        self.ref = ref
-        self.serde = serde
-        self.refs: MessageRefs = refs if refs is not None else (lambda ms: [ref(m) for m in ms])
+    def __init__(self, ref: MessageRef, refs: MessageRefs, serde: SerializerProtocol) -> None:
+        self.ref, self.refs, self.serde = ref, refs, serde
 
     def encode(self, value: Any, exact: bool) -> Any:
         """One value anywhere inside another. ``exact``: inside a class's fields, where

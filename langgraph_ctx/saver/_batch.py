@@ -409,7 +409,7 @@ def _prefix(value: list[Any], objs: list[Any]) -> int:
 def _template_fps(index: _Index, refs: list[int]) -> list[tuple[Any, ...]]:
     """The fingerprints of messages as read (`_Index.template_fingerprint`), in C when
     every one is decoded already."""
-    entries = list(map(index.templates.get, refs))
+    entries: list[Any] = list(map(index.templates.get, refs))
     if None in entries:
         return [index.template_fingerprint(o) for o in refs]
     return [e[1] for e in entries]
