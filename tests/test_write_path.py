@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.types import Send
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.saver._index import _fingerprint, _unchanged
@@ -89,3 +90,81 @@ def test_an_empty_field_of_a_message_read_back_filled_in_place_is_saved(tmp_path
     graph.invoke({"messages": [HumanMessage("fill")]}, CONFIG)
     messages = JsonlSaver(tmp_path).get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
     assert messages[0].additional_kwargs == {"flag": "set"}
+
+
+def _send_graph(saver: Any) -> Any:
+    """``plan`` edits the first message in place and sends the whole state to ``work``,
+    which is interrupted before it runs: the `Send` (its state's message list) is
+    what the log holds of the pending step."""
+
+    def plan(state: MessagesState) -> dict[str, Any]:
+        messages = state["messages"]
+        if messages[-1].content == "edit":
+            messages[0].additional_kwargs["flag"] = "set"
+        return {"messages": [AIMessage(f"plan {len(messages)}")]}
+
+    def fan_out(state: MessagesState) -> list[Send]:
+        return [Send("work", {"messages": state["messages"]})]
+
+    def work(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("done")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(plan)
+    builder.add_node(work)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan_out, ["work"])
+    return builder.compile(checkpointer=saver, interrupt_before=["work"])
+
+
+def _sent_messages(saver: Any) -> list[Any]:
+    """The messages of the pending `Send`'s state, as the saver reads them back."""
+    found = saver.get_tuple(CONFIG)
+    sends = [w[2] for w in found.pending_writes if isinstance(w[2], Send)]
+    sends += [s for s in found.checkpoint["channel_values"].get("__pregel_tasks", [])]
+    assert sends, "the pending Send is in the log"
+    return sends[-1].arg["messages"]  # type: ignore[no-any-return]
+
+
+def test_a_message_edited_in_place_is_saved_inside_a_send(tmp_path) -> None:
+    saver = JsonlSaver(tmp_path)
+    graph = _send_graph(saver)
+    graph.invoke({"messages": [HumanMessage("first")]}, CONFIG)
+    graph.invoke(None, CONFIG)  # run `work`
+    graph.invoke({"messages": [HumanMessage("edit")]}, CONFIG)
+    for reader in (saver, JsonlSaver(tmp_path)):  # warm, then a fresh process
+        sent = _sent_messages(reader)
+        assert [m.content for m in sent] == ["first", "plan 1", "done", "edit", "plan 4"]
+        assert sent[0].additional_kwargs == {"flag": "set"}
+
+
+def test_nested_lists_encode_as_message_by_message(tmp_path) -> None:
+    """`_Batch.refs` (a list checked whole against known lists) gives the ordinals that
+    `_Batch.ref`, one message at a time, gives: shared, edited and new messages."""
+    from langgraph_ctx.saver._batch import _Batch
+
+    saver = JsonlSaver(tmp_path)
+    graph = _send_graph(saver)
+    graph.invoke({"messages": [HumanMessage("first")]}, CONFIG)
+    graph.invoke(None, CONFIG)
+    state = graph.get_state(CONFIG).values["messages"]
+    with saver._view("t", exclusive=True) as index:
+        cases = [
+            state,  # the head's list, as read
+            state[:2],  # its first part
+            [*state, AIMessage("new")],  # and a message the log does not hold
+            [state[1], state[0]],  # another order
+        ]
+        edited = [m.model_copy(deep=True) for m in state]
+        edited[1].response_metadata["x"] = 1
+        cases.append(edited)  # equal objects, one of them changed
+        for case in cases:
+            whole = _Batch(index, saver.serde).refs(case)
+            one_by_one = _Batch(index, saver.serde)
+            assert whole == [one_by_one.ref(m) for m in case]
+        state[0].additional_kwargs["late"] = True  # edited in place after it was read
+        batch = _Batch(index, saver.serde)
+        refs = batch.refs(state)
+        assert refs[1:] == _Batch(index, saver.serde).refs(state)[1:]
+        assert refs[0] not in _Batch(index, saver.serde).refs(state[1:])
+        assert [line["t"] for line in batch.lines] == ["msg"]  # the edit, saved anew

@@ -48,6 +48,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import itertools
 import json
 import math
 import uuid
@@ -211,6 +212,8 @@ def _loads_safely(type_: str, raw: bytes, inner: SerializerProtocol, rules: Clas
 MessageRef = Callable[[BaseMessage], int]
 """Stores (or finds) a message and returns its ordinal."""
 
+MessageRefs = Callable[[list[BaseMessage]], list[int]]  # a writer may check a list at once
+
 MessageLoader = Callable[[int], BaseMessage]
 ListLoader = Callable[[Mapping[str, Any]], list[int]]
 """Resolves the ordinals of a ``msgs`` / ``append`` value (following ``base`` links)."""
@@ -254,86 +257,96 @@ _PARSE: dict[str, Callable[[str], Any]] = {
 
 
 def is_message_list(value: Any) -> bool:
-    return type(value) is list and len(value) > 0 and all(isinstance(m, BaseMessage) for m in value)
+    return type(value) is list and len(value) > 0 and all_messages(value)
 
 
-def encode_value(value: Any, ref: MessageRef, serde: SerializerProtocol) -> Any:
-    """Encode a channel value or write; messages become references via ``ref``."""
+def all_messages(items: Iterable[Any]) -> bool:
+    """Whether every item is a message (the loop in C: a state's list can be long)."""
+    return all(map(isinstance, items, itertools.repeat(BaseMessage)))
+
+
+def encode_value(
+    value: Any, ref: MessageRef, serde: SerializerProtocol, refs: MessageRefs | None = None
+) -> Any:
+    """Encode a channel value or write; messages become references via ``ref`` / ``refs``."""
+    refs = refs or (lambda messages: [ref(m) for m in messages])
     if isinstance(value, BaseMessage):
         return {"msg": ref(value)}
     if is_message_list(value):
-        return {"msgs": [ref(m) for m in value]}
+        return {"msgs": refs(value)}
     if isinstance(value, _DeltaSnapshot):
-        return {"snap": encode_value(value.value, ref, serde)}
+        return {"snap": encode_value(value.value, ref, serde, refs)}
     if is_plain_json(value):
         return {"json": value} if type(value) is dict else value
-    return _encode(value, ref, serde, exact=False)
+    return _Encoder(ref, refs, serde).encode(value, exact=False)
 
 
-def _encode(value: Any, ref: MessageRef, serde: SerializerProtocol, exact: bool) -> Any:
-    """One value anywhere inside another. ``exact``: inside a class's fields, where
-    tuples stay tuples (the class had them so; pydantic validated them so)."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if kind is float and math.isfinite(value):
-        return value
-    if kind is list or kind is tuple:
-        if exact and kind is tuple:
-            return {"tuple": [_encode(v, ref, serde, exact) for v in value]}
-        if _is_exact_json(value) if exact else is_plain_json(value):
-            return value if kind is list else list(value)
-        if value and all(isinstance(m, BaseMessage) for m in value):
-            return {"msgs": [ref(m) for m in value]}
-        return {"list": [_encode(v, ref, serde, exact) for v in value]}
-    if kind is dict:
-        if _is_exact_json(value) if exact else is_plain_json(value):
-            return {"json": value}
-        if all(type(k) is str for k in value):
-            return {"dict": {k: _encode(v, ref, serde, exact) for k, v in value.items()}}
-        return {  # keys exact: a tuple key must come back hashable
-            "pairs": [
-                [_encode(k, ref, serde, True), _encode(v, ref, serde, exact)]
-                for k, v in value.items()
-            ]
-        }
-    if isinstance(value, BaseMessage):
-        return {"msg": ref(value)}
-    if kind is set or kind is frozenset:
-        return {kind.__name__: [_encode(v, ref, serde, True) for v in value]}  # hashable
-    scalar = _SCALARS.get(kind)
-    if scalar is not None:
-        return {scalar: value.isoformat() if scalar in ("datetime", "date") else str(value)}
-    if kind is Send:
-        out: dict[str, Any] = {"send": [value.node, _encode(value.arg, ref, serde, exact)]}
-        if getattr(value, "timeout", None) is not None:
-            out["timeout"] = _encode(value.timeout, ref, serde, exact)
-        return out
-    if kind is _DeltaSnapshot:
-        return {"snap": _encode(value.value, ref, serde, exact)}
-    tag = kind_of(kind)
-    if tag is not None:
-        return _encode_object(value, tag, ref, serde)
-    return {"serde": serde_encode(value, serde)}
+class _Encoder:
+    """The walk of `encode_value` through a value that is not plain JSON."""
 
+    def __init__(self, ref: MessageRef, refs: MessageRefs, serde: SerializerProtocol) -> None:
+        self.ref, self.refs, self.serde = ref, refs, serde
 
-def _encode_object(value: Any, tag: ClassKind, ref: MessageRef, serde: SerializerProtocol) -> Any:
-    cls = type(value)
-    name = [cls.__module__, cls.__qualname__]
-    if tag == "enum":
-        return {"enum": name, "value": _encode(value.value, ref, serde, exact=True)}
-    if tag == "model":
-        fields = dict(value.__dict__)
-        extra = getattr(value, "__pydantic_extra__", None)
-        if extra:
-            fields.update(extra)
-    elif tag == "namedtuple":
-        fields = dict(zip(cls._fields, value, strict=True))
-    else:
-        fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
-    if _is_exact_json(fields):
-        return {tag: name, "json": fields}
-    return {tag: name, "fields": {k: _encode(v, ref, serde, exact=True) for k, v in fields.items()}}
+    def encode(self, value: Any, exact: bool) -> Any:
+        """One value anywhere inside another. ``exact``: inside a class's fields, where
+        tuples stay tuples (the class had them so; pydantic validated them so)."""
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            return value
+        if kind is float and math.isfinite(value):
+            return value
+        if kind is list or kind is tuple:
+            if exact and kind is tuple:
+                return {"tuple": [self.encode(v, exact) for v in value]}
+            if _is_exact_json(value) if exact else is_plain_json(value):
+                return value if kind is list else list(value)
+            if value and all_messages(value):
+                return {"msgs": self.refs(value if kind is list else list(value))}
+            return {"list": [self.encode(v, exact) for v in value]}
+        if kind is dict:
+            if _is_exact_json(value) if exact else is_plain_json(value):
+                return {"json": value}
+            if all(type(k) is str for k in value):
+                return {"dict": {k: self.encode(v, exact) for k, v in value.items()}}
+            return {  # keys exact: a tuple key must come back hashable
+                "pairs": [[self.encode(k, True), self.encode(v, exact)] for k, v in value.items()]
+            }
+        if isinstance(value, BaseMessage):
+            return {"msg": self.ref(value)}
+        if kind is set or kind is frozenset:
+            return {kind.__name__: [self.encode(v, True) for v in value]}  # hashable
+        scalar = _SCALARS.get(kind)
+        if scalar is not None:
+            return {scalar: value.isoformat() if scalar in ("datetime", "date") else str(value)}
+        if kind is Send:
+            out: dict[str, Any] = {"send": [value.node, self.encode(value.arg, exact)]}
+            if getattr(value, "timeout", None) is not None:
+                out["timeout"] = self.encode(value.timeout, exact)
+            return out
+        if kind is _DeltaSnapshot:
+            return {"snap": self.encode(value.value, exact)}
+        tag = kind_of(kind)
+        if tag is not None:
+            return self.encode_object(value, tag)
+        return {"serde": serde_encode(value, self.serde)}
+
+    def encode_object(self, value: Any, tag: ClassKind) -> Any:
+        cls = type(value)
+        name = [cls.__module__, cls.__qualname__]
+        if tag == "enum":
+            return {"enum": name, "value": self.encode(value.value, exact=True)}
+        if tag == "model":
+            fields = dict(value.__dict__)
+            extra = getattr(value, "__pydantic_extra__", None)
+            if extra:
+                fields.update(extra)
+        elif tag == "namedtuple":
+            fields = dict(zip(cls._fields, value, strict=True))
+        else:
+            fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
+        if _is_exact_json(fields):
+            return {tag: name, "json": fields}
+        return {tag: name, "fields": {k: self.encode(v, exact=True) for k, v in fields.items()}}
 
 
 def _is_field(cls: Any, name: str) -> bool:

@@ -28,8 +28,14 @@ from langgraph_ctx.codec.lines import (
     writes_readable,
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
-from langgraph_ctx.codec.values import encode_value, serde_encode
-from langgraph_ctx.saver._index import CheckpointHead, _fingerprint, _Index, _unchanged
+from langgraph_ctx.codec.values import all_messages, encode_value, serde_encode
+from langgraph_ctx.saver._index import (
+    CheckpointHead,
+    _all_unchanged,
+    _fingerprint,
+    _Index,
+    _unchanged,
+)
 
 
 class _Batch:
@@ -44,9 +50,13 @@ class _Batch:
         self.new_digests: dict[bytes, int] = {}
         self.new_noids: dict[bytes, int] = {}
         self._new_msgs = 0
+        # Messages serialized (or re-serialized) by this batch: the index learns them.
         self.seen: list[tuple[BaseMessage, tuple[Any, ...], int]] = []
         self.list_memo: dict[str, list[int]] = {}
         self.list_objs: dict[str | None, tuple[list[BaseMessage], list[tuple[Any, ...]]]] = {}
+        # (objects, fingerprints, ordinals) of the message lists this batch stored: a
+        # list nested in another value (a `Send`'s state) is compared with them.
+        self._lists: list[tuple[list[BaseMessage], list[tuple[Any, ...]], list[int]]] = []
 
     def ref(self, msg: BaseMessage) -> int:
         """The ordinal of a message, adding its line if the log does not hold it yet."""
@@ -54,12 +64,12 @@ class _Batch:
 
     def _ref(self, msg: BaseMessage) -> tuple[int, tuple[Any, ...]]:
         """``(ordinal, fingerprint)``: the fingerprint of exactly what was saved."""
-        fingerprint = _fingerprint(msg)
         hit = self.index.ident.get(id(msg))
-        if hit is not None and hit[0]() is msg and hit[1] == fingerprint:
-            return hit[2], fingerprint
+        if hit is not None and hit[0]() is msg and _unchanged(msg, hit[1]):
+            return hit[2], hit[1]  # saved before, unchanged since: the index knows it
         # LangGraph's reducer may give the message an id while a background put
         # serializes it: keep the fingerprint of exactly what was serialized.
+        fingerprint = _fingerprint(msg)
         while True:
             body = message_body(msg, self.serde)
             after = _fingerprint(msg)
@@ -90,59 +100,112 @@ class _Batch:
         self.seen.append((msg, fingerprint, ordinal))
         return ordinal, fingerprint
 
+    def refs(self, messages: list[BaseMessage]) -> list[int]:
+        """The ordinals of a message list inside another value (a `Send`'s state, ...).
+
+        Such a list is most often the state's message list (or its first part):
+        the messages it shares with a list this batch or the index knows are
+        checked in one C-level comparison (`_shared`), not one by one.
+        """
+        known, checked = self._known_list(messages)
+        refs, _, _ = self._shared(messages, known, checked=checked)
+        return refs
+
+    def _known_list(
+        self, messages: list[BaseMessage]
+    ) -> tuple[tuple[list[BaseMessage], list[tuple[Any, ...]], list[int]] | None, bool]:
+        """The known list sharing the longest first part with ``messages``, by identity,
+        and whether it is one of this batch's, its messages checked a moment ago."""
+        first = messages[0]
+        best, best_shared = None, 0
+        for objs, fps, refs in reversed(self._lists):
+            if objs and objs[0] is first:
+                shared = _prefix(messages, objs)
+                if shared > best_shared:
+                    best, best_shared = (objs, fps, refs), shared
+        if best_shared == len(messages):
+            return best, True
+        if best_shared < len(messages):
+            index = self.index
+            for (line, channel), (objs, fps) in reversed(list(index.list_objs.items())):
+                if not objs or objs[0] is not first or len(objs) <= best_shared:
+                    continue
+                shared = _prefix(messages, objs)
+                if shared > best_shared:
+                    refs = index.materialize(line, channel)
+                    if fps is None or len(fps) < shared:
+                        fps = _template_fps(index, refs[:shared])
+                        index.list_objs.put((line, channel), (objs, fps))
+                    best, best_shared = (objs, fps, refs), shared
+                    if shared == len(messages):
+                        break
+        return best, False
+
+    def _shared(
+        self,
+        value: list[BaseMessage],
+        known: tuple[list[BaseMessage], list[tuple[Any, ...]] | None, list[int]] | None,
+        *,
+        checked: bool = False,
+    ) -> tuple[list[int], list[tuple[Any, ...]], int]:
+        """``(ordinals, fingerprints, keep)`` of a message list; ``keep``: how many
+        leading messages are, unchanged, those of ``known`` (objects, their
+        fingerprints when saved or read, their ordinals).
+
+        The messages ``value`` shares with ``known`` by identity are taken from it
+        unread: a C-level identity comparison, then one C-level comparison of
+        every shared message with its fingerprint (`_all_unchanged`) to catch a
+        message a node changed in place. An edited message is saved again, as a
+        new message line (the old one stays in the log); the others cost nothing new.
+        ``checked``: ``known`` is a list of this batch, checked a moment ago.
+        """
+        shared = 0
+        fps: list[tuple[Any, ...]] = []
+        refs: list[int] = []
+        if known is not None:
+            objs, known_fps, known_refs = known
+            shared = min(_prefix(value, objs), len(known_refs))
+            if known_fps is None or len(known_fps) < shared:  # read from the log:
+                known_fps = _template_fps(self.index, known_refs[:shared])
+            # The parent's fingerprint objects, not equal new ones: the lists of
+            # successive steps share them (freeing a list of fresh tuples per
+            # step cost as much as building it).
+            fps = known_fps[:shared]
+            refs = known_refs[:shared]
+        keep = shared
+        if shared and not checked and not _all_unchanged(value[:shared], fps):
+            for i, m in enumerate(value[:shared]):
+                if not _unchanged(m, fps[i]):  # edited in place since saved or read
+                    keep = min(keep, i)
+                    refs[i], fps[i] = self._ref(m)
+        for m in value[shared:]:
+            ordinal, fp = self._ref(m)
+            refs.append(ordinal)
+            fps.append(fp)
+        self._lists.append((value, fps, refs))
+        return refs, fps, keep
+
     def value(
         self, value: Any, base: tuple[int, list[int]] | None = None, channel: str | None = None
     ) -> tuple[Any, Any]:
         """``(encoded, refs)``; ``refs`` are the message ordinals of a message list.
 
         With a ``base`` (the channel's value at the parent, as ``(line, refs)``),
-        the messages the list shares with the parent's list object by identity
-        are taken from it unread: a C-level list comparison, then one
-        fingerprint per shared message (`_fingerprint`) to catch a message a
-        node changed in place. An edited message is saved again, as a new
-        message line (the old one stays in the log); the others cost nothing new.
+        the messages the list shares with the parent's list object are taken
+        from it unread (`_shared`).
         """
         if not self.readable:
             return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
-            return encode_value(value, self.ref, self.serde), None
-        index = self.index
-        shared = 0
-        fps: list[tuple[Any, ...]] = []
-        refs: list[int] = []
-        keep = 0
+            return encode_value(value, self.ref, self.serde, self.refs), None
+        known = None
         if base is not None:
-            known_entry = index.list_objs.get_hit((base[0], channel))
-            if known_entry is not None:
-                known, known_fps = known_entry
-                limit = min(len(known), len(value), len(base[1]))
-                if value[:limit] == known[:limit]:  # identical objects compare in C
-                    shared = limit
-                else:
-                    while shared < limit and value[shared] is known[shared]:
-                        shared += 1
-                base_refs = base[1]
-                if known_fps is None or len(known_fps) < shared:  # read from the log:
-                    # compare with the stored messages
-                    known_fps = [index.template_fingerprint(o) for o in base_refs[:shared]]
-                    index.list_objs.put((base[0], channel), (known, known_fps))
-                # The parent's fingerprint objects, not equal new ones: the lists of
-                # successive steps share them (freeing a list of fresh tuples per
-                # step cost as much as building it).
-                fps = known_fps[:shared]
-                refs = base_refs[:shared]
-                keep = shared
-                for i, m in enumerate(value[:shared]):
-                    if not _unchanged(m, fps[i]):  # edited in place since saved or read
-                        keep = min(keep, i)
-                        refs[i], fps[i] = self._ref(m)
-        rest = value[shared:]
-        if not all(isinstance(m, BaseMessage) for m in rest):
-            return encode_value(value, self.ref, self.serde), None
-        for m in rest:
-            ordinal, fp = self._ref(m)
-            refs.append(ordinal)
-            fps.append(fp)
+            entry = self.index.list_objs.get_hit((base[0], channel))
+            if entry is not None:
+                known = (entry[0], entry[1], base[1])
+        if not all_messages(value[_prefix(value, known[0]) if known else 0 :]):
+            return encode_value(value, self.ref, self.serde, self.refs), None
+        refs, fps, keep = self._shared(value, known)
         self.list_objs[channel] = (value.copy(), fps)
         return list_value(refs, base, keep), refs
 
@@ -329,3 +392,24 @@ def _writes_by_task(
         value = index.decode(enc, w.line, w.channel)
         groups.setdefault((w.line, task_id), (w.path, []))[1].append((idx, w.channel, value))
     return [(task, path, items) for (_, task), (path, items) in groups.items()]
+
+
+def _prefix(value: list[Any], objs: list[Any]) -> int:
+    """How many leading items of ``value`` are those of ``objs`` (compared in C:
+    identical objects are equal without calling their ``__eq__``)."""
+    limit = min(len(value), len(objs))
+    if value[:limit] == objs[:limit]:
+        return limit
+    shared = 0
+    while shared < limit and value[shared] is objs[shared]:
+        shared += 1
+    return shared
+
+
+def _template_fps(index: _Index, refs: list[int]) -> list[tuple[Any, ...]]:
+    """The fingerprints of messages as read (`_Index.template_fingerprint`), in C when
+    every one is decoded already."""
+    entries: list[Any] = list(map(index.templates.get, refs))
+    if None in entries:
+        return [index.template_fingerprint(o) for o in refs]
+    return [e[1] for e in entries]
