@@ -4,15 +4,21 @@ Lines are addressed by their 1-based line number, which never changes while
 the log is only appended to. Rewrites (prune, revert, delete_for_runs) replace
 a log as a whole and atomically; `sync` then reports a reset so readers rebuild
 their index.
+
+A backend may also offer an async door (`LogStorage.aio`, an `AsyncLog`): the
+few calls a saver's hot path makes (lock, sync, read, append) without blocking
+the event loop. Both doors share the backend's state and its `ThreadLock`s, so
+sync and async callers of one saver exclude each other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import NamedTuple
 
 
@@ -30,13 +36,23 @@ class Synced(NamedTuple):
 class ThreadLock(ABC):
     """One thread log's lock: re-entrant within a process, plus a lock other processes
     see, taken by `_acquire` on entering the outermost `hold` and dropped by `_release`
-    on leaving it. A shared hold cannot be upgraded to an exclusive one."""
+    on leaving it. A shared hold cannot be upgraded to an exclusive one.
+
+    `ahold` is the same lock for a coroutine: its holder is the asyncio task
+    (re-entrant within it), other tasks and OS threads wait, and waiting never
+    blocks the event loop (a task parks on a future that the releasing holder,
+    sync or async, resolves). While a task holds it, the lock's `rlock` is held by
+    the loop's OS thread, so sync callers on other OS threads wait as before.
+    """
 
     def __init__(self) -> None:
         self.rlock = threading.RLock()
         self.depth = 0
         self.exclusive = False
         self.owner: int | None = None  # the OS thread inside the outermost ``hold``
+        self.task: asyncio.Task[object] | None = None  # the task inside an ``ahold``
+        self._mutex = threading.Lock()  # guards _waiters against a lost wake-up
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
@@ -45,8 +61,14 @@ class ThreadLock(ABC):
                 self._acquire(exclusive)
                 self.exclusive = exclusive
                 self.owner = threading.get_ident()
-            elif exclusive and not self.exclusive:
-                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            else:
+                if self.task is not None and _current_task() is not self.task:
+                    raise RuntimeError(
+                        "a sync saver call on the event loop's thread while a coroutine "
+                        "of the same loop holds this thread's lock: await the a* method"
+                    )
+                if exclusive and not self.exclusive:
+                    raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
             self.depth += 1
             try:
                 yield
@@ -55,6 +77,77 @@ class ThreadLock(ABC):
                 if self.depth == 0:
                     self.owner = None
                     self._release()
+        self._wake()  # under the mutex: a task that just failed to enter is seen
+
+    @contextlib.asynccontextmanager
+    async def ahold(self, exclusive: bool) -> AsyncIterator[None]:
+        task = asyncio.current_task()
+        if self.depth and task is not None and self.task is task:  # re-entered by its holder
+            if exclusive and not self.exclusive:
+                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+            return
+        await self._enter(asyncio.get_running_loop())
+        try:
+            await self._aacquire(exclusive)
+        except BaseException:
+            self.rlock.release()
+            self._wake()
+            raise
+        self.exclusive = exclusive
+        self.owner = threading.get_ident()
+        self.task = task
+        self.depth = 1
+        try:
+            yield
+        finally:
+            self.depth = 0
+            self.owner = None
+            self.task = None
+            try:
+                await self._arelease()
+            finally:
+                self.rlock.release()
+                self._wake()
+
+    async def _enter(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take `rlock` with nobody inside, parking on a future while anyone is."""
+        delay = 0.001
+        while True:
+            with self._mutex:
+                if self.rlock.acquire(blocking=False):
+                    if self.depth == 0:
+                        return
+                    self.rlock.release()  # held by a sync call on this loop's thread
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._waiters.append((loop, waiter))
+            try:
+                # The releasing holder resolves it; the timeout only covers a holder
+                # on this OS thread that is not a task (a sync call nested in a callback).
+                await asyncio.wait([waiter], timeout=delay)
+            finally:
+                with self._mutex, contextlib.suppress(ValueError):
+                    self._waiters.remove((loop, waiter))
+            delay = min(delay * 2, 0.05)
+
+    def _wake(self) -> None:
+        with self._mutex:
+            waiters, self._waiters = self._waiters, []
+        for loop, waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, waiter)
+
+    async def _aacquire(self, exclusive: bool) -> None:
+        """`_acquire` for a coroutine; backends override it to wait without a thread."""
+        await asyncio.to_thread(self._acquire, exclusive)
+
+    async def _arelease(self) -> None:
+        """`_release` for a coroutine (default: the sync one, which must not block)."""
+        self._release()
 
     @abstractmethod
     def _acquire(self, exclusive: bool) -> None:
@@ -63,6 +156,49 @@ class ThreadLock(ABC):
     @abstractmethod
     def _release(self) -> None:
         """Drop the cross-process lock taken by `_acquire`."""
+
+
+def _current_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop running in this OS thread
+        return None
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class AsyncLog(ABC):
+    """The async door into a `LogStorage`: the calls of a saver's hot path.
+
+    Same contract as the sync methods of the same names, on the same state:
+    `locked` excludes sync holders too; `read_ready` never waits (``None`` when
+    a line would need a round trip: then the caller awaits `read_many`).
+    """
+
+    @abstractmethod
+    def locked(self, thread_id: str, *, exclusive: bool) -> AbstractAsyncContextManager[None]:
+        """Hold the thread's lock from a coroutine (waiting without blocking the loop)."""
+
+    @abstractmethod
+    async def sync(self, thread_id: str) -> Synced:
+        """`LogStorage.sync`."""
+
+    @abstractmethod
+    def read_ready(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes] | None:
+        """Lines already reported by `sync`, if they can be had without waiting."""
+
+    @abstractmethod
+    async def read_many(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
+        """Lines already reported by `sync`."""
+
+    @abstractmethod
+    async def append(
+        self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
+    ) -> int:
+        """`LogStorage.append`."""
 
 
 class LogStorage(ABC):
@@ -159,6 +295,11 @@ class LogStorage(ABC):
         (`JsonlStorage` scans its directory once); the default does nothing.
         """
         return contextlib.nullcontext()
+
+    def aio(self) -> AsyncLog | None:
+        """The async door for the running event loop; ``None``: this backend has none
+        (the saver then runs its sync methods in a worker thread)."""
+        return None
 
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every complete line of the log as it is now, without newlines (``[]``: no log).
