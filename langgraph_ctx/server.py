@@ -166,6 +166,7 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
             ) from exc
         yield saver
     finally:
+        await saver.storage.aclose()  # the async client of this loop (asyncio sockets)
         await asyncio.to_thread(saver.close)
 
 
