@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AbstractAsyncContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -170,7 +170,8 @@ async def arun(aio: AsyncLog, make: Callable[[], Op[_T]]) -> _T:
 
 
 async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
-    async with AsyncExitStack() as locks:
+    held: list[AbstractAsyncContextManager[None]] = []
+    try:
         answer: Any = None
         error: BaseException | None = None
         while True:
@@ -190,11 +191,14 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
                             request.thread_id, request.lines, durable=request.durable
                         )
                     case Lock():
-                        await locks.enter_async_context(
-                            aio.locked(request.thread_id, exclusive=request.exclusive)
-                        )
+                        hold = aio.locked(request.thread_id, exclusive=request.exclusive)
+                        await hold.__aenter__()
+                        held.append(hold)
             except Exception as exc:
                 error = exc
+    finally:
+        while held:  # an operation's locks, released in reverse whatever happened
+            await held.pop().__aexit__(None, None, None)
 
 
 async def _compute(aio: AsyncLog, fn: Callable[[], _T]) -> _T:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import NamedTuple
 
@@ -79,65 +79,43 @@ class ThreadLock(ABC):
                     self._release()
         self._wake()  # under the mutex: a task that just failed to enter is seen
 
-    @contextlib.asynccontextmanager
-    async def ahold(self, exclusive: bool) -> AsyncIterator[None]:
-        task = asyncio.current_task()
-        if self.depth and task is not None and self.task is task:  # re-entered by its holder
-            if exclusive and not self.exclusive:
-                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
-            self.depth += 1
-            try:
-                yield
-            finally:
-                self.depth -= 1
-            return
-        await self._enter(asyncio.get_running_loop())
-        try:
-            await self._aacquire(exclusive)
-        except BaseException:
-            self.rlock.release()
-            self._wake()
-            raise
-        self.exclusive = exclusive
-        self.owner = threading.get_ident()
-        self.task = task
-        self.depth = 1
-        try:
-            yield
-        finally:
-            self.depth = 0
-            self.owner = None
-            self.task = None
-            try:
-                await self._arelease()
-            finally:
-                self.rlock.release()
-                self._wake()
+    def ahold(self, exclusive: bool) -> AbstractAsyncContextManager[None]:
+        """`hold` for a coroutine (see the class docstring)."""
+        return _AsyncHold(self, exclusive)
 
     async def _enter(self, loop: asyncio.AbstractEventLoop) -> None:
         """Take `rlock` with nobody inside, parking on a future while anyone is."""
-        delay = 0.001
         while True:
             with self._mutex:
                 if self.rlock.acquire(blocking=False):
                     if self.depth == 0:
                         return
-                    self.rlock.release()  # held by a sync call on this loop's thread
+                    self.rlock.release()  # held by another task of this loop's OS thread
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._waiters.append((loop, waiter))
+            # The releasing holder, sync or async, resolves it (`_wake`); the timer is
+            # only a safety net, never the way a waiter normally gets in.
+            timer = loop.call_later(0.05, _resolve, waiter)
             try:
-                # The releasing holder resolves it; the timeout only covers a holder
-                # on this OS thread that is not a task (a sync call nested in a callback).
-                await asyncio.wait([waiter], timeout=delay)
+                await waiter
             finally:
+                timer.cancel()
                 with self._mutex, contextlib.suppress(ValueError):
                     self._waiters.remove((loop, waiter))
-            delay = min(delay * 2, 0.05)
 
     def _wake(self) -> None:
+        if not self._waiters:  # read without the mutex: a waiter registers under it
+            return  # after failing to take rlock, which the caller released before
         with self._mutex:
             waiters, self._waiters = self._waiters, []
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for loop, waiter in waiters:
+            if loop is running:
+                loop.call_soon(_resolve, waiter)  # no self-pipe write for our own loop
+                continue
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                 loop.call_soon_threadsafe(_resolve, waiter)
 
@@ -168,6 +146,59 @@ def _current_task() -> asyncio.Task[object] | None:
 def _resolve(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+class _AsyncHold:
+    """`ThreadLock.ahold`: a class rather than a generator, as it is on every async call."""
+
+    __slots__ = ("acquired", "exclusive", "lock", "reentered")
+
+    def __init__(self, lock: ThreadLock, exclusive: bool) -> None:
+        self.lock = lock
+        self.exclusive = exclusive
+        self.reentered = False
+        self.acquired = False
+
+    async def __aenter__(self) -> None:
+        lock = self.lock
+        task = asyncio.current_task()
+        if lock.depth and task is not None and lock.task is task:  # re-entered by its holder
+            if self.exclusive and not lock.exclusive:
+                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            lock.depth += 1
+            self.reentered = True
+            return
+        await lock._enter(asyncio.get_running_loop())
+        # Taken before the cross-process lock is awaited: another task of this loop
+        # (the rlock lets it in, same OS thread) must see it held meanwhile.
+        lock.exclusive = self.exclusive
+        lock.owner = threading.get_ident()
+        lock.task = task
+        lock.depth = 1
+        try:
+            await lock._aacquire(self.exclusive)
+        except BaseException:
+            await self._leave()
+            raise
+        self.acquired = True
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.reentered:
+            self.lock.depth -= 1
+            return
+        await self._leave()
+
+    async def _leave(self) -> None:
+        lock = self.lock
+        lock.depth = 0
+        lock.owner = None
+        lock.task = None
+        try:
+            if self.acquired:
+                await lock._arelease()
+        finally:
+            lock.rlock.release()
+            lock._wake()
 
 
 class AsyncLog(ABC):

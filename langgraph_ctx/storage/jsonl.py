@@ -371,7 +371,6 @@ class JsonlStorage(LogStorage):
         self.root = Path(root)  # no I/O here: async apps build savers inside event loops
         self.fsync = fsync
         self.inline_async = inline_async
-        self._aio = _JsonlAio(self)
         self._states: dict[str, _FileState] = {}
         self._paths: dict[str, Path] = {}
         self._locks: dict[str, _ThreadLock] = {}
@@ -513,7 +512,9 @@ class JsonlStorage(LogStorage):
     def aio(self) -> AsyncLog | None:
         """With ``inline_async``, the async door: the calls inline on the loop (see the
         module docstring); otherwise ``None``: async calls run in a worker thread."""
-        return self._aio if self.inline_async else None
+        # A door per call (a few attributes), not one kept: storage -> door -> storage
+        # would be a cycle, and the storage's descriptors wait for the collector.
+        return _JsonlAio(self) if self.inline_async else None
 
     def _held(self, thread_id: str) -> _ThreadLock | None:
         """The thread's lock if the calling OS thread holds it: then its descriptors

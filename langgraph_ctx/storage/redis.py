@@ -1091,6 +1091,19 @@ class _RedisAio(AsyncLog):
         self.client = client
         self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         self.scripts = {name: client.register_script(text) for name, text in _SCRIPTS.items()}
+        # A cluster client learns the layout on its first command; many first commands at
+        # once make it do so concurrently, which breaks its connections (redis-py 8):
+        # the first call does it alone.
+        self.ready = not self.cluster
+        self._starting = asyncio.Lock()
+
+    async def _start(self) -> None:
+        async with self._starting:
+            if not self.ready:
+                client = cast("redis.asyncio.cluster.RedisCluster", self.client)
+                with self.storage._unavailable("connecting to the cluster", None):
+                    await client.initialize()
+                self.ready = True
 
     def locked(
         self, thread_id: str, *, exclusive: bool
@@ -1113,6 +1126,8 @@ class _RedisAio(AsyncLog):
 
     async def run(self, steps: _Steps[_T]) -> _T:
         """`RedisStorage._run` on the event loop."""
+        if not self.ready:
+            await self._start()
         answer: Any = None
         error: BaseException | None = None
         while True:
@@ -1234,9 +1249,17 @@ def connect_async(url: str, **kwargs: Any) -> AsyncRedisClient:
     options = _client_options(Retry, kwargs)
     scheme = url.partition("://")[0].lower()
     if scheme not in CLUSTER_SCHEMES:
-        return redis.asyncio.Redis.from_url(url, **options)
+        # Many coroutines at once: wait for a free connection rather than fail
+        # (redis.asyncio's default pool raises past 100).
+        options.setdefault("max_connections", 100)
+        options.setdefault("timeout", options["socket_timeout"])
+        pool = redis.asyncio.BlockingConnectionPool.from_url(url, **options)
+        client = redis.asyncio.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True
+        return client
     first, others = cluster_url(url)
     nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in others]
+    options.setdefault("max_connections", 1000)  # per node; the cluster client never waits
     return redis.asyncio.cluster.RedisCluster.from_url(first, startup_nodes=nodes, **options)
 
 
