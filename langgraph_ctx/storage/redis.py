@@ -62,7 +62,7 @@ import time
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -76,6 +76,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
     AskError,
     ClusterError,
+    NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
@@ -1074,6 +1075,10 @@ class RedisStorage(LogStorage):
         return StorageUnavailableError(self.server, action, reason)
 
 
+_Queued = tuple[Any, list[str], list[Any], "asyncio.Future[Any]"]
+"""A script call waiting for `_RedisAio._send`: script, keys, args, where its reply goes."""
+
+
 class _RedisAio(AsyncLog):
     """`RedisStorage`'s async door: its round trips awaited on a ``redis.asyncio`` client.
 
@@ -1096,6 +1101,9 @@ class _RedisAio(AsyncLog):
         # the first call does it alone.
         self.ready = not self.cluster
         self._starting = asyncio.Lock()
+        # Script calls made by the loop's tasks in one pass of the loop, sent together.
+        self._queue: list[_Queued] = []
+        self._sending: set[asyncio.Future[None]] = set()  # held until done (tasks are weak)
 
     async def _start(self) -> None:
         async with self._starting:
@@ -1148,13 +1156,60 @@ class _RedisAio(AsyncLog):
         script = self.scripts[run.name]
         storage = self.storage
         if run.action is None:
-            return await script(keys=run.keys, args=run.args)
+            return await self._script(script, run.keys, run.args)
         with storage._unavailable(run.action, run.thread_id):
             if not run.wait:
-                return await script(keys=run.keys, args=run.args)
+                return await self._script(script, run.keys, run.args)
             if not storage.wait_for_replicas:
-                return await script(keys=run.keys, args=run.args), None
+                return await self._script(script, run.keys, run.args), None
             return await self._write_and_wait(script, run.keys, run.args)
+
+    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
+        """The script's reply. On one server, the calls of every task in one pass of the
+        event loop go out as one pipeline: one write and one connection for them all,
+        where redis.asyncio costs a connection checkout, a send and a timeout task per
+        command (each script is still atomic; a pipeline is not a transaction). A
+        cluster client sends each call itself (its pipelines split by node, and a moved
+        slot is its own to handle)."""
+        if self.cluster:
+            return cast("Awaitable[Any]", script(keys=keys, args=args))
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        if not self._queue:
+            loop.call_soon(self._send_queued)
+        self._queue.append((script, keys, args, reply))
+        return reply
+
+    def _send_queued(self) -> None:
+        batch, self._queue = self._queue, []
+        task = asyncio.ensure_future(self._send(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[_Queued]) -> None:
+        if len(batch) == 1:
+            script, keys, args, reply = batch[0]
+            try:
+                _settle(reply, await script(keys=keys, args=args))
+            except Exception as exc:
+                _settle(reply, exc)
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for script, keys, args, _ in batch:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        try:
+            results = await pipe.execute(raise_on_error=False)
+        except Exception as exc:  # the connection: every call of the batch failed
+            for *_, reply in batch:
+                _settle(reply, exc)
+            return
+        for (script, keys, args, reply), result in zip(batch, results, strict=True):
+            if isinstance(result, NoScriptError):  # a restarted or flushed server
+                try:
+                    result = await script(keys=keys, args=args)  # loads it, then runs it
+                except Exception as exc:
+                    result = exc
+            _settle(reply, result)
 
     async def _write_and_wait(
         self, script: Any, keys: list[str], args: list[Any]
@@ -1188,6 +1243,16 @@ class _RedisAio(AsyncLog):
                     raise value
             return result, int(replicas)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _settle(reply: asyncio.Future[Any], result: Any) -> None:
+    """Give a queued call its reply (or its error), unless its caller stopped waiting."""
+    if reply.done():
+        return
+    if isinstance(result, BaseException):
+        reply.set_exception(result)
+    else:
+        reply.set_result(result)
 
 
 def connect(url: str, **kwargs: Any) -> RedisClient:
