@@ -325,3 +325,52 @@ def test_redis_async_decode_responses_is_refused(redis_server: RedisServer) -> N
             saver.close()
 
     asyncio.run(main())
+
+
+def test_redis_async_batches_survive_a_script_flush(redis_server: RedisServer) -> None:
+    """Concurrent calls go out as one pipeline of EVALSHAs: after SCRIPT FLUSH (a
+    restarted server) each call loads its script again and gets its own reply."""
+    import redis
+
+    from langgraph_ctx.saver.redis import RedisLogSaver
+
+    prefix = f"aio-{uuid.uuid4().hex[:8]}"
+    admin = redis.Redis.from_url(redis_server.url)
+
+    async def main() -> list[int]:
+        async with RedisLogSaver.from_url(redis_server.url, prefix=prefix) as saver:
+            graph = _chat(saver)
+
+            async def turn(t: int, text: str) -> int:
+                state = await graph.ainvoke({"messages": [("user", text)]}, _config(f"t{t}"))
+                return len(state["messages"])
+
+            await asyncio.gather(*(turn(t, "hi") for t in range(8)))
+            admin.script_flush()
+            return await asyncio.gather(*(turn(t, "again") for t in range(8)))
+
+    try:
+        assert asyncio.run(main()) == [4] * 8
+    finally:
+        admin.close()
+
+
+def test_redis_async_reports_a_server_that_is_gone(tmp_path: Path) -> None:
+    from langgraph_ctx.errors import StorageUnavailableError
+    from langgraph_ctx.saver.redis import RedisLogSaver
+
+    with RedisServer(tmp_path) as server:
+        url = server.url
+
+        async def main() -> None:
+            async with RedisLogSaver.from_url(url, prefix="gone") as saver:
+                graph = _chat(saver)
+                await graph.ainvoke({"messages": [("user", "hi")]}, _config("t"))
+                server.stop(kill=True)
+                with pytest.raises(StorageUnavailableError, match="unavailable"):
+                    await asyncio.gather(
+                        *(graph.ainvoke({"messages": [("user", "x")]}, _config(f"t{t}"))
+                          for t in range(4))
+                    )
+
+        asyncio.run(main())
