@@ -202,6 +202,8 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
 
 
 async def _compute(aio: AsyncLog, fn: Callable[[], _T]) -> _T:
+    if not aio.reads_wait:  # JSONL: a line is a pread away, read where it is needed
+        return fn()
     reads = _AsyncReads(aio, {})
     while True:
         token = _ASYNC_READS.set(reads)

@@ -209,6 +209,10 @@ class AsyncLog(ABC):
     a line would need a round trip: then the caller awaits `read_many`).
     """
 
+    reads_wait: bool = True
+    """Whether `read_ready` can ever answer ``None`` (``False``: lines are always ready,
+    so the saver's CPU steps need no retry bookkeeping)."""
+
     @abstractmethod
     def locked(self, thread_id: str, *, exclusive: bool) -> AbstractAsyncContextManager[None]:
         """Hold the thread's lock from a coroutine (waiting without blocking the loop)."""

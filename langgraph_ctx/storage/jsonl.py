@@ -780,6 +780,8 @@ class JsonlStorage(LogStorage):
 class _JsonlAio(AsyncLog):
     """`JsonlStorage`'s async door: inline on the event loop, long waits elsewhere."""
 
+    reads_wait = False
+
     def __init__(self, storage: JsonlStorage) -> None:
         self.storage = storage
 
@@ -789,12 +791,13 @@ class _JsonlAio(AsyncLog):
         return self.storage._lock(thread_id).ahold(exclusive)
 
     async def sync(self, thread_id: str) -> Synced:
-        if self._unread(thread_id) > _INLINE_READ:
+        if thread_id not in self.storage._states and self._unread(thread_id) > _INLINE_READ:
             return await asyncio.to_thread(self.storage.sync, thread_id)
         return self.storage.sync(thread_id)
 
     def _unread(self, thread_id: str) -> int:
-        """Bytes the next `sync` would read (0 if unknown: `sync` itself says why)."""
+        """Bytes the first `sync` of a thread would read (0 if unknown: `sync` says why).
+        Later syncs read what other processes appended since, inline."""
         state = self.storage._states.get(thread_id)
         try:
             st = os.lstat(self.storage.path(thread_id))
