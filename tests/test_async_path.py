@@ -374,3 +374,51 @@ def test_redis_async_reports_a_server_that_is_gone(tmp_path: Path) -> None:
                     )
 
         asyncio.run(main())
+
+
+def test_redis_async_writes_wait_for_replicas(tmp_path: Path) -> None:
+    """``wait_for_replicas`` on the async door: script and WAIT on one connection (on a
+    cluster, the master of the thread's slot), and the same error when replicas lag."""
+    from langgraph_ctx.errors import StorageUnavailableError
+    from langgraph_ctx.saver.redis import RedisLogSaver
+
+    from .test_redis_cluster import thread_on
+
+    with RedisServer(tmp_path / "primary") as primary:
+        replica = RedisServer(tmp_path / "replica", replica_of=primary).start()
+        try:
+
+            async def on_one_server() -> list[str]:
+                async with RedisLogSaver.from_url(
+                    primary.url, prefix="w", wait_for_replicas=1, replica_timeout=0.3
+                ) as saver:
+                    graph = _chat(saver)
+                    await graph.ainvoke({"messages": [("user", "replicated")]}, _config("t"))
+                    replica.stop()
+                    with pytest.raises(StorageUnavailableError, match="only 0 of 1 replicas"):
+                        await graph.ainvoke({"messages": [("user", "lost")]}, _config("t"))
+                with RedisLogSaver.from_url(primary.url, prefix="w") as plain:
+                    values = _chat(plain).get_state(_config("t")).values
+                return [m.content for m in values["messages"]]
+
+            contents = asyncio.run(on_one_server())
+            assert contents[:2] == ["replicated", "echo replicated"]
+        finally:
+            replica.stop()
+
+    with RedisClusterServer(tmp_path / "cluster", masters=2, replicas=[0]) as cluster:
+        with_replica, without = cluster.ports
+
+        async def on_a_cluster() -> int:
+            async with RedisLogSaver.from_url(
+                cluster.url, prefix="w", wait_for_replicas=1, replica_timeout=0.2
+            ) as saver:
+                graph = _chat(saver)
+                kept = thread_on(saver, with_replica, "kept")
+                state = await graph.ainvoke({"messages": [("user", "a")]}, _config(kept))
+                lonely = thread_on(saver, without, "lonely")
+                with pytest.raises(StorageUnavailableError, match="only 0 of 1 replicas"):
+                    await graph.ainvoke({"messages": [("user", "a")]}, _config(lonely))
+                return len(state["messages"])
+
+        assert asyncio.run(on_a_cluster()) == 2

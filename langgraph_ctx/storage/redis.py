@@ -1229,6 +1229,8 @@ class _RedisAio(AsyncLog):
         client = cast("redis.asyncio.cluster.RedisCluster", self.client)
         for attempt in range(2):
             node = client.get_node_from_key(keys[0])
+            if node is None:  # no master known for the slot: as the sync client says it
+                raise SlotNotCoveredError(f"no node serves the slot of {keys[0]}")
             commands = [
                 PipelineCommand(0, "EVAL", script.script, len(keys), *keys, *args),
                 PipelineCommand(1, "WAIT", wait, timeout_ms),
@@ -1241,7 +1243,7 @@ class _RedisAio(AsyncLog):
             for value in (result, replicas):
                 if isinstance(value, Exception):
                     raise value
-            return result, int(replicas)
+            return result, int(cast(int, replicas))
         raise AssertionError("unreachable")  # pragma: no cover
 
 
