@@ -4,9 +4,11 @@ Redis on ``redis.asyncio``; the same operations as the sync path, the same resul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -422,3 +424,65 @@ def test_redis_async_writes_wait_for_replicas(tmp_path: Path) -> None:
                 return len(state["messages"])
 
         assert asyncio.run(on_a_cluster()) == 2
+
+
+def test_a_cancelled_async_write_leaves_no_lock_behind(backend: Backend) -> None:
+    """Cancelling ``ainvoke`` at any point (a server's request timeout) releases the
+    thread's lock: the next writer, here another process's sync one, gets in at once."""
+    import random
+
+    kwargs = {"lock_wait": 2.0} if backend.name != "jsonl" else {}
+    graph = _chat(backend.saver(**kwargs))
+    rng = random.Random(5)
+
+    async def main() -> None:
+        for i in range(25):
+            task = asyncio.create_task(
+                graph.ainvoke({"messages": [("user", f"c{i}")]}, _config("t"))
+            )
+            await asyncio.sleep(rng.random() * 0.004)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.sleep(0.05)  # the releases of cancelled lock takes have run
+
+    asyncio.run(main())
+    other = _chat(backend.saver(**kwargs))
+    started = time.monotonic()
+    state = other.invoke({"messages": [("user", "after")]}, _config("t"))
+    assert time.monotonic() - started < 1.5
+    assert [m.content for m in state["messages"]][-2:] == ["after", "echo after"]
+
+
+def test_a_write_cancelled_as_it_takes_the_redis_lock_releases_it(
+    redis_saver: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worst moment: the lock script ran (the lock is ours in Redis), and the task is
+    cancelled before it learns so. The lock is dropped at once, not after lock_timeout."""
+    from langgraph_ctx.saver.redis import RedisLogSaver
+    from langgraph_ctx.storage import redis as storage_redis
+
+    graph = _chat(redis_saver)
+    asyncio.run(graph.ainvoke({"messages": [("user", "hi")]}, _config("t")))
+    real_run = storage_redis._RedisAio.run
+
+    async def cancelled_after_locking(self: Any, steps: Any) -> Any:
+        result = await real_run(self, steps)
+        if steps.__name__ == "_acquire_steps":
+            raise asyncio.CancelledError  # as if task.cancel() arrived with the reply
+        return result
+
+    monkeypatch.setattr(storage_redis._RedisAio, "run", cancelled_after_locking)
+
+    async def main() -> None:
+        head = await redis_saver.aget_tuple(_config("t"))
+        with pytest.raises(asyncio.CancelledError):
+            await redis_saver.aput_writes(head.config, [("messages", [])], "task-1")
+        await asyncio.sleep(0.05)  # the release runs in a task of its own
+        await redis_saver.storage.aclose()
+
+    asyncio.run(main())
+    monkeypatch.setattr(storage_redis._RedisAio, "run", real_run)
+    with RedisLogSaver.from_url(redis_url, prefix=redis_saver.prefix, lock_wait=1.0) as other:
+        state = _chat(other).invoke({"messages": [("user", "after")]}, _config("t"))
+    assert [m.content for m in state["messages"]][-2:] == ["after", "echo after"]

@@ -62,7 +62,15 @@ import time
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -440,9 +448,19 @@ class _ThreadLock(ThreadLock):
             self.storage._release(self.thread_id, self.key, token)
 
     async def _aacquire(self, exclusive: bool) -> None:
-        if exclusive:
-            door = self.storage._door()
-            self.token = await door.run(self.storage._acquire_steps(self.thread_id, self.key))
+        if not exclusive:
+            return
+        storage = self.storage
+        door = storage._door()
+        token = storage._lock_token()
+        try:
+            self.token = await door.run(storage._acquire_steps(self.thread_id, self.key, token))
+        except asyncio.CancelledError:
+            # Cancelled after the script may have taken the lock: drop it if it holds our
+            # token (the unlock script checks), rather than leave it to lock_timeout.
+            release = storage._release_steps(self.thread_id, self.key, token, warn=False)
+            door.spawn(door.run(release))
+            raise
 
     async def _arelease(self) -> None:
         if self.token is not None:
@@ -721,8 +739,11 @@ class RedisStorage(LogStorage):
         """Take the writer lock; the same call reads the new lines for the next `sync`."""
         return self._run(self._acquire_steps(thread_id, key))
 
-    def _acquire_steps(self, thread_id: str, key: str) -> _Steps[str]:
-        token = f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
+    def _lock_token(self) -> str:
+        return f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
+
+    def _acquire_steps(self, thread_id: str, key: str, token: str | None = None) -> _Steps[str]:
+        token = token or self._lock_token()
         px = max(1, round(self.lock_timeout * 1000))
         keys = self.keys(thread_id)
         start = time.monotonic()
@@ -746,11 +767,15 @@ class RedisStorage(LogStorage):
     def _release(self, thread_id: str, key: str, token: str) -> None:
         self._run(self._release_steps(thread_id, key, token))
 
-    def _release_steps(self, thread_id: str, key: str, token: str) -> _Steps[None]:
+    def _release_steps(
+        self, thread_id: str, key: str, token: str, *, warn: bool = True
+    ) -> _Steps[None]:
         self._prefetched.pop(thread_id, None)
         try:
             released = yield _Run("unlock", [key], [token], None, thread_id)
         except RedisError as exc:  # the lock expires by itself; never mask the caller's result
+            if not warn:
+                return
             warnings.warn(
                 f"could not release the writer lock {key} ({exc}); it expires after "
                 f"{self.lock_timeout:g}s",
@@ -758,7 +783,7 @@ class RedisStorage(LogStorage):
                 stacklevel=4,
             )
             return
-        if not released:
+        if not released and warn:
             self._warn_lock_lost(key)
 
     def _warn_lock_lost(self, key: str) -> None:
@@ -1103,7 +1128,7 @@ class _RedisAio(AsyncLog):
         self._starting = asyncio.Lock()
         # Script calls made by the loop's tasks in one pass of the loop, sent together.
         self._queue: list[_Queued] = []
-        self._sending: set[asyncio.Future[None]] = set()  # held until done (tasks are weak)
+        self._sending: set[asyncio.Future[Any]] = set()  # held until done (tasks are weak)
 
     async def _start(self) -> None:
         async with self._starting:
@@ -1182,7 +1207,11 @@ class _RedisAio(AsyncLog):
 
     def _send_queued(self) -> None:
         batch, self._queue = self._queue, []
-        task = asyncio.ensure_future(self._send(batch))
+        self.spawn(self._send(batch))
+
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` in a task of its own, kept until done (the loop keeps tasks weakly)."""
+        task = asyncio.ensure_future(work)
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
