@@ -823,7 +823,12 @@ class _JsonlAio(AsyncLog):
         # Written now (page cache); the flush to disk, milliseconds, off the loop.
         first = storage.append(thread_id, lines, durable=False)
         if durable:
-            await asyncio.to_thread(lock.flush)
+            flushing = asyncio.ensure_future(asyncio.to_thread(lock.flush))
+            try:
+                await asyncio.shield(flushing)
+            except asyncio.CancelledError:
+                await flushing  # the lock (and its descriptor) stay ours until it ends
+                raise
         return first
 
 
