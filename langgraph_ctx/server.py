@@ -86,6 +86,9 @@ async def jsonl_checkpointer(
             else ``./chats``.
         **kwargs: Passed to `JsonlSaver` (``fsync``, ``allowed_types``, ``serde``,
             ``on_corrupt``). ``fsync`` defaults to ``$LANGGRAPH_CTX_FSYNC``.
+            ``inline_async`` defaults to ``False``: the server's blocking-call
+            detector (``langgraph dev``) refuses file calls on the event loop, so
+            each async call runs in a worker thread.
 
     Raises:
         ValueError: ``LANGGRAPH_CTX_FSYNC`` is not a yes/no value.
@@ -101,6 +104,7 @@ async def jsonl_checkpointer(
     """
     root = root_dir if root_dir is not None else os.environ.get(ENV_DIR) or DEFAULT_DIR
     kwargs.setdefault("fsync", _env_flag(os.environ, ENV_FSYNC))
+    kwargs.setdefault("inline_async", False)
     # Creating the directory is file I/O: off the event loop, where `langgraph dev`
     # rejects blocking calls.
     saver = await asyncio.to_thread(lambda: JsonlSaver(root, **kwargs))
@@ -162,6 +166,7 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
             ) from exc
         yield saver
     finally:
+        await saver.storage.aclose()  # the async client of this loop (asyncio sockets)
         await asyncio.to_thread(saver.close)
 
 

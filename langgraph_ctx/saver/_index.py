@@ -627,9 +627,11 @@ class _Index:
         """
         if not self.undigested:
             return
-        pending, self.undigested = self.undigested, []
+        pending = self.undigested
         with contextlib.suppress(CorruptLogError):  # each bad line raises below, by itself
+            # before taking them: an async read that must wait raises, and is run again
             self.prefetch(self.msg_lines[o] for o in pending)
+        self.undigested = []
         for i, ordinal in enumerate(pending):
             try:
                 self._digest(ordinal)

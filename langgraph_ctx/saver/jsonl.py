@@ -57,6 +57,10 @@ class JsonlSaver(LogSaver):
         max_cached_threads: Threads whose index stays in memory between calls
             (least recently used go first; an evicted thread reopens from its log).
         max_cached_lines: Bound on the log lines those indexes cover together.
+        inline_async: Serve ``ainvoke`` on the event loop itself (default): file
+            calls of microseconds inline, ``fdatasync`` and lock waits off the
+            loop. ``False`` runs every async call in a worker thread, for
+            blocking-call detectors (the LangGraph server uses it).
 
     Example:
         ```python
@@ -88,10 +92,11 @@ class JsonlSaver(LogSaver):
         on_corrupt: OnCorrupt = "raise",
         max_cached_threads: int | None = DEFAULT_CACHED_THREADS,
         max_cached_lines: int | None = DEFAULT_CACHED_LINES,
+        inline_async: bool = True,
     ) -> None:
         self.storage: JsonlStorage
         super().__init__(
-            JsonlStorage(root_dir, fsync=fsync),
+            JsonlStorage(root_dir, fsync=fsync, inline_async=inline_async),
             serde=serde,
             allowed_types=allowed_types,
             on_corrupt=on_corrupt,

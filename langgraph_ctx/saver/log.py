@@ -8,8 +8,13 @@ channel value. A log is read once; after that a call reads only what other
 processes appended since. Each write is one batch of lines
 (`langgraph_ctx.saver._batch`, the writer).
 
-One implementation serves both APIs: the async methods run the sync ones in a
-worker thread (`asyncio.to_thread`), like file I/O has to anyway.
+One implementation serves both APIs: ``get_tuple``, ``list``, ``put`` and
+``put_writes`` are operations that yield their I/O requests
+(`langgraph_ctx.saver._drive`); the sync methods run them on the storage, the
+async ones on its async door (`LogStorage.aio`: JSONL inline on the event loop,
+Redis on ``redis.asyncio``). The rarer calls (fork, revert, prune, delete) run
+their sync method in a worker thread, as does everything on a backend without
+an async door.
 
 Storage costs what a step adds:
 
@@ -33,6 +38,7 @@ from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mappi
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -68,9 +74,20 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
 )
 from langgraph_ctx.saver._batch import _Batch, checkpoint_batch, rebuilt_lines, writes_batch
+from langgraph_ctx.saver._drive import (
+    Append,
+    Compute,
+    Lock,
+    Op,
+    Sync,
+    _LinesNotReady,
+    arun,
+    read_lines,
+    run,
+)
 from langgraph_ctx.saver._index import CheckpointHead, _Index
 from langgraph_ctx.saver._retry import _retry_on_change
-from langgraph_ctx.storage.base import LogStorage
+from langgraph_ctx.storage.base import LogStorage, Synced
 from langgraph_ctx.storage.thread_ids import check_thread_id
 
 __all__ = ["CheckpointInfo", "CorruptLineWarning", "LogSaver", "OnCorrupt"]
@@ -214,7 +231,6 @@ class LogSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------- BaseCheckpointSaver
 
-    @_retry_on_change
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's latest.
 
@@ -224,14 +240,22 @@ class LogSaver(BaseCheckpointSaver[str]):
             tup.checkpoint["channel_values"]["messages"]
             ```
         """
+        return run(self.storage, lambda: self._get_tuple(config))
+
+    def _get_tuple(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
         conf = config["configurable"]
         thread_id = check_thread_id(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
-        with self._view(thread_id) as index:
+        index = yield from self._open(thread_id)
+
+        def found() -> CheckpointTuple | None:
             entry = index.named(ns, get_checkpoint_id(config))
             if entry is None:
                 return None
             return self._tuple(conf["thread_id"], index, entry)
+
+        tup: CheckpointTuple | None = yield Compute(found)
+        return tup
 
     def list(
         self,
@@ -249,24 +273,21 @@ class LogSaver(BaseCheckpointSaver[str]):
                 print(tup.checkpoint["id"], tup.metadata["step"])
             ```
         """
-        if config is not None:
-            conf = config["configurable"]
-            threads: Iterable[Any] = [conf["thread_id"]]
-            ns_filter = conf.get("checkpoint_ns")
-            id_filter = get_checkpoint_id(config)
-        else:
-            threads, ns_filter, id_filter = builtins.list(self.storage.thread_ids()), None, None
-        before_id = get_checkpoint_id(before) if before else None
+        threads, ns_filter, id_filter, before_id = _list_plan(config, before)
+        if threads is None:
+            threads = builtins.list(self.storage.thread_ids())
         remaining = limit
         for thread in threads:
             if remaining is not None and remaining <= 0:
                 return
-            found = self._list_thread(thread, ns_filter, id_filter, before_id, filter, remaining)
+            op = partial(
+                self._list_thread, thread, ns_filter, id_filter, before_id, filter, remaining
+            )
+            found = run(self.storage, op)
             if remaining is not None:
                 remaining -= len(found)
             yield from found
 
-    @_retry_on_change
     def put(
         self,
         config: RunnableConfig,
@@ -275,11 +296,21 @@ class LogSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Append a checkpoint: new messages once, changed channels only."""
+        return run(self.storage, lambda: self._put(config, checkpoint, metadata, new_versions))
+
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Op[RunnableConfig]:
         conf = config["configurable"]
         thread_id = check_thread_id(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
-        with self._view(thread_id, exclusive=True) as index:
-            batch = checkpoint_batch(
+        index = yield from self._open(thread_id, exclusive=True)
+        batch = yield Compute(
+            lambda: checkpoint_batch(
                 index,
                 self.serde,
                 ns,
@@ -288,10 +319,10 @@ class LogSaver(BaseCheckpointSaver[str]):
                 get_checkpoint_metadata(config, metadata),
                 new_versions,
             )
-            self._commit(thread_id, index, batch)
+        )
+        yield from self._commit(thread_id, index, batch)
         return _config(conf["thread_id"], ns, checkpoint["id"])
 
-    @_retry_on_change
     def put_writes(
         self,
         config: RunnableConfig,
@@ -300,10 +331,21 @@ class LogSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Append the writes of one task against a checkpoint."""
+        run(self.storage, lambda: self._put_writes(config, writes, task_id, task_path))
+
+    def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Op[None]:
         conf = config["configurable"]
         thread_id = check_thread_id(conf["thread_id"])
         ns, checkpoint_id = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
-        with self._view(thread_id, exclusive=True) as index:
+        index = yield from self._open(thread_id, exclusive=True)
+
+        def built() -> _Batch | None:
             stored = index.writes_of(ns, checkpoint_id)
             items = []
             for idx, (channel, value) in enumerate(writes):
@@ -311,11 +353,13 @@ class LogSaver(BaseCheckpointSaver[str]):
                 if widx >= 0 and (task_id, widx) in stored:
                     continue
                 items.append((widx, channel, value))
-            batch = writes_batch(index, self.serde, ns, checkpoint_id, task_id, task_path, items)
-            if batch is not None:
-                # Flushed to disk (fsync) with the next checkpoint: a step that never
-                # reached its checkpoint is run again, pending writes or not.
-                self._commit(thread_id, index, batch, durable=False)
+            return writes_batch(index, self.serde, ns, checkpoint_id, task_id, task_path, items)
+
+        batch = yield Compute(built)
+        if batch is not None:
+            # Flushed to disk (fsync) with the next checkpoint: a step that never
+            # reached its checkpoint is run again, pending writes or not.
+            yield from self._commit(thread_id, index, batch, durable=False)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's log and its revert backups."""
@@ -536,8 +580,14 @@ class LogSaver(BaseCheckpointSaver[str]):
 
     # -------------------------------------------------------------- async
 
+    # get_tuple, list, put and put_writes: the same operations on the async door;
+    # the rest (and every call on a backend without one) in a worker thread.
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+        aio = self.storage.aio()
+        if aio is None:
+            return await asyncio.to_thread(self.get_tuple, config)
+        return await arun(aio, lambda: self._get_tuple(config))
 
     async def alist(
         self,
@@ -547,11 +597,32 @@ class LogSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        found = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        aio = self.storage.aio()
+        if aio is None:
+            found = await asyncio.to_thread(
+                lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+            )
+            for item in found:
+                yield item
+            return
+        planned, ns_filter, id_filter, before_id = _list_plan(config, before)
+        threads: builtins.list[Any] = (
+            planned
+            if planned is not None
+            else await asyncio.to_thread(lambda: builtins.list(self.storage.thread_ids()))
         )
-        for item in found:
-            yield item
+        remaining = limit
+        for thread in threads:
+            if remaining is not None and remaining <= 0:
+                return
+            op = partial(
+                self._list_thread, thread, ns_filter, id_filter, before_id, filter, remaining
+            )
+            found = await arun(aio, op)
+            if remaining is not None:
+                remaining -= len(found)
+            for item in found:
+                yield item
 
     async def aput(
         self,
@@ -560,7 +631,10 @@ class LogSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        aio = self.storage.aio()
+        if aio is None:
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await arun(aio, lambda: self._put(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -569,7 +643,11 @@ class LogSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        aio = self.storage.aio()
+        if aio is None:
+            await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+            return
+        await arun(aio, lambda: self._put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
@@ -640,9 +718,25 @@ class LogSaver(BaseCheckpointSaver[str]):
         with self.storage.locked(thread_id, exclusive=exclusive):
             yield self._sync(thread_id)
 
-    def _sync(self, thread_id: str) -> _Index:
+    def _open(self, thread_id: str, *, exclusive: bool = False) -> Op[_Index]:
+        """`_view` as requests: the lock (held to the operation's end), then `_sync`."""
+        yield Lock(thread_id, exclusive)
+        synced = yield Sync(thread_id)
+        index: _Index = yield Compute(lambda: self._fed(thread_id, synced))
+        return index
+
+    def _fed(self, thread_id: str, synced: Synced) -> _Index:
+        """`_sync` with what the storage reported; safe to run again (`Compute`): a read
+        that must wait drops the index, and the next run rebuilds it from the log."""
+        try:
+            return self._sync(thread_id, synced)
+        except _LinesNotReady:
+            self._indexes.pop(thread_id, None)
+            raise
+
+    def _sync(self, thread_id: str, synced: Synced | None = None) -> _Index:
         """The thread's index, with whatever was appended since the last call read in."""
-        synced = self.storage.sync(thread_id)
+        synced = self.storage.sync(thread_id) if synced is None else synced
         index = self._indexes.get(thread_id)
         if index is None or synced.reset:
             index = self._new_index(thread_id)
@@ -661,17 +755,10 @@ class LogSaver(BaseCheckpointSaver[str]):
         return index
 
     def _new_index(self, thread_id: str) -> _Index:
-        reader = getattr(self.storage, "read_many", None)
-        if reader is None:
+        storage = self.storage
 
-            def read_each(lines: builtins.list[int]) -> dict[int, bytes]:
-                return {n: self.storage.read(thread_id, n) for n in lines}
-
-            read = read_each
-        else:
-
-            def read(lines: builtins.list[int]) -> dict[int, bytes]:
-                return reader(thread_id, lines)  # type: ignore[no-any-return]
+        def read(lines: builtins.list[int]) -> dict[int, bytes]:
+            return read_lines(storage, thread_id, lines)
 
         index = _Index(where=self.storage.describe(thread_id), reader=read, serde=self.serde)
         self._indexes[thread_id] = index
@@ -702,7 +789,9 @@ class LogSaver(BaseCheckpointSaver[str]):
                 continue
             lines -= index.lines
 
-    def _commit(self, thread_id: str, index: _Index, batch: _Batch, *, durable: bool = True) -> int:
+    def _commit(
+        self, thread_id: str, index: _Index, batch: _Batch, *, durable: bool = True
+    ) -> Op[int]:
         """Append a batch (with the header if the log is new); return the last line.
 
         The index learns the lines as a cold read parses them, not the dicts
@@ -717,7 +806,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         if index.lines == 0:
             lines = [thread_line(thread_id), *lines]
         raw = [dumps_line(obj) for obj in lines]
-        first = self.storage.append(thread_id, raw, durable=durable)
+        first = yield Append(thread_id, raw, durable)
         return batch.apply(first, [loads_sealed(r) for r in raw])
 
     def _tuple(
@@ -749,7 +838,6 @@ class LogSaver(BaseCheckpointSaver[str]):
             pending_writes=writes,
         )
 
-    @_retry_on_change
     def _list_thread(
         self,
         thread: Any,
@@ -758,11 +846,13 @@ class LogSaver(BaseCheckpointSaver[str]):
         before_id: str | None,
         meta_filter: dict[str, Any] | None,
         limit: int | None,
-    ) -> builtins.list[CheckpointTuple]:
+    ) -> Op[builtins.list[CheckpointTuple]]:
         thread_id = check_thread_id(thread)
-        out: builtins.list[CheckpointTuple] = []
-        checked: set[int] = set()  # one object per message across the tuples, checked once
-        with self._view(thread_id) as index:
+        index = yield from self._open(thread_id)
+
+        def listed() -> builtins.list[CheckpointTuple]:
+            out: builtins.list[CheckpointTuple] = []
+            checked: set[int] = set()  # one object per message across the tuples, checked once
             entries = [
                 e
                 for e in index.ckpts.values()
@@ -779,7 +869,10 @@ class LogSaver(BaseCheckpointSaver[str]):
                     if not all(meta.get(k) == v for k, v in meta_filter.items()):
                         continue
                 out.append(self._tuple(thread, index, entry, checked))
-        return out
+            return out
+
+        tuples: builtins.list[CheckpointTuple] = yield Compute(listed)
+        return tuples
 
     def _rebuild(self, thread_id: str, index: _Index, keep: Sequence[CheckpointHead]) -> None:
         """Rewrite the log with only ``keep`` (and their writes), atomically."""
@@ -791,6 +884,17 @@ class LogSaver(BaseCheckpointSaver[str]):
     def _head_config(thread_id: Any, index: _Index) -> RunnableConfig:
         head = index.latest("")
         return _config(thread_id, "", head.id if head else None)
+
+
+def _list_plan(
+    config: RunnableConfig | None, before: RunnableConfig | None
+) -> tuple[builtins.list[Any] | None, str | None, str | None, str | None]:
+    """``(threads, ns, checkpoint id, before id)`` of a `list` call; threads ``None``: all."""
+    before_id = get_checkpoint_id(before) if before else None
+    if config is None:
+        return None, None, None, before_id
+    conf = config["configurable"]
+    return [conf["thread_id"]], conf.get("checkpoint_ns"), get_checkpoint_id(config), before_id
 
 
 def _run_id(index: _Index, entry: CheckpointHead) -> Any:

@@ -17,9 +17,10 @@ See docs/redis.md for guarantees, persistence settings and errors.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -29,7 +30,16 @@ from langgraph_ctx.saver.log import (
     LogSaver,
     OnCorrupt,
 )
-from langgraph_ctx.storage.redis import DEFAULT_PREFIX, RedisClient, RedisStorage, connect
+from langgraph_ctx.storage.redis import (
+    DEFAULT_PREFIX,
+    RedisClient,
+    RedisStorage,
+    connect,
+    connect_async,
+)
+
+if TYPE_CHECKING:
+    from langgraph_ctx.storage.redis import AsyncRedisClient
 
 
 class RedisLogSaver(LogSaver):
@@ -39,7 +49,9 @@ class RedisLogSaver(LogSaver):
     to them), on plain Redis 6+ without modules, so several processes or
     machines can serve the same threads. Sync and async (``invoke`` and
     ``ainvoke``), plus `fork`, `revert`, `prune`, `copy_thread` and
-    `delete_for_runs`.
+    `delete_for_runs`. ``ainvoke`` awaits Redis on the event loop through a
+    ``redis.asyncio`` client (the saver's own, made from its URL on the first
+    async call, or ``async_client``); the same scripts and keys as the sync client.
 
     Args:
         client: A ``redis.Redis`` or ``redis.cluster.RedisCluster`` client, or a
@@ -67,6 +79,11 @@ class RedisLogSaver(LogSaver):
         max_cached_threads: Threads whose index stays in memory between calls
             (least recently used go first; an evicted thread reopens from its log).
         max_cached_lines: Bound on the log lines those indexes cover together.
+        async_client: A ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``
+            on the same server(s) as ``client``, for the async API. Given a URL, the
+            saver makes its own, once per event loop, on the first async call. With
+            neither (a sync client and no async one), async calls run the sync
+            client in a worker thread.
 
     Raises:
         StorageUnavailableError: (from any call) Redis is down, restarting,
@@ -107,10 +124,15 @@ class RedisLogSaver(LogSaver):
         on_corrupt: OnCorrupt = "raise",
         max_cached_threads: int | None = DEFAULT_CACHED_THREADS,
         max_cached_lines: int | None = DEFAULT_CACHED_LINES,
+        async_client: AsyncRedisClient | None = None,
     ) -> None:
         self._owns_client = isinstance(client, str)
+        made: AsyncRedisClient | Callable[[], AsyncRedisClient] | None = async_client
         if isinstance(client, str):
-            client = connect(client)
+            url = client
+            client = connect(url)
+            if made is None:
+                made = partial(connect_async, url)
         self.storage: RedisStorage
         super().__init__(
             RedisStorage(
@@ -122,6 +144,7 @@ class RedisLogSaver(LogSaver):
                 wait_for_replicas=wait_for_replicas,
                 replica_timeout=replica_timeout,
                 cache_bytes=cache_bytes,
+                async_client=made,
             ),
             serde=serde,
             allowed_types=allowed_types,
@@ -192,4 +215,5 @@ class RedisLogSaver(LogSaver):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        await self.storage.aclose()  # this loop's async client, if the saver made it
         self.close()  # a sync client: closing it is quick, local socket teardown

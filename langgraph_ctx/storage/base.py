@@ -4,15 +4,21 @@ Lines are addressed by their 1-based line number, which never changes while
 the log is only appended to. Rewrites (prune, revert, delete_for_runs) replace
 a log as a whole and atomically; `sync` then reports a reset so readers rebuild
 their index.
+
+A backend may also offer an async door (`LogStorage.aio`, an `AsyncLog`): the
+few calls a saver's hot path makes (lock, sync, read, append) without blocking
+the event loop. Both doors share the backend's state and its `ThreadLock`s, so
+sync and async callers of one saver exclude each other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import NamedTuple
 
 
@@ -30,13 +36,23 @@ class Synced(NamedTuple):
 class ThreadLock(ABC):
     """One thread log's lock: re-entrant within a process, plus a lock other processes
     see, taken by `_acquire` on entering the outermost `hold` and dropped by `_release`
-    on leaving it. A shared hold cannot be upgraded to an exclusive one."""
+    on leaving it. A shared hold cannot be upgraded to an exclusive one.
+
+    `ahold` is the same lock for a coroutine: its holder is the asyncio task
+    (re-entrant within it), other tasks and OS threads wait, and waiting never
+    blocks the event loop (a task parks on a future that the releasing holder,
+    sync or async, resolves). While a task holds it, the lock's `rlock` is held by
+    the loop's OS thread, so sync callers on other OS threads wait as before.
+    """
 
     def __init__(self) -> None:
         self.rlock = threading.RLock()
         self.depth = 0
         self.exclusive = False
         self.owner: int | None = None  # the OS thread inside the outermost ``hold``
+        self.task: asyncio.Task[object] | None = None  # the task inside an ``ahold``
+        self._mutex = threading.Lock()  # guards _waiters against a lost wake-up
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
@@ -45,8 +61,14 @@ class ThreadLock(ABC):
                 self._acquire(exclusive)
                 self.exclusive = exclusive
                 self.owner = threading.get_ident()
-            elif exclusive and not self.exclusive:
-                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            else:
+                if self.task is not None and _current_task() is not self.task:
+                    raise RuntimeError(
+                        "a sync saver call on the event loop's thread while a coroutine "
+                        "of the same loop holds this thread's lock: await the a* method"
+                    )
+                if exclusive and not self.exclusive:
+                    raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
             self.depth += 1
             try:
                 yield
@@ -55,6 +77,55 @@ class ThreadLock(ABC):
                 if self.depth == 0:
                     self.owner = None
                     self._release()
+        self._wake()  # under the mutex: a task that just failed to enter is seen
+
+    def ahold(self, exclusive: bool) -> AbstractAsyncContextManager[None]:
+        """`hold` for a coroutine (see the class docstring)."""
+        return _AsyncHold(self, exclusive)
+
+    async def _enter(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take `rlock` with nobody inside, parking on a future while anyone is."""
+        while True:
+            with self._mutex:
+                if self.rlock.acquire(blocking=False):
+                    if self.depth == 0:
+                        return
+                    self.rlock.release()  # held by another task of this loop's OS thread
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._waiters.append((loop, waiter))
+            # The releasing holder, sync or async, resolves it (`_wake`); the timer is
+            # only a safety net, never the way a waiter normally gets in.
+            timer = loop.call_later(0.05, _resolve, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                with self._mutex, contextlib.suppress(ValueError):
+                    self._waiters.remove((loop, waiter))
+
+    def _wake(self) -> None:
+        if not self._waiters:  # read without the mutex: a waiter registers under it
+            return  # after failing to take rlock, which the caller released before
+        with self._mutex:
+            waiters, self._waiters = self._waiters, []
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, waiter in waiters:
+            if loop is running:
+                loop.call_soon(_resolve, waiter)  # no self-pipe write for our own loop
+                continue
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, waiter)
+
+    async def _aacquire(self, exclusive: bool) -> None:
+        """`_acquire` for a coroutine; backends override it to wait without a thread."""
+        await asyncio.to_thread(self._acquire, exclusive)
+
+    async def _arelease(self) -> None:
+        """`_release` for a coroutine (default: the sync one, which must not block)."""
+        self._release()
 
     @abstractmethod
     def _acquire(self, exclusive: bool) -> None:
@@ -63,6 +134,106 @@ class ThreadLock(ABC):
     @abstractmethod
     def _release(self) -> None:
         """Drop the cross-process lock taken by `_acquire`."""
+
+
+def _current_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop running in this OS thread
+        return None
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class _AsyncHold:
+    """`ThreadLock.ahold`: a class rather than a generator, as it is on every async call."""
+
+    __slots__ = ("acquired", "exclusive", "lock", "reentered")
+
+    def __init__(self, lock: ThreadLock, exclusive: bool) -> None:
+        self.lock = lock
+        self.exclusive = exclusive
+        self.reentered = False
+        self.acquired = False
+
+    async def __aenter__(self) -> None:
+        lock = self.lock
+        task = asyncio.current_task()
+        if lock.depth and task is not None and lock.task is task:  # re-entered by its holder
+            if self.exclusive and not lock.exclusive:
+                raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+            lock.depth += 1
+            self.reentered = True
+            return
+        await lock._enter(asyncio.get_running_loop())
+        # Taken before the cross-process lock is awaited: another task of this loop
+        # (the rlock lets it in, same OS thread) must see it held meanwhile.
+        lock.exclusive = self.exclusive
+        lock.owner = threading.get_ident()
+        lock.task = task
+        lock.depth = 1
+        try:
+            await lock._aacquire(self.exclusive)
+        except BaseException:
+            await self._leave()
+            raise
+        self.acquired = True
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.reentered:
+            self.lock.depth -= 1
+            return
+        await self._leave()
+
+    async def _leave(self) -> None:
+        lock = self.lock
+        lock.depth = 0
+        lock.owner = None
+        lock.task = None
+        try:
+            if self.acquired:
+                await lock._arelease()
+        finally:
+            lock.rlock.release()
+            lock._wake()
+
+
+class AsyncLog(ABC):
+    """The async door into a `LogStorage`: the calls of a saver's hot path.
+
+    Same contract as the sync methods of the same names, on the same state:
+    `locked` excludes sync holders too; `read_ready` never waits (``None`` when
+    a line would need a round trip: then the caller awaits `read_many`).
+    """
+
+    reads_wait: bool = True
+    """Whether `read_ready` can ever answer ``None`` (``False``: lines are always ready,
+    so the saver's CPU steps need no retry bookkeeping)."""
+
+    @abstractmethod
+    def locked(self, thread_id: str, *, exclusive: bool) -> AbstractAsyncContextManager[None]:
+        """Hold the thread's lock from a coroutine (waiting without blocking the loop)."""
+
+    @abstractmethod
+    async def sync(self, thread_id: str) -> Synced:
+        """`LogStorage.sync`."""
+
+    @abstractmethod
+    def read_ready(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes] | None:
+        """Lines already reported by `sync`, if they can be had without waiting."""
+
+    @abstractmethod
+    async def read_many(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
+        """Lines already reported by `sync`."""
+
+    @abstractmethod
+    async def append(
+        self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
+    ) -> int:
+        """`LogStorage.append`."""
 
 
 class LogStorage(ABC):
@@ -159,6 +330,11 @@ class LogStorage(ABC):
         (`JsonlStorage` scans its directory once); the default does nothing.
         """
         return contextlib.nullcontext()
+
+    def aio(self) -> AsyncLog | None:
+        """The async door for the running event loop; ``None``: this backend has none
+        (the saver then runs its sync methods in a worker thread)."""
+        return None
 
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every complete line of the log as it is now, without newlines (``[]``: no log).

@@ -33,6 +33,17 @@ and re-read, as before.
 With ``fsync``, a checkpoint is one ``fdatasync``: the pending writes appended
 before it (``append(..., durable=False)``) are written at once and flushed with it.
 
+The async door (`JsonlStorage.aio`) makes the same calls inline on the event loop:
+appending a few lines to the page cache, an ``lstat`` and a ``pread`` cost
+microseconds, less than handing them to a worker thread. Only what can take
+long leaves the loop: the ``fdatasync`` of a checkpoint with ``fsync``, and a
+first read of more than `_INLINE_READ` bytes (a cold open), run in a worker
+thread; a lock another process holds is polled with a non-blocking ``flock``
+between ``asyncio.sleep`` calls. With ``inline_async=False`` there is no door:
+the saver runs each async call in a worker thread, which blocking-call
+detectors (the LangGraph server's, under ``langgraph dev``) require, since
+they refuse any file call on the loop.
+
 One module (a little over 800 lines) on purpose: a thread's lock, its open
 descriptors and its line offsets are one piece of state, and every safety property
 above (a replaced log, a deleted lock file, a torn tail, a forked child, a planted
@@ -41,6 +52,7 @@ link) is a check across all three, so they are read and changed side by side.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import itertools
@@ -66,7 +78,7 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
     TornLineWarning,
 )
-from langgraph_ctx.storage.base import LogStorage, Synced, ThreadLock
+from langgraph_ctx.storage.base import AsyncLog, LogStorage, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -82,6 +94,7 @@ except ImportError:  # pragma: no cover - Windows
 SUFFIX = ".jsonl"
 LOCK_DIR = ".locks"
 _READ_CHUNK = 1 << 20
+_INLINE_READ = 1 << 20  # bytes an async sync reads on the event loop; more: in a thread
 MAX_OPEN_THREADS = 128
 """Default of ``max_open_threads``: threads whose two descriptors stay open."""
 _BACKUP = re.compile(r"\.(\d+)$")
@@ -145,6 +158,13 @@ class _ThreadLock(ThreadLock):
 
     def _acquire(self, exclusive: bool) -> None:
         self._lock_file(exclusive, blocking=True)
+
+    async def _aacquire(self, exclusive: bool) -> None:
+        # Another process holds it: poll, so that the event loop never blocks on it.
+        delay = 0.0005
+        while not self._lock_file(exclusive, blocking=False):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
 
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
         """Take the flock; ``False`` if not ``blocking`` and another process holds it."""
@@ -334,6 +354,11 @@ class JsonlStorage(LogStorage):
             prune, fork) are flushed before they replace a file.
         max_open_threads: Threads whose descriptors (two each) stay open between
             calls; the least recently used beyond this are closed.
+        inline_async: Serve the async API on the event loop itself (see the
+            module docstring): file calls of microseconds inline, ``fdatasync``,
+            large first reads and lock waits off the loop. ``False``: every async
+            call runs in a worker thread (what a blocking-call detector, such as
+            the LangGraph server's in development, needs).
     """
 
     def __init__(
@@ -342,9 +367,11 @@ class JsonlStorage(LogStorage):
         *,
         fsync: bool = False,
         max_open_threads: int = MAX_OPEN_THREADS,
+        inline_async: bool = True,
     ) -> None:
         self.root = Path(root)  # no I/O here: async apps build savers inside event loops
         self.fsync = fsync
+        self.inline_async = inline_async
         self._states: dict[str, _FileState] = {}
         self._paths: dict[str, Path] = {}
         self._locks: dict[str, _ThreadLock] = {}
@@ -482,6 +509,13 @@ class JsonlStorage(LogStorage):
                 self._lock_of.clear()
             self._lock_of[thread_id] = lock
         return lock
+
+    def aio(self) -> AsyncLog | None:
+        """With ``inline_async``, the async door: the calls inline on the loop (see the
+        module docstring); otherwise ``None``: async calls run in a worker thread."""
+        # A door per call (a few attributes), not one kept: storage -> door -> storage
+        # would be a cycle, and the storage's descriptors wait for the collector.
+        return _JsonlAio(self) if self.inline_async else None
 
     def _held(self, thread_id: str) -> _ThreadLock | None:
         """The thread's lock if the calling OS thread holds it: then its descriptors
@@ -738,6 +772,61 @@ class JsonlStorage(LogStorage):
             import shutil
 
             shutil.copy2(path, newest)
+
+
+class _JsonlAio(AsyncLog):
+    """`JsonlStorage`'s async door: inline on the event loop, long waits elsewhere."""
+
+    reads_wait = False
+
+    def __init__(self, storage: JsonlStorage) -> None:
+        self.storage = storage
+
+    def locked(
+        self, thread_id: str, *, exclusive: bool
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.storage._lock(thread_id).ahold(exclusive)
+
+    async def sync(self, thread_id: str) -> Synced:
+        if thread_id not in self.storage._states and self._unread(thread_id) > _INLINE_READ:
+            return await asyncio.to_thread(self.storage.sync, thread_id)
+        return self.storage.sync(thread_id)
+
+    def _unread(self, thread_id: str) -> int:
+        """Bytes the first `sync` of a thread would read (0 if unknown: `sync` says why).
+        Later syncs read what other processes appended since, inline."""
+        state = self.storage._states.get(thread_id)
+        try:
+            st = os.lstat(self.storage.path(thread_id))
+        except (OSError, ValueError):
+            return 0
+        if state is None or state.ino != st.st_ino:
+            return st.st_size
+        return st.st_size - state.end
+
+    def read_ready(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
+        return self.storage.read_many(thread_id, lines)
+
+    async def read_many(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
+        return self.storage.read_many(thread_id, lines)
+
+    async def append(
+        self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
+    ) -> int:
+        storage = self.storage
+        lock = storage._held(thread_id)
+        if not storage.fsync or lock is None:
+            return storage.append(thread_id, lines, durable=durable)
+        # Written now (page cache); the flush to disk, milliseconds, off the loop.
+        first = storage.append(thread_id, lines, durable=False)
+        if durable:
+            flushing = asyncio.ensure_future(asyncio.to_thread(lock.flush))
+            try:
+                await asyncio.shield(flushing)
+            except asyncio.CancelledError:
+                await flushing  # the lock (and its descriptor) stay ours until it ends
+                raise
+        return first
 
 
 def _make_dirs(root: Path, action: str) -> Path:

@@ -37,13 +37,22 @@ reads the source (one script) and then writes the target (another). Only
 ``WAIT`` names no key, so `_write_and_wait` sends it on the slot's master's
 own connection.
 
-One module (over 900 lines, the Lua scripts included) because the scripts and the Python
-that calls them are one protocol: the key layout above, each script and the method that
-checks its reply must be read together to see that a log line never means two things.
+Sync and async share one implementation: the calls of a saver's hot path (`sync`,
+`read_many`, `append`, the writer lock) are generators that yield the script calls
+they need (`_Run`) and pauses (`_Pause`), and check each reply themselves. `_run`
+answers them with the sync client; the async door (`RedisStorage.aio`, `_RedisAio`)
+with a ``redis.asyncio`` client (one server or a cluster), awaiting each on the
+event loop: the same scripts, keys, lock and generation protocol, no worker thread.
+
+One module (over 1,400 lines, the Lua scripts and both doors included) because the
+scripts and the Python that calls them are one protocol: the key layout above, each
+script and the step that checks its reply must be read together to see that a log line
+never means two things; the async door only carries those steps' round trips.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -52,10 +61,19 @@ import socket
 import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:
     import redis
@@ -67,6 +85,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
     AskError,
     ClusterError,
+    NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
@@ -87,7 +106,7 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
     WrongKeyTypeError,
 )
-from langgraph_ctx.storage.base import LogStorage, Synced, ThreadLock
+from langgraph_ctx.storage.base import AsyncLog, LogStorage, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -102,6 +121,13 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 RedisClient = redis.Redis | RedisCluster
 """A client `RedisStorage` runs on: one server, or a Redis Cluster (same keys, same scripts)."""
+
+if TYPE_CHECKING:
+    import redis.asyncio
+    import redis.asyncio.cluster
+
+    AsyncRedisClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
+    """The async twin of `RedisClient`, for the async door."""
 _PREFIX_OK = re.compile(r"[A-Za-z0-9_.:-]+")
 # Replies that mean "not now" rather than "you sent something wrong".
 _UNAVAILABLE_REPLIES = ("MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS")
@@ -259,6 +285,45 @@ return 0
 """
 
 
+_SCRIPTS = {
+    "snapshot": _SNAPSHOT,
+    "ranges": _RANGES,
+    "append": _APPEND,
+    "rewrite": _REWRITE,
+    "delete": _DELETE,
+    "unlock": _UNLOCK,
+}
+"""Every script by name, registered once on each client (sync, and async for the door)."""
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Run the script ``name``; answered with its reply (``wait``: a write, answered with
+    ``(reply, replicas)``, see `RedisStorage._write`). ``action`` names it in a
+    `StorageUnavailableError`; ``None``: the step handles Redis errors itself."""
+
+    name: str
+    keys: list[str]
+    args: list[Any]
+    action: str | None
+    thread_id: str | None
+    wait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Pause:
+    """Sleep (``time.sleep``, or ``asyncio.sleep`` in the async door)."""
+
+    seconds: float
+
+
+_Steps = Generator[_Run | _Pause, Any, _T]
+"""A storage call as its Redis round trips: yields `_Run` / `_Pause`, returns the result.
+A failed round trip is thrown into it (it may catch it, as `_release_steps` does)."""
+
+
 def _generation() -> bytes:
     """A fresh log generation tag. From `secrets`, not `uuid.uuid4`: a saver must not
     draw from the generator an app (or LangGraph's tests) may seed or patch for its ids."""
@@ -383,6 +448,27 @@ class _ThreadLock(ThreadLock):
             token, self.token = self.token, None
             self.storage._release(self.thread_id, self.key, token)
 
+    async def _aacquire(self, exclusive: bool) -> None:
+        if not exclusive:
+            return
+        storage = self.storage
+        door = storage._door()
+        token = storage._lock_token()
+        try:
+            self.token = await door.run(storage._acquire_steps(self.thread_id, self.key, token))
+        except asyncio.CancelledError:
+            # Cancelled after the script may have taken the lock: drop it if it holds our
+            # token (the unlock script checks), rather than leave it to lock_timeout.
+            release = storage._release_steps(self.thread_id, self.key, token, warn=False)
+            door.spawn(door.run(release))
+            raise
+
+    async def _arelease(self) -> None:
+        if self.token is not None:
+            token, self.token = self.token, None
+            door = self.storage._door()
+            await door.run(self.storage._release_steps(self.thread_id, self.key, token))
+
 
 class RedisStorage(LogStorage):
     """Thread logs as Redis lists under ``ctx:<prefix>:``, on plain Redis 6+ (no modules).
@@ -409,6 +495,10 @@ class RedisStorage(LogStorage):
         cache_bytes: Log lines kept in memory, across threads, so that reading
             a line again costs no round trip (least recently used threads are
             dropped first; ``0`` disables the cache).
+        async_client: A ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``
+            on the same server(s), or a function making one (called once per event
+            loop, on its first async call): the async door then awaits Redis on the
+            event loop (`aio`). ``None``: no door; async calls run in a worker thread.
 
     Example:
         ```python
@@ -430,6 +520,7 @@ class RedisStorage(LogStorage):
         wait_for_replicas: int = 0,
         replica_timeout: float = 1.0,
         cache_bytes: int = 64 << 20,
+        async_client: AsyncRedisClient | Callable[[], AsyncRedisClient] | None = None,
     ) -> None:
         if not _PREFIX_OK.fullmatch(prefix or ""):
             raise ValueError(
@@ -466,7 +557,20 @@ class RedisStorage(LogStorage):
         self._rewrite = client.register_script(_REWRITE)
         self._delete = client.register_script(_DELETE)
         self._unlock = client.register_script(_UNLOCK)
+        self._scripts = {
+            "snapshot": self._snapshot_script,
+            "ranges": self._ranges,
+            "append": self._append,
+            "rewrite": self._rewrite,
+            "delete": self._delete,
+            "unlock": self._unlock,
+        }
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.async_client = async_client
+        # one door per event loop: a redis.asyncio connection belongs to the loop it opened on
+        self._doors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _RedisAio] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisStorage:
@@ -569,26 +673,88 @@ class RedisStorage(LogStorage):
     # ------------------------------------------------------------------ locks
 
     def locked(self, thread_id: str, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        return self._lock(thread_id).hold(exclusive)
+
+    def _lock(self, thread_id: str) -> _ThreadLock:
         keys = self.keys(thread_id)
         with self._guard:
             lock = self._locks.get(keys.lock)
             if lock is None:
                 lock = self._locks[keys.lock] = _ThreadLock(self, thread_id, keys.lock)
-        return lock.hold(exclusive)
+        return lock
+
+    def aio(self) -> AsyncLog | None:
+        """The async door on this event loop's client (`async_client`), or ``None``
+        without one (the saver then runs async calls in a worker thread)."""
+        if self.async_client is None:
+            return None
+        return self._door()
+
+    def _door(self) -> _RedisAio:
+        loop = asyncio.get_running_loop()
+        door = self._doors.get(loop)
+        if door is None:
+            made = self.async_client
+            if made is None:
+                raise RuntimeError("this RedisStorage has no async client")
+            client = made() if callable(made) and not hasattr(made, "execute_command") else made
+            door = self._doors[loop] = _RedisAio(self, cast("AsyncRedisClient", client))
+        return door
+
+    async def aclose(self) -> None:
+        """Close the async clients this storage made (from a function), on this loop."""
+        loop = asyncio.get_running_loop()
+        door = self._doors.pop(loop, None)
+        if door is not None and door.client is not self.async_client:
+            await door.client.aclose()
+
+    def _run(self, steps: _Steps[_T]) -> _T:
+        """Run a storage call's round trips on the sync client."""
+        answer: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = steps.send(answer) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return cast("_T", stop.value)
+            answer, error = None, None
+            try:
+                if type(request) is _Pause:
+                    time.sleep(request.seconds)
+                else:
+                    answer = self._call(cast(_Run, request))
+            except Exception as exc:  # thrown into the steps, which may handle it
+                error = exc
+
+    def _call(self, run: _Run) -> Any:
+        script = self._scripts[run.name]
+        if run.wait:
+            assert run.action is not None
+            return self._write(script, run.action, run.thread_id or "", run.keys, run.args)
+        if run.action is None:
+            return script(keys=run.keys, args=run.args)
+        with self._unavailable(run.action, run.thread_id):
+            return script(keys=run.keys, args=run.args)
 
     def _acquire(self, thread_id: str, key: str) -> str:
         """Take the writer lock; the same call reads the new lines for the next `sync`."""
-        token = f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
+        return self._run(self._acquire_steps(thread_id, key))
+
+    def _lock_token(self) -> str:
+        return f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
+
+    def _acquire_steps(self, thread_id: str, key: str, token: str | None = None) -> _Steps[str]:
+        token = token or self._lock_token()
         px = max(1, round(self.lock_timeout * 1000))
         keys = self.keys(thread_id)
         start = time.monotonic()
         delay = 0.001
         while True:
             state = self._states.setdefault(thread_id, _State())
-            with self._unavailable("locking", thread_id):
-                reply = self._snapshot_script(
-                    keys=[keys.log, keys.gen, keys.lock], args=[state.lines, token, px]
-                )
+            reply = yield _Run(
+                "snapshot", [keys.log, keys.gen, keys.lock], [state.lines, token, px],
+                "locking", thread_id,
+            )
             if reply[0]:
                 self._prefetched[thread_id] = (state, (reply[1], reply[2], reply[3]))
                 return token
@@ -596,14 +762,21 @@ class RedisStorage(LogStorage):
             if waited >= self.lock_wait:
                 holder = reply[1].decode("utf-8", "replace") or None
                 raise LockTimeoutError(thread_id, key, holder, waited)
-            time.sleep(min(delay, max(0.0, self.lock_wait - waited)))
+            yield _Pause(min(delay, max(0.0, self.lock_wait - waited)))
             delay = min(delay * 2, 0.05)
 
     def _release(self, thread_id: str, key: str, token: str) -> None:
+        self._run(self._release_steps(thread_id, key, token))
+
+    def _release_steps(
+        self, thread_id: str, key: str, token: str, *, warn: bool = True
+    ) -> _Steps[None]:
         self._prefetched.pop(thread_id, None)
         try:
-            released = self._unlock(keys=[key], args=[token])
+            released = yield _Run("unlock", [key], [token], None, thread_id)
         except RedisError as exc:  # the lock expires by itself; never mask the caller's result
+            if not warn:
+                return
             warnings.warn(
                 f"could not release the writer lock {key} ({exc}); it expires after "
                 f"{self.lock_timeout:g}s",
@@ -611,7 +784,7 @@ class RedisStorage(LogStorage):
                 stacklevel=4,
             )
             return
-        if not released:
+        if not released and warn:
             self._warn_lock_lost(key)
 
     def _warn_lock_lost(self, key: str) -> None:
@@ -642,15 +815,18 @@ class RedisStorage(LogStorage):
     # ------------------------------------------------------------------ reads
 
     def sync(self, thread_id: str) -> Synced:
+        return self._run(self._sync_steps(thread_id))
+
+    def _sync_steps(self, thread_id: str) -> _Steps[Synced]:
         known = self._states.setdefault(thread_id, _State())
         prefetched = self._prefetched.pop(thread_id, None)
         if prefetched is not None and prefetched[0] is known:
             gen, length, lines = prefetched[1]  # read when the lock was taken
         else:
-            gen, length, lines = self._snapshot(thread_id, known.lines)
+            gen, length, lines = yield from self._snapshot(thread_id, known.lines)
         changed = gen != known.gen or length < known.lines
         if changed and known.lines:  # those lines belong to another log: read it whole
-            gen, length, lines = self._snapshot(thread_id, 0)
+            gen, length, lines = yield from self._snapshot(thread_id, 0)
         # Lines read from 0 replace what was indexed: a reset, unless nothing was.
         reset = changed and known.lines > 0
         size = sum(len(x) for x in lines)
@@ -663,12 +839,11 @@ class RedisStorage(LogStorage):
             self._cache.extend(thread_id, lines, known.lines)
         return Synced(False, known.lines + 1, lines)
 
-    def _snapshot(self, thread_id: str, start: int) -> tuple[bytes, int, list[bytes]]:
+    def _snapshot(self, thread_id: str, start: int) -> _Steps[tuple[bytes, int, list[bytes]]]:
         keys = self.keys(thread_id)
-        with self._unavailable("reading", thread_id):
-            _, gen, length, lines = self._snapshot_script(
-                keys=[keys.log, keys.gen, keys.lock], args=[start, "", 0]
-            )
+        _, gen, length, lines = yield _Run(
+            "snapshot", [keys.log, keys.gen, keys.lock], [start, "", 0], "reading", thread_id
+        )
         return gen, length, lines
 
     def read(self, thread_id: str, line: int) -> bytes:
@@ -676,19 +851,26 @@ class RedisStorage(LogStorage):
 
     def read_many(self, thread_id: str, lines: Iterable[int]) -> dict[int, bytes]:
         """Lines already reported by `sync`: from memory, else in one checked round trip."""
+        return self._run(self._read_steps(thread_id, lines))
+
+    def _cached(self, thread_id: str, wanted: list[int]) -> tuple[_State, dict[int, bytes] | None]:
+        """The lines from memory (``None``: not all there), after checking they exist."""
         state = self._states.get(thread_id)
-        wanted = sorted(set(lines))
         if state is None:
             raise ThreadNotFoundError(thread_id)
         if any(not 1 <= n <= state.lines for n in wanted):
             raise IndexError(f"line out of range 1..{state.lines}")
-        cached = self._cache.get(thread_id, wanted)
+        return state, self._cache.get(thread_id, wanted)
+
+    def _read_steps(self, thread_id: str, lines: Iterable[int]) -> _Steps[dict[int, bytes]]:
+        wanted = sorted(set(lines))
+        state, cached = self._cached(thread_id, wanted)
         if cached is not None:
             return cached
         if state.size <= self._cache.limit // 4:
             # One read of the whole log now beats a round trip per line later
             # (the saver follows chains of references one line at a time).
-            whole = self._fetch(thread_id, state, [(1, state.lines)])
+            whole = yield from self._fetch(thread_id, state, [(1, state.lines)])
             self._cache.put(thread_id, [whole[n] for n in range(1, state.lines + 1)])
             return {n: whole[n] for n in wanted}
         runs: list[tuple[int, int]] = []  # consecutive lines fetched with one LRANGE
@@ -697,16 +879,15 @@ class RedisStorage(LogStorage):
                 runs[-1] = (runs[-1][0], n)
             else:
                 runs.append((n, n))
-        return self._fetch(thread_id, state, runs)
+        return (yield from self._fetch(thread_id, state, runs))
 
     def _fetch(
         self, thread_id: str, state: _State, runs: list[tuple[int, int]]
-    ) -> dict[int, bytes]:
+    ) -> _Steps[dict[int, bytes]]:
         """Line ranges, read in one script call that also reads the generation."""
         keys = self.keys(thread_id)
         bounds = [n for lo, hi in runs for n in (lo - 1, hi - 1)]
-        with self._unavailable("reading", thread_id):
-            gen, *chunks = self._ranges(keys=[keys.log, keys.gen], args=bounds)
+        gen, *chunks = yield _Run("ranges", [keys.log, keys.gen], bounds, "reading", thread_id)
         if gen != state.gen:
             raise LogChangedError(
                 self.describe(thread_id), "the log was rewritten since it was read"
@@ -729,12 +910,17 @@ class RedisStorage(LogStorage):
 
     def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
         # ``durable`` is for backends that flush to disk; Redis persists as configured.
+        return self._run(self._append_steps(thread_id, lines))
+
+    def _append_steps(self, thread_id: str, lines: Sequence[bytes]) -> _Steps[int]:
         keys = self.keys(thread_id)
         state = self._states.setdefault(thread_id, _State())
         new_gen = _generation()
         pushed = [_strip(x) for x in lines]
         args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen, *pushed]
-        reply, replicas = self._write(self._append, "appending to", thread_id, keys.for_write, args)
+        reply, replicas = yield _Run(
+            "append", keys.for_write, args, "appending to", thread_id, wait=True
+        )
         ok, first, gen = reply[:3]
         if ok:
             self._committed(thread_id, reply[3])
@@ -915,6 +1101,192 @@ class RedisStorage(LogStorage):
         return StorageUnavailableError(self.server, action, reason)
 
 
+_Queued = tuple[Any, list[str], list[Any], "asyncio.Future[Any]"]
+"""A script call waiting for `_RedisAio._send`: script, keys, args, where its reply goes."""
+
+
+class _RedisAio(AsyncLog):
+    """`RedisStorage`'s async door: its round trips awaited on a ``redis.asyncio`` client.
+
+    The storage's own steps (`RedisStorage._sync_steps`, ...) decide what to send and
+    check every reply, on the storage's state (shared with the sync door); this class
+    only carries the round trips.
+    """
+
+    def __init__(self, storage: RedisStorage, client: AsyncRedisClient) -> None:
+        if client.get_encoder().decode_responses:
+            raise ValueError("the Redis client must not decode responses (decode_responses=False)")
+        import redis.asyncio.cluster
+
+        self.storage = storage
+        self.client = client
+        self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        self.scripts = {name: client.register_script(text) for name, text in _SCRIPTS.items()}
+        # A cluster client learns the layout on its first command; many first commands at
+        # once make it do so concurrently, which breaks its connections (redis-py 8):
+        # the first call does it alone.
+        self.ready = not self.cluster
+        self._starting = asyncio.Lock()
+        # Script calls made by the loop's tasks in one pass of the loop, sent together.
+        self._queue: list[_Queued] = []
+        self._sending: set[asyncio.Future[Any]] = set()  # held until done (tasks are weak)
+
+    async def _start(self) -> None:
+        async with self._starting:
+            if not self.ready:
+                client = cast("redis.asyncio.cluster.RedisCluster", self.client)
+                with self.storage._unavailable("connecting to the cluster", None):
+                    await client.initialize()
+                self.ready = True
+
+    def locked(
+        self, thread_id: str, *, exclusive: bool
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.storage._lock(thread_id).ahold(exclusive)
+
+    async def sync(self, thread_id: str) -> Synced:
+        return await self.run(self.storage._sync_steps(thread_id))
+
+    def read_ready(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes] | None:
+        return self.storage._cached(thread_id, sorted(set(lines)))[1]
+
+    async def read_many(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
+        return await self.run(self.storage._read_steps(thread_id, lines))
+
+    async def append(
+        self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
+    ) -> int:
+        return await self.run(self.storage._append_steps(thread_id, lines))
+
+    async def run(self, steps: _Steps[_T]) -> _T:
+        """`RedisStorage._run` on the event loop."""
+        if not self.ready:
+            await self._start()
+        answer: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = steps.send(answer) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return cast("_T", stop.value)
+            answer, error = None, None
+            try:
+                if type(request) is _Pause:
+                    await asyncio.sleep(request.seconds)
+                else:
+                    answer = await self._call(cast(_Run, request))
+            except Exception as exc:
+                error = exc
+
+    async def _call(self, run: _Run) -> Any:
+        script = self.scripts[run.name]
+        storage = self.storage
+        if run.action is None:
+            return await self._script(script, run.keys, run.args)
+        with storage._unavailable(run.action, run.thread_id):
+            if not run.wait:
+                return await self._script(script, run.keys, run.args)
+            if not storage.wait_for_replicas:
+                return await self._script(script, run.keys, run.args), None
+            return await self._write_and_wait(script, run.keys, run.args)
+
+    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
+        """The script's reply. On one server, the calls of every task in one pass of the
+        event loop go out as one pipeline: one write and one connection for them all,
+        where redis.asyncio costs a connection checkout, a send and a timeout task per
+        command (each script is still atomic; a pipeline is not a transaction). A
+        cluster client sends each call itself (its pipelines split by node, and a moved
+        slot is its own to handle)."""
+        if self.cluster:
+            return cast("Awaitable[Any]", script(keys=keys, args=args))
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        if not self._queue:
+            loop.call_soon(self._send_queued)
+        self._queue.append((script, keys, args, reply))
+        return reply
+
+    def _send_queued(self) -> None:
+        batch, self._queue = self._queue, []
+        self.spawn(self._send(batch))
+
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` in a task of its own, kept until done (the loop keeps tasks weakly)."""
+        task = asyncio.ensure_future(work)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[_Queued]) -> None:
+        if len(batch) == 1:
+            script, keys, args, reply = batch[0]
+            try:
+                _settle(reply, await script(keys=keys, args=args))
+            except Exception as exc:
+                _settle(reply, exc)
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for script, keys, args, _ in batch:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        try:
+            results = await pipe.execute(raise_on_error=False)
+        except Exception as exc:  # the connection: every call of the batch failed
+            for *_, reply in batch:
+                _settle(reply, exc)
+            return
+        for (script, keys, args, reply), result in zip(batch, results, strict=True):
+            if isinstance(result, NoScriptError):  # a restarted or flushed server
+                try:
+                    result = await script(keys=keys, args=args)  # loads it, then runs it
+                except Exception as exc:
+                    result = exc
+            _settle(reply, result)
+
+    async def _write_and_wait(
+        self, script: Any, keys: list[str], args: list[Any]
+    ) -> tuple[Any, int]:
+        """`RedisStorage._write_and_wait` on the async client: the script, then WAIT,
+        on one connection (on a cluster, one to the master of the thread's slot)."""
+        timeout_ms = max(1, round(self.storage.replica_timeout * 1000))
+        wait = self.storage.wait_for_replicas
+        if not self.cluster:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.eval(script.script, len(keys), *keys, *args)
+            pipe.wait(wait, timeout_ms)
+            result, replicas = await pipe.execute()
+            return result, int(replicas)
+        from redis.asyncio.cluster import PipelineCommand
+
+        client = cast("redis.asyncio.cluster.RedisCluster", self.client)
+        for attempt in range(2):
+            node = client.get_node_from_key(keys[0])
+            if node is None:  # no master known for the slot: as the sync client says it
+                raise SlotNotCoveredError(f"no node serves the slot of {keys[0]}")
+            commands = [
+                PipelineCommand(0, "EVAL", script.script, len(keys), *keys, *args),
+                PipelineCommand(1, "WAIT", wait, timeout_ms),
+            ]
+            await node.execute_pipeline(commands)
+            result, replicas = commands[0].result, commands[1].result
+            if isinstance(result, AskError) and not attempt:  # MOVED too: nothing ran
+                await client.nodes_manager.initialize()
+                continue
+            for value in (result, replicas):
+                if isinstance(value, Exception):
+                    raise value
+            return result, int(cast(int, replicas))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _settle(reply: asyncio.Future[Any], result: Any) -> None:
+    """Give a queued call its reply (or its error), unless its caller stopped waiting."""
+    if reply.done():
+        return
+    if isinstance(result, BaseException):
+        reply.set_exception(result)
+    else:
+        reply.set_result(result)
+
+
 def connect(url: str, **kwargs: Any) -> RedisClient:
     """A client for ``url`` with settings that suit a checkpointer.
 
@@ -941,17 +1313,9 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
         client = connect("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
         ```
     """
-    from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    options: dict[str, Any] = {
-        "socket_timeout": 5.0,
-        "socket_connect_timeout": 5.0,
-        "retry": Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
-        "health_check_interval": 30,
-    }
-    options.update(kwargs)
-    options["decode_responses"] = False
+    options = _client_options(Retry, kwargs)
     scheme = url.partition("://")[0].lower()
     if scheme not in CLUSTER_SCHEMES:
         return redis.Redis.from_url(url, **options)
@@ -963,6 +1327,52 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
         raise StorageUnavailableError(
             _redacted(url), "connecting to the cluster", f"{type(exc).__name__}: {exc}"
         ) from exc
+
+
+def connect_async(url: str, **kwargs: Any) -> AsyncRedisClient:
+    """`connect`'s twin for the async door: a ``redis.asyncio`` client for ``url``, with
+    the same settings (a ``redis+cluster://`` URL makes a ``redis.asyncio`` cluster
+    client, which finds the cluster's layout on its first command).
+
+    Example:
+        ```python
+        client = connect_async("redis://localhost:6379/0")
+        ```
+    """
+    import redis.asyncio
+    import redis.asyncio.cluster
+    from redis.asyncio.retry import Retry
+
+    options = _client_options(Retry, kwargs)
+    scheme = url.partition("://")[0].lower()
+    if scheme not in CLUSTER_SCHEMES:
+        # Many coroutines at once: wait for a free connection rather than fail
+        # (redis.asyncio's default pool raises past 100).
+        options.setdefault("max_connections", 100)
+        options.setdefault("timeout", options["socket_timeout"])
+        pool = redis.asyncio.BlockingConnectionPool.from_url(url, **options)
+        client = redis.asyncio.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True
+        return client
+    first, others = cluster_url(url)
+    nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in others]
+    options.setdefault("max_connections", 1000)  # per node; the cluster client never waits
+    return redis.asyncio.cluster.RedisCluster.from_url(first, startup_nodes=nodes, **options)
+
+
+def _client_options(retry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`connect`'s defaults (``retry``: the sync or the asyncio ``Retry`` class)."""
+    from redis.backoff import ExponentialBackoff
+
+    options: dict[str, Any] = {
+        "socket_timeout": 5.0,
+        "socket_connect_timeout": 5.0,
+        "retry": retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+        "health_check_interval": 30,
+    }
+    options.update(kwargs)
+    options["decode_responses"] = False
+    return options
 
 
 def cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
