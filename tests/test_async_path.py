@@ -486,3 +486,99 @@ def test_a_write_cancelled_as_it_takes_the_redis_lock_releases_it(
     with RedisLogSaver.from_url(redis_url, prefix=redis_saver.prefix, lock_wait=1.0) as other:
         state = _chat(other).invoke({"messages": [("user", "after")]}, _config("t"))
     assert [m.content for m in state["messages"]][-2:] == ["after", "echo after"]
+
+
+def test_redis_async_nested_messages_wait_for_lines_not_cached(redis_url: str) -> None:
+    """Messages nested in a value (a dict of lists) decoded on the async door with no
+    line cache: when a read needs a line again (a message edited in place by its
+    holder), the driver fetches it and runs the step again; never a 'corrupt log'."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langgraph_ctx.saver.redis import RedisLogSaver
+
+    prefix = f"aio-{uuid.uuid4().hex[:8]}"
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {
+        "notes": {"kept": [HumanMessage(f"m{i}", id=f"id{i}") for i in range(20)]}
+    }
+    checkpoint["channel_versions"] = {"notes": "1"}
+
+    async def main() -> list[str]:
+        async with RedisLogSaver.from_url(redis_url, prefix=prefix, cache_bytes=0) as saver:
+            meta: Any = {"step": 0, "source": "input", "parents": {}}
+            await saver.aput(config, checkpoint, meta, {"notes": "1"})
+        async with RedisLogSaver.from_url(redis_url, prefix=prefix, cache_bytes=0) as saver:
+            first = await saver.aget_tuple(config)
+            assert first is not None
+            first.checkpoint["channel_values"]["notes"]["kept"][0].content = "edited in place"
+            seen = []
+            for _ in range(2):
+                again = await saver.aget_tuple(config)
+                assert again is not None
+                seen.append(again.checkpoint["channel_values"]["notes"]["kept"][0].content)
+            return seen
+
+    assert asyncio.run(main()) == ["m0", "m0"]
+
+
+def test_a_cancelled_redis_append_that_committed_warns_of_no_lost_lock(
+    redis_saver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled once its append went out (in the loop's pipeline), a write still commits
+    and that releases the lock: the exit finds it gone, which is no ``LockLostWarning``."""
+    import warnings
+
+    from langgraph_ctx.errors import LockLostWarning
+    from langgraph_ctx.storage import redis as storage_redis
+
+    graph = _chat(redis_saver)
+    asyncio.run(graph.ainvoke({"messages": [("user", "hi")]}, _config("t")))
+    real_script = storage_redis._RedisAio._script
+    armed = [True]
+
+    def cancel_after_queuing(self: Any, script: Any, keys: Any, args: Any) -> Any:
+        queued = real_script(self, script, keys, args)
+        if armed[0] and script is self.scripts["append"]:
+            armed[0] = False
+            task = asyncio.current_task()
+            assert task is not None
+            asyncio.get_running_loop().call_soon(task.cancel)
+        return queued
+
+    monkeypatch.setattr(storage_redis._RedisAio, "_script", cancel_after_queuing)
+
+    async def main() -> None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with contextlib.suppress(asyncio.CancelledError):
+                await graph.ainvoke({"messages": [("user", "cancelled")]}, _config("t"))
+            await asyncio.sleep(0.05)
+        assert not armed[0], "the append was never queued"
+        assert not [w for w in caught if issubclass(w.category, LockLostWarning)]
+
+    asyncio.run(main())
+    monkeypatch.setattr(storage_redis._RedisAio, "_script", real_script)
+    state = graph.invoke({"messages": [("user", "after")]}, _config("t"))
+    assert [m.content for m in state["messages"]][-2:] == ["after", "echo after"]
+
+
+def test_async_waiters_are_woken_when_a_sync_holder_raises(tmp_path: Path) -> None:
+    """A sync holder that leaves by an exception wakes the coroutines waiting on the
+    thread's lock at once, as one that leaves normally does (not after the 50 ms net)."""
+    from langgraph_ctx.storage.jsonl import JsonlStorage
+
+    lock = JsonlStorage(tmp_path)._lock("t1")
+    real_wake, wakes = lock._wake, []
+
+    def wake() -> None:
+        wakes.append(lock.depth)
+        real_wake()
+
+    lock._wake = wake  # type: ignore[method-assign]
+    with contextlib.suppress(ValueError), lock.hold(True):
+        raise ValueError("the node failed")
+    with lock.hold(True):
+        pass
+    assert wakes == [0, 0]

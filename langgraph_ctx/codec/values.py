@@ -74,7 +74,7 @@ from langgraph_ctx.codec.classes import (
 from langgraph_ctx.codec.classes import (
     ClassRules as ClassRules,
 )
-from langgraph_ctx.errors import CodecError
+from langgraph_ctx.errors import CodecError, CorruptLogError, LangGraphCtxError
 
 SAFE_SERDE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray", "json"})
 """Serializer payload types the codec decodes itself, safely: ``msgpack`` through
@@ -405,7 +405,9 @@ def decode_value(
     """Inverse of `encode_value`. ``load_refs`` resolves ``msgs``/``append`` lists.
 
     Raises `CodecError` for a malformed value, and for anything else decoding
-    raises, ``BaseException`` included (a real Ctrl-C aside).
+    raises, ``BaseException`` included, a corrupt message line too. What is not about
+    the data passes as it is: storage errors, the async driver's "lines not ready"
+    signal, a real Ctrl-C.
     """
     tag = value_tag(enc)
     if tag == "plain":
@@ -418,6 +420,10 @@ def decode_value(
         return _Decoder(load_message, load_refs, serde).decode(enc)
     except (CodecError, KeyboardInterrupt):
         raise
+    except LangGraphCtxError as exc:
+        if not isinstance(exc, CorruptLogError):
+            raise  # storage errors, the async driver's "lines not ready": not the data's
+        raise CodecError(f"value does not decode: {type(exc).__name__}: {exc}") from None
     except BaseException as exc:
         raise CodecError(f"value does not decode: {type(exc).__name__}: {exc}") from None
 

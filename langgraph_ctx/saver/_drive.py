@@ -31,7 +31,7 @@ from contextlib import AbstractAsyncContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from langgraph_ctx.errors import LogChangedError
+from langgraph_ctx.errors import LangGraphCtxError, LogChangedError
 from langgraph_ctx.saver._retry import _CHANGED_RETRIES
 from langgraph_ctx.storage.base import AsyncLog, LogStorage, Synced
 
@@ -74,8 +74,11 @@ Op = Generator[Request, Any, _T]
 """An operation: yields requests, receives their answers, returns its result."""
 
 
-class _LinesNotReady(Exception):
-    """A `Compute` step read lines the async door cannot give without waiting."""
+class _LinesNotReady(LangGraphCtxError):
+    """A `Compute` step read lines the async door cannot give without waiting.
+
+    A package error so that decoding passes it through (`decode_value` turns other
+    exceptions into `CodecError`), to the driver that awaits the lines."""
 
     def __init__(self, thread_id: str, lines: list[int]) -> None:
         super().__init__(thread_id, lines)
@@ -171,6 +174,7 @@ async def arun(aio: AsyncLog, make: Callable[[], Op[_T]]) -> _T:
 
 async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
     held: list[AbstractAsyncContextManager[None]] = []
+    ending: BaseException | None = None  # what ends the operation, for the locks' exits
     try:
         answer: Any = None
         error: BaseException | None = None
@@ -196,9 +200,12 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
                         held.append(hold)
             except Exception as exc:
                 error = exc
+    except BaseException as exc:  # a cancellation among them: the lock's exit is told
+        ending = exc
+        raise
     finally:
         while held:  # an operation's locks, released in reverse whatever happened
-            await held.pop().__aexit__(None, None, None)
+            await held.pop().__aexit__(type(ending) if ending else None, ending, None)
 
 
 async def _compute(aio: AsyncLog, fn: Callable[[], _T]) -> _T:

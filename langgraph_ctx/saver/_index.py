@@ -644,6 +644,9 @@ class _Index:
                         "one, so it needs this line even when no checkpoint does)",
                     ) from None
                 warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+            except BaseException:  # e.g. an async read that must wait: run again later
+                self.undigested = pending[i:] + self.undigested
+                raise
 
     def _digest(self, ordinal: int) -> None:
         line_no, obj = self._message_line(ordinal)

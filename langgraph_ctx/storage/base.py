@@ -56,28 +56,30 @@ class ThreadLock(ABC):
 
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
-        with self.rlock:
-            if self.depth == 0:
-                self._acquire(exclusive)
-                self.exclusive = exclusive
-                self.owner = threading.get_ident()
-            else:
-                if self.task is not None and _current_task() is not self.task:
-                    raise RuntimeError(
-                        "a sync saver call on the event loop's thread while a coroutine "
-                        "of the same loop holds this thread's lock: await the a* method"
-                    )
-                if exclusive and not self.exclusive:
-                    raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
-            self.depth += 1
-            try:
-                yield
-            finally:
-                self.depth -= 1
+        try:
+            with self.rlock:
                 if self.depth == 0:
-                    self.owner = None
-                    self._release()
-        self._wake()  # under the mutex: a task that just failed to enter is seen
+                    self._acquire(exclusive)
+                    self.exclusive = exclusive
+                    self.owner = threading.get_ident()
+                else:
+                    if self.task is not None and _current_task() is not self.task:
+                        raise RuntimeError(
+                            "a sync saver call on the event loop's thread while a coroutine "
+                            "of the same loop holds this thread's lock: await the a* method"
+                        )
+                    if exclusive and not self.exclusive:
+                        raise RuntimeError("cannot upgrade a shared thread lock to exclusive")
+                self.depth += 1
+                try:
+                    yield
+                finally:
+                    self.depth -= 1
+                    if self.depth == 0:
+                        self.owner = None
+                        self._release()
+        finally:
+            self._wake()  # also when the body or the release raised: waiters get in now
 
     def ahold(self, exclusive: bool) -> AbstractAsyncContextManager[None]:
         """`hold` for a coroutine (see the class docstring)."""
@@ -104,9 +106,9 @@ class ThreadLock(ABC):
                     self._waiters.remove((loop, waiter))
 
     def _wake(self) -> None:
-        if not self._waiters:  # read without the mutex: a waiter registers under it
-            return  # after failing to take rlock, which the caller released before
-        with self._mutex:
+        with self._mutex:  # a waiter registers under it after failing to take rlock:
+            if not self._waiters:  # either it is seen here or its retry finds rlock free
+                return
             waiters, self._waiters = self._waiters, []
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -123,8 +125,12 @@ class ThreadLock(ABC):
         """`_acquire` for a coroutine; backends override it to wait without a thread."""
         await asyncio.to_thread(self._acquire, exclusive)
 
-    async def _arelease(self) -> None:
-        """`_release` for a coroutine (default: the sync one, which must not block)."""
+    async def _arelease(self, cancelled: bool = False) -> None:
+        """`_release` for a coroutine (default: the sync one, which must not block).
+
+        ``cancelled``: the operation inside was cancelled, so a write it queued may or
+        may not have committed (and released a lock it held): nothing to warn about.
+        """
         self._release()
 
     @abstractmethod
@@ -186,16 +192,16 @@ class _AsyncHold:
         if self.reentered:
             self.lock.depth -= 1
             return
-        await self._leave()
+        await self._leave(isinstance(exc[1], asyncio.CancelledError))
 
-    async def _leave(self) -> None:
+    async def _leave(self, cancelled: bool = False) -> None:
         lock = self.lock
         lock.depth = 0
         lock.owner = None
         lock.task = None
         try:
             if self.acquired:
-                await lock._arelease()
+                await lock._arelease(cancelled)
         finally:
             lock.rlock.release()
             lock._wake()

@@ -463,11 +463,14 @@ class _ThreadLock(ThreadLock):
             door.spawn(door.run(release))
             raise
 
-    async def _arelease(self) -> None:
+    async def _arelease(self, cancelled: bool = False) -> None:
         if self.token is not None:
             token, self.token = self.token, None
             door = self.storage._door()
-            await door.run(self.storage._release_steps(self.thread_id, self.key, token))
+            # A cancelled append may still have committed (its script went out in the
+            # loop's pipeline) and released the lock: finding it gone is no lost lock.
+            steps = self.storage._release_steps(self.thread_id, self.key, token, warn=not cancelled)
+            await door.run(steps)
 
 
 class RedisStorage(LogStorage):
