@@ -339,9 +339,15 @@ def main() -> None:
     parser.add_argument(
         "--workload", choices=["facts", "relevance", "all"], default="all", help="which workload"
     )
+    parser.add_argument(
+        "--relevance-rounds",
+        type=int,
+        default=44,
+        help="rounds per relevance transcript (44: about 265 messages; 33: about 200)",
+    )
     args = parser.parse_args()
     if args.workload != "facts":
-        relevance_table(12 if args.quick else 40, 44)
+        relevance_table(12 if args.quick else 40, args.relevance_rounds)
         print()
     if args.workload == "relevance":
         return
