@@ -404,11 +404,8 @@ def decode_value(
 ) -> Any:
     """Inverse of `encode_value`. ``load_refs`` resolves ``msgs``/``append`` lists.
 
-    Raises `CodecError` for a malformed value, and for anything else decoding
-    raises, ``BaseException`` included, a corrupt message line too. What is not about
-    the data passes as it is: storage errors, the async driver's "lines not ready"
-    signal, a real Ctrl-C.
-    """
+    Raises `CodecError` for a malformed value and what decoding raises (a corrupt message
+    line too); storage errors, the async driver's "lines not ready", Ctrl-C pass as is."""
     tag = value_tag(enc)
     if tag == "plain":
         return enc
@@ -418,13 +415,10 @@ def decode_value(
         return [load_message(n) for n in load_refs(enc)]
     try:
         return _Decoder(load_message, load_refs, serde).decode(enc)
-    except (CodecError, KeyboardInterrupt):
-        raise
-    except LangGraphCtxError as exc:
-        if not isinstance(exc, CorruptLogError):
-            raise  # storage errors, the async driver's "lines not ready": not the data's
-        raise CodecError(f"value does not decode: {type(exc).__name__}: {exc}") from None
     except BaseException as exc:
+        passes = isinstance(exc, (KeyboardInterrupt, LangGraphCtxError))  # CodecError too
+        if passes and not isinstance(exc, CorruptLogError):
+            raise
         raise CodecError(f"value does not decode: {type(exc).__name__}: {exc}") from None
 
 
