@@ -198,29 +198,18 @@ def _ascii_line_weight(line: str, words: str) -> float:
     listed_words = words.split()
     if "'" in words:  # `_WORD` starts a word at a letter: "'must" is "must"
         listed_words = [w for w in (w.lstrip("'") for w in listed_words) if w]
-    vocabulary = set(listed_words)
-    if not vocabulary.isdisjoint(_PAIR_STARTS):
-        vocabulary.update(
-            f"{a}_{b}" for a, b in itertools.pairwise(listed_words) if a in _PAIR_STARTS
-        )
-    weight = 0.0
-    for listed, value in _WORD_WEIGHTS:
-        if not vocabulary.isdisjoint(listed):
-            weight += value
-    if _has_path(line):
-        weight += _PATH_WEIGHT
-    if "```" in line:
-        weight += _CODE_WEIGHT
-    if _NUMBER_START.search(line):
-        weight += _NUMBER_WEIGHT
-    return weight
+    return _weight(line, listed_words)
 
 
 def _line_weight(line: str) -> float:
     """`line_weight` without naming the signals (the inner loop of `line_weights`)."""
     if not line.isascii():
         return line_weight(line)
-    words = _WORD.findall(line.lower())
+    return _weight(line, _WORD.findall(line.lower()))
+
+
+def _weight(line: str, words: list[str]) -> float:
+    """The weight of an ASCII ``line`` whose lower-cased words are ``words``."""
     vocabulary = set(words)
     if not vocabulary.isdisjoint(_PAIR_STARTS):
         vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
