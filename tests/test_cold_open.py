@@ -330,23 +330,6 @@ def point_head_elsewhere(obj: dict) -> None:
     obj["heads"][0]["line"] = obj["msgs"][1][0]
 
 
-@pytest.mark.parametrize("change", [swap_messages, point_head_elsewhere])
-def test_a_snapshot_that_does_not_match_is_passed_over(tmp_path: Path, change: Any) -> None:
-    writer = JsonlSaver(tmp_path)
-    chat(writer, "t", 100)
-    config = {"configurable": {"thread_id": "t"}}
-    expected = tuple_view(writer.get_tuple(config))
-    path = Path(writer.path("t"))
-    n = rewrite_last_snapshot(path, change)
-    cold = JsonlSaver(tmp_path)
-    with pytest.warns(CorruptLineWarning, match=f":{n}: snapshot"):
-        got = cold.get_tuple(config)
-    assert tuple_view(got) == expected  # from the snapshot before it, or the whole log
-    report = verify_file(path)
-    assert [p.line for p in report.problems] == [n]
-    assert "snapshot" in report.problems[0].message
-
-
 def test_a_tampered_snapshot_is_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a snapshot holds is read as JSON data: a LangChain constructor or a
     serializer's payload in it is never imported or called, only returned as written."""
@@ -382,13 +365,20 @@ def point_message_at_a_checkpoint(obj: dict) -> None:
     obj["msgs"][1][-1] = obj["heads"][0]["line"]
 
 
-@pytest.mark.parametrize("change", [point_message_past_the_end, point_message_at_a_checkpoint])
-def test_a_snapshot_naming_a_wrong_message_line_is_passed_over(
-    tmp_path: Path, change: Any
-) -> None:
-    """Message lines a snapshot names are checked when read: one past the end of the
-    file, or a line that is not that message, passes the snapshot over with a warning
-    naming it, and the state is read from the whole log."""
+@pytest.mark.parametrize(
+    "change",
+    [
+        swap_messages,
+        point_head_elsewhere,
+        point_message_past_the_end,
+        point_message_at_a_checkpoint,
+    ],
+)
+def test_a_snapshot_that_does_not_match_is_passed_over(tmp_path: Path, change: Any) -> None:
+    """A snapshot that does not say what the lines say (messages swapped, a head on
+    another line, message lines checked when read: one past the end of the file, or a
+    line that is not that message) is passed over with a warning naming it, the state
+    is read from the whole log, and `verify` reports that line."""
     writer = JsonlSaver(tmp_path)
     chat(writer, "t", 100)
     config = {"configurable": {"thread_id": "t"}}
@@ -400,6 +390,9 @@ def test_a_snapshot_naming_a_wrong_message_line_is_passed_over(
         got = cold.get_tuple(config)
     assert tuple_view(got) == expected
     assert not cold._indexes["t"].partial
+    report = verify_file(path)
+    assert [p.line for p in report.problems] == [n]
+    assert "snapshot" in report.problems[0].message
     chat(cold, "t", 3, start=100)  # writing goes on, and what it writes reads back
     assert tuple_view(JsonlSaver(tmp_path).get_tuple(config)) == tuple_view(cold.get_tuple(config))
 
