@@ -265,9 +265,11 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         """
         self.keys.check_values(state)
         request = self._read(state, tools, host_prompt)
-        before = self._count(request)
+        before, overhead = self._count(state, request)
         update = self._prompt_writes(state, request)
-        view, compacted = yield from self._compact(state, config, request, before, update)
+        view, compacted = yield from self._compact(
+            state, config, request, before, update, overhead
+        )
         final = self._compose(request, view)
         usage = self._recount(request, view, final, before, compacted)
         update["llm_input_messages"] = final
@@ -326,14 +328,45 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             host_messages=host_messages,
         )
 
-    def _count(self, request: _Request) -> ContextUsage:
-        """The budget's count of the request before compaction (`BudgetNode.measure`)."""
-        return self.budget.measure(
+    def _count(self, state: Any, request: _Request) -> tuple[ContextUsage, int | None]:
+        """The budget's count of the request before compaction (`BudgetNode.measure`).
+
+        While the step only appends to compaction's view (`CompactionNode.continues_view`),
+        what is sent is that view plus the new messages, which compaction counts itself:
+        then the count is of the request without its messages (system prompt, tools), and
+        its tokens besides the priming are returned as the overhead compaction adds to the
+        view. This is the number compaction would read from a count of the whole history
+        (that count minus the history's own), without tallying the whole history.
+        """
+        if self._continues_view(state, request):
+            empty = self.budget.measure(
+                [], system_prompt=request.counted_prompt, tools=request.tools, calibrate=False
+            )
+            return empty, empty.used - self.budget.counter.reply_priming
+        usage = self.budget.measure(
             request.conversation,
             system_prompt=request.counted_prompt,
             tools=request.tools,
             # While a compacted view is active, provider usage measured the view, not this.
             calibrate=request.calibrate and not request.view_active,
+        )
+        return usage, None
+
+    def _continues_view(self, state: Any, request: _Request) -> bool:
+        """Whether compaction only appends to its view this step, counting with the
+        budget's own per-message counter (so its counts and the budget's agree)."""
+        compaction = self.compaction
+        counter = self.budget.counter
+        if compaction is None or not request.view_active:
+            return False
+        if compaction.token_counter is not None or counter.token_counter is not None:
+            return False
+        if (compaction.model or self.budget.model) != counter.model:
+            return False
+        previous = state_value(state, "llm_input_messages") or []
+        view = [m for m in previous if not is_system_prompt_message(m)]
+        return compaction.continues_view(
+            request.conversation, state_value(state, "compaction_cursor"), view
         )
 
     def _prompt_writes(self, state: Any, request: _Request) -> dict[str, Any]:
@@ -352,10 +385,12 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         request: _Request,
         before: ContextUsage,
         update: dict[str, Any],
+        overhead: int | None = None,
     ) -> Generator[Step, Any, tuple[list[BaseMessage], bool]]:
         """Compaction of the conversation (given the budget's count); writes into `update`.
 
         Returns what the model should see of the conversation, and whether it compacted.
+        `overhead`: see `_count`.
         """
         if self.compaction is None:
             return request.conversation, False
@@ -369,6 +404,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             summary=state_value(state, "running_summary"),
             thread_id=thread_id_of(config),
             message_counter=self.budget.counter,
+            overhead=overhead,
         )
         update.update(written)
         view = request.conversation
