@@ -49,6 +49,7 @@ change together: each door decides which host prompt, tools and key names the st
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -147,6 +148,14 @@ class _Request:
     """The host's system messages that opened the conversation (sent in the prompt)."""
 
 
+def _as_messages(values: Sequence[Any]) -> list[BaseMessage]:
+    """`convert_to_messages`, without a call per message when all are messages already
+    (the usual case: checked once per class, not once per message of the history)."""
+    if all(issubclass(t, BaseMessage) for t in set(map(type, values))):
+        return list(values)
+    return convert_to_messages(values)
+
+
 def _newest_ai_has_usage(messages: Sequence[BaseMessage]) -> bool:
     for message in reversed(messages):
         if isinstance(message, AIMessage):
@@ -222,6 +231,8 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self.name = name
         self.keys = StateKeys.of(keys)
         self.recoverable_errors = recoverable_errors
+        # (prompt, tools, count, overhead) of the last request counted without messages
+        self._overhead: tuple[str | None, tuple[Any, ...], ContextUsage, int, Any] | None = None
 
     # -- the one implementation ---------------------------------------------------
     def steps(
@@ -289,7 +300,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self, state: Any, tools: Sequence[Any] | None, host_prompt: str | None = None
     ) -> _Request:
         """What this model call would send: conversation, system prompt, tools."""
-        messages = convert_to_messages(state_value(state, "messages") or [])
+        messages = _as_messages(state_value(state, "messages") or [])
         # What the model works with: the whole history, or the active context of the
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
@@ -339,10 +350,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         (that count minus the history's own), without tallying the whole history.
         """
         if self._continues_view(state, request):
-            empty = self.budget.measure(
-                [], system_prompt=request.counted_prompt, tools=request.tools, calibrate=False
-            )
-            return empty, empty.used - self.budget.counter.reply_priming
+            return self._count_overhead(request)
         usage = self.budget.measure(
             request.conversation,
             system_prompt=request.counted_prompt,
@@ -351,6 +359,27 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             calibrate=request.calibrate and not request.view_active,
         )
         return usage, None
+
+    def _count_overhead(self, request: _Request) -> tuple[ContextUsage, int]:
+        """The count of the request without messages, and its tokens besides the priming.
+
+        The same prompt and tools come back call after call: the last count is kept while
+        the prompt text is equal and the tools are the same objects.
+        """
+        prompt, tools = request.counted_prompt, request.tools
+        last = self._overhead
+        if (
+            last is not None
+            and last[4] is self.budget
+            and last[0] == prompt
+            and len(last[1]) == len(tools)
+            and all(map(operator.is_, last[1], tools))
+        ):
+            return last[2], last[3]
+        empty = self.budget.measure([], system_prompt=prompt, tools=tools, calibrate=False)
+        overhead = empty.used - self.budget.counter.reply_priming
+        self._overhead = (prompt, tuple(tools), empty, overhead, self.budget)
+        return empty, overhead
 
     def _continues_view(self, state: Any, request: _Request) -> bool:
         """Whether compaction only appends to its view this step, counting with the
