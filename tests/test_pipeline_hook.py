@@ -288,3 +288,53 @@ def test_postings_filled_at_once_are_the_postings_made_one_by_one() -> None:
         many.fill(terms)
         assert {t: dict.get(many, t, many[t]) for t in terms} == alone
         assert [t in many for t in terms] == [t in one for t in terms]
+
+
+def reference_weight(line: str, words: list[str]) -> float:
+    """`signals._weight` as it read before its shortcut (a set of the words every line)."""
+    import itertools
+
+    vocabulary = set(words)
+    if not vocabulary.isdisjoint(signals._PAIR_STARTS):
+        vocabulary.update(
+            f"{a}_{b}" for a, b in itertools.pairwise(words) if a in signals._PAIR_STARTS
+        )
+    weight = sum(
+        value for listed, value in signals._WORD_WEIGHTS if not vocabulary.isdisjoint(listed)
+    )
+    if signals._has_path(line):
+        weight += signals._PATH_WEIGHT
+    if "```" in line:
+        weight += signals._CODE_WEIGHT
+    if signals._NUMBER_START.search(line):
+        weight += signals._NUMBER_WEIGHT
+    return weight
+
+
+def test_line_weights_shortcut_weighs_every_line_as_before() -> None:
+    rng = random.Random(7)
+    vocabulary = [
+        *VOCABULARY,
+        "must",
+        "do",
+        "not",
+        "we",
+        "will",
+        "we'll",
+        "going",
+        "with",
+        "'must",
+        "failed",
+        "decided",
+        "don't",
+        "can't",
+        "```",
+        "/etc/app.yaml",
+        "x.py",
+    ]
+    for _ in range(300):
+        words = [rng.choice(vocabulary) for _ in range(rng.randint(0, 12))]
+        line = " ".join(words) + rng.choice(["", " 42", " 3 ms", " v1.2"])
+        lowered = line.lower().translate(signals._LETTERS)
+        listed = [w for w in (w.lstrip("'") for w in lowered.split()) if w]
+        assert signals._weight(line, listed) == reference_weight(line, listed), line
