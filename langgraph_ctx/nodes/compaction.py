@@ -36,7 +36,7 @@ counts only them (large new tool results become previews), until the trigger fir
 again; below the trigger nothing is rescored or recounted, except that with relevance
 selection a new user message remakes the previews in the view for it (only those).
 
-It is one module (about 650 lines) because the node's steps (measure, decide, read,
+It is one module (about 680 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 

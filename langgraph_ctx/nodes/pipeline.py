@@ -23,7 +23,10 @@ Each model call, in one step, calling each node's own functions:
 
 1. **read**: the conversation (the active context), the system prompt of the state's
    `mode` (`SystemPromptNode.compose`) and the tool schemas the request sends;
-2. **budget**: count that request against the budget (`BudgetNode.measure`);
+2. **budget**: count that request against the budget (`BudgetNode.measure`); while
+   compaction's view is active and the step only appends to it, only the request
+   without its messages (system prompt, tools: kept while they stay the same), since
+   compaction counts the new messages itself and the rest of the history is not sent;
 3. **compaction**: past the trigger, compact what the model sees
    (`CompactionNode.compact`, given that count);
 4. **prompt**: the prompt, then the running summary, then the conversation

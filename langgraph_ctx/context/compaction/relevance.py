@@ -36,7 +36,7 @@ import functools
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -86,7 +86,7 @@ class Postings(dict[str, tuple[tuple[int, int], ...]]):
     def get(self, term: str, default: Any = None) -> Any:
         return self[term] if term in self._vocabulary else default
 
-    def fill(self, terms: Sequence[str]) -> None:
+    def fill(self, terms: Iterable[str]) -> None:
         """Make the postings of `terms` in one pass over the passages.
 
         The same lists `__missing__` makes one term at a time (passages in order), for
