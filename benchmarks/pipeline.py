@@ -2,6 +2,7 @@
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/pipeline.py              # 300 model calls
     PYTHONPATH=$PWD .venv/bin/python benchmarks/pipeline.py --quick      # 60 calls, smoke
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/pipeline.py --phases     # + where the time goes
 
 One `create_agent` agent per variant, the same scripted conversation for all: each user
 turn the model calls the ``fetch`` tool one to four times (results of 1-30 KB of seeded
@@ -35,6 +36,18 @@ as wall-clock time and as the CPU time of the thread running it (on a loaded mac
 the wall time also holds other processes' time, and LangGraph's checkpoint writes run
 in a thread of their own meanwhile).
 Issue 13's goal: 0 / 0 / 0 for the pipeline and a median of at most 1.5 ms per call.
+
+What the hook time holds: all of the pipeline's work for a model call happens in its
+``wrap_model_call`` (reading the state, counting, compaction, previews, the prompt, the
+state writes); the middleware's ``wrap_tool_call`` only records tool errors (no context
+work is done there or in any other hook), so the per-call figure is the whole cost.
+While compaction's view is active the hook counts only the new messages and the request
+without its messages (``ContextPipeline._count``): tokenizing a new tool result and
+making its preview are most of a typical call; a call that opens a user turn remakes
+the previews in view for the new request; a compaction makes the p95. The wall time
+also holds LangGraph's checkpoint writes (``put`` and ``put_writes``, about 1 ms of CPU
+per step, in a thread of their own while the next step runs) and the interpreter's
+garbage collections that fall inside the hook.
 """
 
 from __future__ import annotations
@@ -320,6 +333,121 @@ def run_variant(
     }
 
 
+# ------------------------------------------------------------------------ phases
+
+PHASES = (
+    ("ContextMiddleware", "_state", "read the agent state"),
+    ("ContextPipeline", "_read", "read messages, compose the prompt"),
+    ("ContextPipeline", "_count", "count the request (BudgetNode.measure)"),
+    ("CompactionNode", "_measure", "new messages: count, preview"),
+    ("CompactionNode", "_requery", "remake previews for a new request"),
+    ("CompactionNode", "_compaction", "compaction (when it fires)"),
+    ("ContextPipeline", "_compose", "the request's messages"),
+    ("ContextPipeline", "_recount", "count what is sent (context_usage)"),
+    ("ContextPipeline", "_notebook", "error notebook"),
+    ("ContextMiddleware", "_request", "the model request"),
+    ("ContextMiddleware", "_response", "the state writes"),
+)
+
+
+def time_phases(calls: list[dict[str, float]]) -> None:
+    """Per-phase CPU time (`time.thread_time`) inside the pipeline's hook, one dict per call.
+
+    Wraps the steps of `ContextMiddleware.wrap_model_call` on their classes (this process
+    only); "_compaction" is `CompactionNode`'s reading and writing of a compaction plus the
+    strategy's run. What is not in a phase (the driver, the key reads) shows as "other".
+    """
+    from langgraph_ctx.nodes import compaction, middleware, pipeline
+
+    classes = {
+        "ContextMiddleware": middleware.ContextMiddleware,
+        "ContextPipeline": pipeline.ContextPipeline,
+        "CompactionNode": compaction.CompactionNode,
+    }
+    current: dict[str, float] = {}
+
+    def wrap(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                current[label] = current.get(label, 0.0) + time.thread_time() - t0
+
+        return timed
+
+    for cls_name, name, _ in PHASES:
+        cls = classes[cls_name]
+        if name == "_compaction":
+            for part in ("_read", "_writes"):
+                setattr(cls, part, wrap(getattr(cls, part), name))
+            steps = compaction.compaction_steps
+
+            def timed_steps(*args: Any, _steps: Any = steps, **kwargs: Any) -> Any:
+                t0 = time.thread_time()
+                # (a summary strategy's model call would count here: this one makes none)
+                result = yield from _steps(*args, **kwargs)
+                current["_compaction"] = current.get("_compaction", 0.0) + time.thread_time() - t0
+                return result
+
+            compaction.compaction_steps = timed_steps  # type: ignore[assignment]
+        else:
+            setattr(cls, name, wrap(getattr(cls, name), name))
+    whole = middleware.ContextMiddleware.wrap_model_call
+
+    def timed_call(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
+        current.clear()
+        inside = [0.0]
+
+        def timed_handler(req: Any) -> Any:
+            t1 = time.thread_time()
+            try:
+                return handler(req)
+            finally:
+                inside[0] += time.thread_time() - t1
+
+        t0 = time.thread_time()
+        try:
+            return whole(self, request, timed_handler)
+        finally:
+            total = time.thread_time() - t0 - inside[0]
+            calls.append({**current, "total": total})
+
+    middleware.ContextMiddleware.wrap_model_call = timed_call  # type: ignore[method-assign]
+
+
+def print_phases(calls: list[dict[str, float]]) -> None:
+    # The first call loads the tokenizer; compactions are shown apart from the others.
+    rest = calls[1:]
+    kinds = {
+        "compaction": [c for c in rest if "_compaction" in c],
+        "new request": [c for c in rest if "_requery" in c and "_compaction" not in c],
+    }
+    kinds["other"] = [c for c in rest if "_requery" not in c and "_compaction" not in c]
+    median_call = sorted(rest, key=lambda c: c["total"])[len(rest) // 2]
+    print(
+        "\nWhere the pipeline hook's CPU time goes, per phase (ms, median over the calls "
+        "of each kind; `time.thread_time`, the phases wrapped):\n"
+    )
+    heads = " | ".join(f"{k} ({len(v)} calls)" for k, v in kinds.items())
+    print(f"| phase | {heads} | the median call |")
+    print("|---|" + "---:|" * (len(kinds) + 1))
+    for _, name, what in [*PHASES, ("", "other", "the rest (driver, key reads)")]:
+        cells = []
+        for group in [*kinds.values(), [median_call]]:
+            if name == "other":
+                values = [c["total"] - sum(v for k, v in c.items() if k != "total") for c in group]
+            else:
+                values = [c.get(name, 0.0) for c in group]
+            cells.append(f"{1000 * statistics.median(values):.3f}" if values else "-")
+        print(f"| {what} | " + " | ".join(cells) + " |")
+    totals = [
+        f"{1000 * statistics.median([c['total'] for c in g]):.3f}" if g else "-"
+        for g in [*kinds.values(), [median_call]]
+    ]
+    print("| **whole hook** | " + " | ".join(totals) + " |")
+
+
 def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
@@ -334,9 +462,17 @@ def main() -> None:
         action="store_true",
         help="give SummarizationMiddleware and trim_messages the package's exact counter",
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="also time the pipeline hook's phases (CPU; adds a little to its figures)",
+    )
     args = parser.parse_args()
     calls = args.calls or (60 if args.quick else 300)
     turns = plan(calls, args.seed)
+    phases: list[dict[str, float]] = []
+    if args.phases:
+        time_phases(phases)
     rows = [
         run_variant(name, turns, args.seed, exact=args.exact_counter)
         for name in ("pipeline", "SummarizationMiddleware", "trim_messages")
@@ -380,6 +516,8 @@ def main() -> None:
         if r["reasons"]:
             why = ", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items()))
             print(f"{r['name']}: protocol-invalid calls by reason: {why}")
+    if phases:
+        print_phases(phases)
 
 
 if __name__ == "__main__":

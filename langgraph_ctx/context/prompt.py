@@ -38,6 +38,7 @@ composed prompt, at the start of the conversation (`model_input`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -475,11 +476,13 @@ def system_prompt_message(text: str) -> SystemMessage:
     step (a checkpointer stores it once) and a new one is told apart. It carries
     `SYSTEM_PROMPT_MARKER` in `additional_kwargs` (providers do not send that field).
     """
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     key, value = SYSTEM_PROMPT_MARKER
-    return SystemMessage(
-        content=text, id=f"langgraph-ctx-system-prompt-{digest}", additional_kwargs={key: value}
-    )
+    return SystemMessage(content=text, id=_system_prompt_id(text), additional_kwargs={key: value})
+
+
+@functools.lru_cache(maxsize=64)  # the same prompt is sent call after call
+def _system_prompt_id(text: str) -> str:
+    return f"langgraph-ctx-system-prompt-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
 
 
 def is_system_prompt_message(message: BaseMessage) -> bool:

@@ -36,7 +36,7 @@ counts only them (large new tool results become previews), until the trigger fir
 again; below the trigger nothing is rescored or recounted, except that with relevance
 selection a new user message remakes the previews in the view for it (only those).
 
-It is one module (about 650 lines) because the node's steps (measure, decide, read,
+It is one module (about 680 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 
@@ -314,6 +314,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         summary: Any,
         thread_id: str | None = None,
         message_counter: MessageTokenCounter | None = None,
+        overhead: int | None = None,
     ) -> Generator[Step, Any, dict[str, Any]]:
         """Count, decide, compact (a summary may call a model) and return the state writes.
 
@@ -323,11 +324,15 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         the active context and its own count; `steps` with the node's state.
         `message_counter`: a BudgetNode's per-message cache, shared when it counts as
         this node would (the pipeline passes its own, so a message is tokenized once).
+        `overhead`: the tokens the request sends besides the messages (system prompt and
+        tools), when the caller counted them apart: while the step `continues_view`,
+        `usage` then need not count the whole history (the pipeline passes the count of
+        an empty request, plus this); else it comes from `usage` minus the messages.
         """
         self._check_keys(cursor, view, thread_id)
         self._remember(thread_id)  # every step writes compaction_cursor
         counter = self._counter(self._tokenizer(usage), message_counter)
-        now = self._measure(messages, cursor, view, usage, counter)
+        now = self._measure(messages, cursor, view, usage, counter, overhead)
         window, reserved = self._window(usage)
         fires, why = self._fires(now.used, now.size, window, reserved)
         reselect = getattr(self.strategy, "reselect_each_request", False) and self._full_history
@@ -348,6 +353,24 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             reason=why,
         )
         return self._writes(compaction, now, counter)
+
+    def continues_view(
+        self, messages: Sequence[BaseMessage], cursor: Any, view: Sequence[BaseMessage] | None
+    ) -> bool:
+        """Whether a step on `messages` appends to the compacted view `view` (see `compact`).
+
+        Then what the request sends is the view plus the new messages, and only those
+        are counted: a caller that measures the request before `compact` (the pipeline)
+        needs no count of the whole history, only the `overhead` besides the messages.
+        False when no view is active, with `rewrite_messages`, or when the history
+        changed under the cursor (the step starts over and counts everything).
+        """
+        if self.rewrite_messages or not view:
+            return False
+        state = _Cursor.read(cursor)
+        if state.view_tokens is None or state.messages_tokens is None:
+            return False
+        return state.start(messages) is not None
 
     # -- its steps -------------------------------------------------------------------
     @property
@@ -482,6 +505,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         view: Sequence[BaseMessage] | None,
         usage: Any,
         counter: TokenCounter,
+        overhead: int | None = None,
     ) -> _Step:
         """What the next request would send, counting only the messages new since last step."""
         messages = list(messages)
@@ -506,7 +530,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             appended = [self._offloaded(m, counter, base) for m in new]
             now.view = [*view, *appended]
             now.view_tokens = cursor.view_tokens + count(appended)
-            now.overhead = now.overhead_from(usage)
+            now.overhead = overhead if overhead is not None else now.overhead_from(usage)
             now.used, now.size = now.view_tokens + now.overhead, len(now.view)
         else:
             now.used = int(_usage(usage, "used")) if usage is not None else now.messages_tokens or 0

@@ -23,7 +23,10 @@ Each model call, in one step, calling each node's own functions:
 
 1. **read**: the conversation (the active context), the system prompt of the state's
    `mode` (`SystemPromptNode.compose`) and the tool schemas the request sends;
-2. **budget**: count that request against the budget (`BudgetNode.measure`);
+2. **budget**: count that request against the budget (`BudgetNode.measure`); while
+   compaction's view is active and the step only appends to it, only the request
+   without its messages (system prompt, tools: kept while they stay the same), since
+   compaction counts the new messages itself and the rest of the history is not sent;
 3. **compaction**: past the trigger, compact what the model sees
    (`CompactionNode.compact`, given that count);
 4. **prompt**: the prompt, then the running summary, then the conversation
@@ -49,6 +52,7 @@ change together: each door decides which host prompt, tools and key names the st
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -147,6 +151,14 @@ class _Request:
     """The host's system messages that opened the conversation (sent in the prompt)."""
 
 
+def _as_messages(values: Sequence[Any]) -> list[BaseMessage]:
+    """`convert_to_messages`, without a call per message when all are messages already
+    (the usual case: checked once per class, not once per message of the history)."""
+    if all(issubclass(t, BaseMessage) for t in set(map(type, values))):
+        return list(values)
+    return convert_to_messages(values)
+
+
 def _newest_ai_has_usage(messages: Sequence[BaseMessage]) -> bool:
     for message in reversed(messages):
         if isinstance(message, AIMessage):
@@ -222,6 +234,8 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self.name = name
         self.keys = StateKeys.of(keys)
         self.recoverable_errors = recoverable_errors
+        # (prompt, tools, count, overhead) of the last request counted without messages
+        self._overhead: tuple[str | None, tuple[Any, ...], ContextUsage, int, Any] | None = None
 
     # -- the one implementation ---------------------------------------------------
     def steps(
@@ -265,9 +279,11 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         """
         self.keys.check_values(state)
         request = self._read(state, tools, host_prompt)
-        before = self._count(request)
+        before, overhead = self._count(state, request)
         update = self._prompt_writes(state, request)
-        view, compacted = yield from self._compact(state, config, request, before, update)
+        view, compacted = yield from self._compact(
+            state, config, request, before, update, overhead
+        )
         final = self._compose(request, view)
         usage = self._recount(request, view, final, before, compacted)
         update["llm_input_messages"] = final
@@ -287,7 +303,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self, state: Any, tools: Sequence[Any] | None, host_prompt: str | None = None
     ) -> _Request:
         """What this model call would send: conversation, system prompt, tools."""
-        messages = convert_to_messages(state_value(state, "messages") or [])
+        messages = _as_messages(state_value(state, "messages") or [])
         # What the model works with: the whole history, or the active context of the
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
@@ -326,14 +342,63 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             host_messages=host_messages,
         )
 
-    def _count(self, request: _Request) -> ContextUsage:
-        """The budget's count of the request before compaction (`BudgetNode.measure`)."""
-        return self.budget.measure(
+    def _count(self, state: Any, request: _Request) -> tuple[ContextUsage, int | None]:
+        """The budget's count of the request before compaction (`BudgetNode.measure`).
+
+        While the step only appends to compaction's view (`CompactionNode.continues_view`),
+        what is sent is that view plus the new messages, which compaction counts itself:
+        then the count is of the request without its messages (system prompt, tools), and
+        its tokens besides the priming are returned as the overhead compaction adds to the
+        view. This is the number compaction would read from a count of the whole history
+        (that count minus the history's own), without tallying the whole history.
+        """
+        if self._continues_view(state, request):
+            return self._count_overhead(request)
+        usage = self.budget.measure(
             request.conversation,
             system_prompt=request.counted_prompt,
             tools=request.tools,
             # While a compacted view is active, provider usage measured the view, not this.
             calibrate=request.calibrate and not request.view_active,
+        )
+        return usage, None
+
+    def _count_overhead(self, request: _Request) -> tuple[ContextUsage, int]:
+        """The count of the request without messages, and its tokens besides the priming.
+
+        The same prompt and tools come back call after call: the last count is kept while
+        the prompt text is equal and the tools are the same objects.
+        """
+        prompt, tools = request.counted_prompt, request.tools
+        last = self._overhead
+        if (
+            last is not None
+            and last[4] is self.budget
+            and last[0] == prompt
+            and len(last[1]) == len(tools)
+            and all(map(operator.is_, last[1], tools))
+        ):
+            return last[2], last[3]
+        empty = self.budget.measure([], system_prompt=prompt, tools=tools, calibrate=False)
+        overhead = empty.used - self.budget.counter.reply_priming
+        self._overhead = (prompt, tuple(tools), empty, overhead, self.budget)
+        return empty, overhead
+
+    def _continues_view(self, state: Any, request: _Request) -> bool:
+        """Whether compaction only appends to its view this step, counting with the
+        budget's own per-message counter (so its counts and the budget's agree)."""
+        compaction = self.compaction
+        counter = self.budget.counter
+        if compaction is None or not request.view_active:
+            return False
+        if compaction.token_counter is not None or counter.token_counter is not None:
+            return False
+        if (compaction.model or self.budget.model) != counter.model:
+            return False
+        previous = state_value(state, "llm_input_messages") or []
+        view = [m for m in previous if not is_system_prompt_message(m)]
+        return compaction.continues_view(
+            request.conversation, state_value(state, "compaction_cursor"), view
         )
 
     def _prompt_writes(self, state: Any, request: _Request) -> dict[str, Any]:
@@ -352,10 +417,12 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         request: _Request,
         before: ContextUsage,
         update: dict[str, Any],
+        overhead: int | None = None,
     ) -> Generator[Step, Any, tuple[list[BaseMessage], bool]]:
         """Compaction of the conversation (given the budget's count); writes into `update`.
 
         Returns what the model should see of the conversation, and whether it compacted.
+        `overhead`: see `_count`.
         """
         if self.compaction is None:
             return request.conversation, False
@@ -369,6 +436,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             summary=state_value(state, "running_summary"),
             thread_id=thread_id_of(config),
             message_counter=self.budget.counter,
+            overhead=overhead,
         )
         update.update(written)
         view = request.conversation

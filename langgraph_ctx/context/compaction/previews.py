@@ -353,6 +353,11 @@ class StandInCache:
         except TypeError:  # unhashable counter: not cached
             return None
 
+    def clear(self) -> None:
+        """Forget every stand-in (as a new process would start)."""
+        with self._lock:
+            self._entries.clear()
+
     def put(self, key: Any, value: Any) -> None:
         try:
             with self._lock:

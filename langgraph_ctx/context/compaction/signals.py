@@ -210,13 +210,18 @@ def _line_weight(line: str) -> float:
 
 def _weight(line: str, words: list[str]) -> float:
     """The weight of an ASCII ``line`` whose lower-cased words are ``words``."""
-    vocabulary = set(words)
-    if not vocabulary.isdisjoint(_PAIR_STARTS):
-        vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
     weight = 0.0
-    for listed, value in _WORD_WEIGHTS:
-        if not vocabulary.isdisjoint(listed):
-            weight += value
+    # Most lines hold no listed word and no pair start: one lookup per word says so
+    # (a pair is listed only with a listed first word, so it needs one too).
+    if not _LISTED_OR_PAIR_START.isdisjoint(words):
+        vocabulary = set(words)
+        if not vocabulary.isdisjoint(_PAIR_STARTS):
+            vocabulary.update(
+                f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS
+            )
+        for listed, value in _WORD_WEIGHTS:
+            if not vocabulary.isdisjoint(listed):
+                weight += value
     if _has_path(line):
         weight += _PATH_WEIGHT
     if "```" in line:
@@ -243,3 +248,4 @@ def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = 
 # Weights are multiples of 0.5: their sum is the same in any order.
 _WORD_WEIGHTS = tuple((listed, SIGNALS[name]) for name, listed in _WORDS.items())
 _PATH_WEIGHT, _CODE_WEIGHT, _NUMBER_WEIGHT = SIGNALS["path"], SIGNALS["code"], SIGNALS["number"]
+_LISTED_OR_PAIR_START = frozenset().union(*_WORDS.values(), _PAIR_STARTS)
