@@ -239,3 +239,24 @@ def test_thread_ids_stay_in_their_slot(rb: RedisBackend) -> None:
     writer = rb.saver()
     chat(writer, tid, 70)
     assert tuple_view(rb.saver().get_tuple(config)) == tuple_view(writer.get_tuple(config))
+
+
+def test_a_write_as_the_first_call_opens_from_the_snapshot(
+    rb: RedisBackend, reads: list[Any]
+) -> None:
+    """A writer's first call on a thread reads it in the script that takes the lock:
+    the same cold read from the snapshot, then the write lands after the last line."""
+    from langchain_core.messages import AIMessage
+
+    writer = rb.saver()
+    chat(writer, "t", 100)
+    head = writer.get_tuple(CONFIG)
+    reads.clear()
+    cold = rb.saver()
+    cold.put_writes(head.config, [("messages", [AIMessage("late", id="late")])], "task-1")
+    assert isinstance(reads[0], PartialLines)
+    got = rb.saver().get_tuple(CONFIG)
+    assert got.checkpoint["id"] == head.checkpoint["id"]
+    assert [(w[0], w[1], [m.content for m in w[2]]) for w in got.pending_writes][-1] == (
+        "task-1", "messages", ["late"]
+    )

@@ -20,10 +20,18 @@ Readers take no Redis lock. `sync` reads the generation and the new lines in
 one script call, so what it returns is one consistent snapshot. The lines it
 fetched are kept in memory (as ``bytes``, bounded by ``cache_bytes`` across
 threads), so reading them again costs no round trip and always matches what
-the saver indexed. A line no longer cached is fetched by a script that also
-reads the generation, and `LogChangedError` is raised if a rewrite happened
-since the sync (the saver then re-syncs). Appends never change existing lines,
-so lines read under one generation stay valid.
+the saver indexed. A line no longer cached is fetched with plain ``LRANGE``s
+followed by a ``GET`` of the generation (`_Read`), and `LogChangedError` is
+raised if a rewrite happened since the sync (the saver then re-syncs). Appends
+never change existing lines, so lines read under one generation stay valid.
+
+A cold sync of a long log (`_whole`) starts at its last ``snap`` line: the script
+returns that snapshot, the lines around and after it, the header and the earlier
+snapshots it chains to, and the saver's index (which starts from a snapshot for
+JSONL too) reads the other lines it needs on demand through a `PartialLines`.
+Bulk reads are plain ``LRANGE``s rather than scripts: Redis converts every line
+of a script's reply for Lua and back, tens of milliseconds for a long thread
+during which it serves nobody.
 
 A writer takes its lock in the same script call that reads the new lines, and
 the write script releases the lock when it commits: a put is two round trips.
@@ -1323,7 +1331,7 @@ class _RedisAio(AsyncLog):
             for lo, hi in read.runs:
                 pipe.lrange(read.log, lo, hi)
             pipe.get(read.gen)
-            return cast("list[Any]", await pipe.execute())
+            return await pipe.execute()
 
     async def _call(self, run: _Run) -> Any:
         script = self.scripts[run.name]
