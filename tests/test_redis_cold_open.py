@@ -217,16 +217,16 @@ def test_a_rewrite_between_the_script_and_the_reads_is_retried(
     chat(writer, "t", 100)
     target = [t for t in writer.list(CONFIG)][40].config["configurable"]["checkpoint_id"]
     cold = rb.saver()
-    fetch = RedisStorage._fetch
+    ranges = RedisStorage._ranges
     done: list[bool] = []
 
     def rewrite_first(self: RedisStorage, thread_id: str, state: Any, runs: Any) -> Any:
         if not done:
             done.append(True)
             rb.saver().revert("t", target)
-        return (yield from fetch(self, thread_id, state, runs))
+        return (yield from ranges(self, thread_id, state, runs))
 
-    monkeypatch.setattr(RedisStorage, "_fetch", rewrite_first)
+    monkeypatch.setattr(RedisStorage, "_ranges", rewrite_first)
     got = cold.get_tuple(CONFIG)
     assert done and got.config["configurable"]["checkpoint_id"] == target
     assert tuple_view(got) == tuple_view(rb.saver().get_tuple(CONFIG))

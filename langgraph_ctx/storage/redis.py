@@ -431,17 +431,16 @@ class _LineCache:
             self.total += size
             self._trim()
 
-    def fill(self, thread_id: str, lines: dict[int, bytes], length: int) -> None:
-        """Lines read since into the holes of an entry of ``length`` lines (else nothing)."""
+    def fill(self, thread_id: str, first: int, lines: list[bytes], length: int) -> None:
+        """Lines ``first``, ``first + 1``, ... read since, into an entry of ``length`` lines
+        (else nothing): they fill its holes and equal the lines it has (same generation)."""
         with self.lock:
             entry = self.entries.get(thread_id)
             if entry is None or len(entry) != length:
                 return
-            added = 0
-            for n, raw in lines.items():
-                if entry[n - 1] is None:
-                    entry[n - 1] = raw
-                    added += len(raw) + self._OVERHEAD
+            span = slice(first - 1, first - 1 + len(lines))
+            added = self._size(lines) - self._size(entry[span])
+            entry[span] = lines
             self.sizes[thread_id] += added
             self.total += added
             self._trim()
@@ -965,8 +964,7 @@ class RedisStorage(LogStorage):
             lines: list[bytes] = reply[3]
             return lines, list(lines), sum(len(x) for x in lines)
         if kind == 3:  # no snapshot near the end: every line, with plain LRANGEs
-            got = yield from self._fetch(thread_id, _State(gen, length), [(1, length)])
-            lines = [got[n] for n in range(1, length + 1)]
+            (lines,) = yield from self._ranges(thread_id, _State(gen, length), [(1, length)])
             return lines, list(lines), sum(len(x) for x in lines)
         tail, first, header, indexes, chain = reply[3:8]
         known: dict[int, bytes] = {1: header}
@@ -1008,29 +1006,32 @@ class RedisStorage(LogStorage):
             # lines of a log read from its snapshot: a cold open's checks need those only;
             # and of such a log, only the span it lacks.
             if holes is not None:
-                got = yield from self._fetch(thread_id, state, [holes[1:]])
-                self._cache.fill(thread_id, got, state.lines)
+                (span,) = yield from self._ranges(thread_id, state, [holes[1:]])
+                self._cache.fill(thread_id, holes[1], span, state.lines)
                 filled = self._cache.get(thread_id, wanted)
                 if filled is not None:
                     return filled
-            whole = yield from self._fetch(thread_id, state, [(1, state.lines)])
-            self._cache.put(thread_id, [whole[n] for n in range(1, state.lines + 1)])
-            return {n: whole[n] for n in wanted}
+            (whole,) = yield from self._ranges(thread_id, state, [(1, state.lines)])
+            self._cache.put(thread_id, list(whole))
+            return {n: whole[n - 1] for n in wanted}
         runs: list[tuple[int, int]] = []  # consecutive lines fetched with one LRANGE
         for n in wanted:
             if runs and runs[-1][1] == n - 1:
                 runs[-1] = (runs[-1][0], n)
             else:
                 runs.append((n, n))
-        got = yield from self._fetch(thread_id, state, runs)
-        self._cache.fill(thread_id, got, state.lines)
+        chunks = yield from self._ranges(thread_id, state, runs)
+        got: dict[int, bytes] = {}
+        for (lo, _), chunk in zip(runs, chunks, strict=True):
+            got.update(enumerate(chunk, lo))
+            self._cache.fill(thread_id, lo, chunk, state.lines)
         return got
 
-    def _fetch(
+    def _ranges(
         self, thread_id: str, state: _State, runs: list[tuple[int, int]]
-    ) -> _Steps[dict[int, bytes]]:
+    ) -> _Steps[list[list[bytes]]]:
         """Line ranges (1-based, inclusive), read with plain LRANGEs and checked against
-        the generation ``state`` was read under (see `_Read`)."""
+        the generation ``state`` was read under (see `_Read`): each range's lines."""
         keys = self.keys(thread_id)
         *chunks, gen = yield _Read(keys.log, keys.gen, [(lo - 1, hi - 1) for lo, hi in runs],
                                    thread_id)  # fmt: skip
@@ -1038,12 +1039,10 @@ class RedisStorage(LogStorage):
             raise LogChangedError(
                 self.describe(thread_id), "the log was rewritten since it was read"
             )
-        out: dict[int, bytes] = {}
         for (lo, hi), chunk in zip(runs, chunks, strict=True):
             if len(chunk) != hi - lo + 1:
                 raise LogChangedError(self.describe(thread_id), "the log shrank since it was read")
-            out.update(enumerate(chunk, lo))
-        return out
+        return cast("list[list[bytes]]", chunks)
 
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every line of the log as it is now (for export; no sync state is touched)."""
