@@ -11,12 +11,15 @@ Sections (``--only NAME``, repeatable):
 * ``chat400``, ``chat2000``: the chat graph of ``storage.py`` (``MessagesState``, one model
   node, ~340-byte messages); ``agent``: the 100-turn tool agent (``create_react_agent``
   with the scripted model of ``scripted_agent.py``, a ~6 KB tool result per turn). Per
-  saver (``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver``, ``JsonlSaver``), each run in
-  its own process on fresh storage: ms per turn (``invoke``, mean of the last 50 turns),
+  saver (``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver``, ``JsonlSaver``,
+  ``RedisLogSaver`` on a redis-server started on a free loopback port without persistence,
+  its database emptied before each run), each run in its own process on fresh storage:
+  ms per turn (``invoke``, mean of the last 50 turns),
   RSS growth (resident memory after the last turn minus after the first, both after a
   garbage collection), ``get_state_history`` (newest 300 states at 2,000 turns, where
   SQLite's full history would take many minutes), and cold ``get_state``: a fresh
-  interpreter, imports done and collected, then open the saver and read the first state.
+  interpreter, imports done and collected, then open the saver and read the first state
+  (a row gives Redis's cold ``get_state`` against SQLite's too).
 * ``concurrency``: 50 threads x 20 turns, all at once with ``ainvoke`` (an async model
   node): turns per second for ``InMemorySaver``, ``JsonlSaver``, ``AsyncSqliteSaver``,
   ``AsyncPostgresSaver`` (a pool of 10 connections) and ``RedisLogSaver`` (a
@@ -101,8 +104,8 @@ from storage import build, text  # noqa: E402
 
 from langgraph_ctx import JsonlSaver  # noqa: E402
 
-SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver", "InMemorySaver")
-COLD_SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver")
+SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver", "InMemorySaver", "RedisLogSaver")
+COLD_SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver", "RedisLogSaver")
 
 FULL: dict[str, dict[str, Any]] = {
     "chat400": {"workload": "chat", "turns": 400, "history_limit": None},
@@ -164,6 +167,8 @@ class Run:
         self.sizes = QUICK if args.quick else FULL
         self.pg: PostgresServer | None = None
         self.pg_skipped: str | None = None
+        self.redis_server: Any = None
+        self.redis_skipped: str | None = None
         self.results: dict[str, Any] = {}
         self.goals: list[dict[str, Any]] = []
         self.tables: list[dict[str, Any]] = []
@@ -188,6 +193,24 @@ class Run:
             log(f"PostgreSQL columns skipped: {self.pg_skipped}")
         return self.pg
 
+    def redis(self) -> Any:
+        """The workloads' redis-server (started on first use, loopback, no persistence),
+        or None with `redis_skipped` saying why."""
+        if self.redis_server is not None or self.redis_skipped is not None:
+            return self.redis_server
+        from tests.redis_server import RedisServer, redis_server_binary
+
+        if redis_server_binary() is None:
+            self.redis_skipped = "redis-server is not installed"
+        else:
+            try:
+                self.redis_server = RedisServer(self.tmp / "redis-workloads").start()
+            except RuntimeError as exc:
+                self.redis_skipped = str(exc)
+        if self.redis_skipped is not None:
+            log(f"RedisLogSaver columns skipped: {self.redis_skipped}")
+        return self.redis_server
+
     def database(self, label: str) -> str:
         assert self.pg is not None
         self._databases += 1
@@ -208,7 +231,12 @@ class Run:
     def workload(self, section: str) -> None:
         size = self.sizes[section]
         runs = self.args.long_runs if size.get("long") else self.repeats
-        savers = [s for s in SAVERS if s != "PostgresSaver" or self.postgres() is not None]
+        savers = [
+            s
+            for s in SAVERS
+            if (s != "PostgresSaver" or self.postgres() is not None)
+            and (s != "RedisLogSaver" or self.redis() is not None)
+        ]
         if size.get("long"):  # InMemorySaver would hold ~4 GB of states at 2,000 turns
             savers.remove("InMemorySaver")
         figures: dict[str, dict[str, Any]] = {}
@@ -274,6 +302,15 @@ class Run:
             self.goal(
                 f"{section}: {label}, JSONL / SQLite", ratios["SqliteSaver"], goal_kind, goal, "x"
             )
+        # Issue 16 item 4: Redis's cold open from its last snapshot, against the same bar.
+        redis_cold = ratio(
+            figures.get("RedisLogSaver", {}).get("cold"), figures.get("SqliteSaver", {}).get("cold")
+        )
+        cold_row = ["cold get_state, Redis / SQLite", *[""] * len(SAVERS)]
+        cold_row += [cell(redis_cold, ".2f"), "", "<= 1"]
+        cold_row.append(verdict(None if redis_cold is None else redis_cold <= GOALS["cold"][1]))
+        rows.append(cold_row)
+        self.goal(f"{section}: cold get_state, Redis / SQLite", redis_cold, "max", 1.0, "x")
         self.tables.append(
             {
                 "title": f"{title} ({states} states in the history)",
@@ -286,6 +323,9 @@ class Run:
                     "result",
                 ],
                 "rows": rows,
+                "notes": (
+                    [f"RedisLogSaver skipped: {self.redis_skipped}"] if self.redis_skipped else []
+                ),
             }
         )
         self.results[section] = {"turns": turns, "savers": figures}
@@ -299,6 +339,16 @@ class Run:
             return str(directory / "bench.db")
         if saver == "PostgresSaver":
             return self.database(f"{label}_{saver}")
+        if saver == "RedisLogSaver":  # one thread id ("bench") per run: start empty
+            import redis
+
+            server = self.redis()
+            client = redis.Redis.from_url(server.url)
+            try:
+                client.flushdb()
+            finally:
+                client.close()
+            return str(server.url)
         return None
 
     # -- concurrency -----------------------------------------------------------
@@ -720,6 +770,8 @@ def main() -> None:
     finally:
         if run.pg is not None:
             run.pg.stop()
+        if run.redis_server is not None:
+            run.redis_server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     results = {
         "machine": machine(),

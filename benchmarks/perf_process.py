@@ -43,7 +43,11 @@ def rss_bytes() -> int:
 
 
 def open_saver(kind: str, target: str | None) -> tuple[Any, Callable[[], None]]:
-    """A sync saver of `kind` on `target` (directory, file or URL), and how to close it."""
+    """A sync saver of `kind` on `target` (directory, file or URL), and how to close it.
+
+    ``RedisLogSaver``'s target is the server's URL (default prefix): `perf.py` empties
+    the database before each workload run, so each starts on fresh storage.
+    """
     if kind == "JsonlSaver":
         assert target is not None
         return JsonlSaver(target), lambda: None
@@ -60,6 +64,12 @@ def open_saver(kind: str, target: str | None) -> tuple[Any, Callable[[], None]]:
         assert target is not None
         pg_conn = psycopg.connect(target, **connect_kwargs())
         return PostgresSaver(pg_conn), pg_conn.close
+    if kind == "RedisLogSaver":
+        from langgraph_ctx import RedisLogSaver
+
+        assert target is not None
+        redis_saver = RedisLogSaver.from_url(target)
+        return redis_saver, redis_saver.close
     from langgraph.checkpoint.memory import InMemorySaver
 
     return InMemorySaver(), lambda: None
@@ -126,6 +136,10 @@ def child_cold(spec: dict[str, Any]) -> dict[str, Any]:
         from langgraph.checkpoint.postgres import PostgresSaver  # noqa: F401
     elif spec["saver"] == "SqliteSaver":
         from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401
+    elif spec["saver"] == "RedisLogSaver":
+        import redis  # noqa: F401
+
+        from langgraph_ctx import RedisLogSaver  # noqa: F401
     gc.collect()
     t0 = time.perf_counter()
     saver, close = open_saver(spec["saver"], spec["target"])

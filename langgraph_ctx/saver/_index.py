@@ -76,6 +76,7 @@ from langgraph_ctx.codec.messages import (
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
+from langgraph_ctx.storage.base import PartialLines
 
 
 class _LRU(OrderedDict[Any, Any]):
@@ -329,9 +330,12 @@ class _Index:
         reads), or with ``skip_corrupt`` is skipped with a `CorruptLineWarning`.
         A whole log (a cold open) is indexed from its last ``snap`` line when it has
         one (``snapshots``): the header, the snapshot chain and the lines after it;
-        the lines before wait until something needs them (`complete`).
+        the lines before wait until something needs them (`complete`). Those lines may
+        not even be in hand: a `PartialLines` (Redis) reads them through `reader`.
         """
         self.skip_corrupt = skip_corrupt
+        if isinstance(lines, PartialLines) and self.reader is not None:
+            lines = lines.reading_with(self.reader)  # a line it lacks is read as any other
         # A cold scan builds what stays: see `_collector_paused`.
         with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
             self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)

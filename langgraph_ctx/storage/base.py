@@ -17,9 +17,9 @@ import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 
 class Synced(NamedTuple):
@@ -29,8 +29,63 @@ class Synced(NamedTuple):
     """The log was replaced or removed: forget what was indexed, start over."""
     first_line: int
     """Line number of ``lines[0]``."""
-    lines: list[bytes]
-    """Complete lines, without their trailing newline."""
+    lines: Sequence[bytes]
+    """Complete lines, without their trailing newline (a `PartialLines` when the backend
+    read a long log from its last snapshot)."""
+
+
+LineReader = Callable[[list[int]], dict[int, bytes]]
+"""Reads lines by number (1-based) from a log already synced: ``{number: line}``."""
+
+
+class PartialLines(Sequence[bytes]):
+    """A whole log of which only some lines are in hand: the rest are read when indexed.
+
+    What `RedisStorage.sync` reports on a cold open of a long log: the header, the
+    ``snap`` lines and the lines from the last one on (one round trip); a reader that
+    starts from the snapshot (`langgraph_ctx.saver._index`) never touches the others,
+    and the first line it does need is read through ``read``. Indexing is 0-based as
+    for a list (item ``i`` is line ``i + 1``); slices are not supported.
+
+    Example:
+        >>> lines = PartialLines(3, {1: b"a", 3: b"c"}, lambda ns: {n: b"?" for n in ns})
+        >>> len(lines), lines[0], lines[1], lines[-1]
+        (3, b'a', b'?', b'c')
+    """
+
+    __slots__ = ("known", "read", "total")
+
+    NEAR = 16
+    """A line read on demand brings this many on each side (a round trip each saved)."""
+
+    def __init__(self, total: int, known: dict[int, bytes], read: LineReader) -> None:
+        self.total = total
+        self.known = known
+        self.read = read
+
+    def reading_with(self, read: LineReader) -> PartialLines:
+        """The same lines, the missing ones read through ``read`` (the saver's own reader,
+        which knows whether it may wait for a round trip)."""
+        return PartialLines(self.total, self.known, read)
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[bytes]: ...
+    def __getitem__(self, i: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(i, slice):
+            raise TypeError("PartialLines cannot be sliced")
+        n = i + 1 if i >= 0 else self.total + i + 1
+        if not 1 <= n <= self.total:
+            raise IndexError(f"line {n} out of range 1..{self.total}")
+        line = self.known.get(n)
+        if line is None:  # its neighbours too: what a snapshot names is often close by
+            near = range(max(1, n - self.NEAR), min(self.total, n + self.NEAR) + 1)
+            line = self.read([m for m in near if m not in self.known])[n]
+        return line
 
 
 class ThreadLock(ABC):

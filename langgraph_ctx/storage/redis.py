@@ -20,10 +20,18 @@ Readers take no Redis lock. `sync` reads the generation and the new lines in
 one script call, so what it returns is one consistent snapshot. The lines it
 fetched are kept in memory (as ``bytes``, bounded by ``cache_bytes`` across
 threads), so reading them again costs no round trip and always matches what
-the saver indexed. A line no longer cached is fetched by a script that also
-reads the generation, and `LogChangedError` is raised if a rewrite happened
-since the sync (the saver then re-syncs). Appends never change existing lines,
-so lines read under one generation stay valid.
+the saver indexed. A line no longer cached is fetched with plain ``LRANGE``s
+followed by a ``GET`` of the generation (`_Read`), and `LogChangedError` is
+raised if a rewrite happened since the sync (the saver then re-syncs). Appends
+never change existing lines, so lines read under one generation stay valid.
+
+A cold sync of a long log (`_whole`) starts at its last ``snap`` line: the script
+returns that snapshot, the lines around and after it, the header and the earlier
+snapshots it chains to, and the saver's index (which starts from a snapshot for
+JSONL too) reads the other lines it needs on demand through a `PartialLines`.
+Bulk reads are plain ``LRANGE``s rather than scripts: Redis converts every line
+of a script's reply for Lua and back, tens of milliseconds for a long thread
+during which it serves nobody.
 
 A writer takes its lock in the same script call that reads the new lines, and
 the write script releases the lock when it commits: a put is two round trips.
@@ -73,6 +81,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:
@@ -97,6 +106,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from langgraph_ctx.codec import loads_line
+from langgraph_ctx.codec.lines import SNAP_PREFIX, SNAPSHOT_EVERY
 from langgraph_ctx.errors import (
     ForeignKeyWarning,
     LockLostWarning,
@@ -106,7 +116,7 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
     WrongKeyTypeError,
 )
-from langgraph_ctx.storage.base import AsyncLog, LogStorage, Synced, ThreadLock
+from langgraph_ctx.storage.base import AsyncLog, LogStorage, PartialLines, Synced, ThreadLock
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -239,7 +249,18 @@ return {1, redis.call('LLEN', KEYS[1]), release()}
 # A lock already holding this token is ours: this is the same call sent again
 # by the client's retry after its reply was lost, so it succeeds (and renews
 # the expiry) instead of waiting for our own lock to expire.
-# KEYS: log, gen, lock. Returns {1, gen, length, lines} or {0, current holder}.
+# A cold read (ARGV[1] = 0) of a log longer than ARGV[5] lines starts at its last
+# snapshot: the last line beginning with ARGV[6] (a ``snap`` line) among the last
+# ARGV[4] lines; it returns that line, the ARGV[7] lines before it (where the
+# checkpoints it names usually are) and the lines after it, the header, and the
+# earlier snapshots its ``prev`` fields chain to (read from each line's first bytes;
+# the saver checks them all), or, with no snapshot there, no lines at all: the caller
+# then reads the log with plain LRANGEs (a script's reply of thousands of lines keeps
+# Redis busy for tens of milliseconds converting them; a plain LRANGE is a memcpy).
+# KEYS: log, gen, lock. Returns {1, gen, length, lines}, {2, gen, length, lines from
+# ARGV[7] before the snapshot on, the first one's 0-based index, header, {chain
+# indexes}, {chain lines}},
+# {3, gen, length} (no snapshot near the end) or {0, current holder}.
 _SNAPSHOT = """
 if ARGV[2] ~= '' then
   local holder = redis.call('GET', KEYS[3])
@@ -252,19 +273,38 @@ if ARGV[2] ~= '' then
   end
 end
 local gen = redis.call('GET', KEYS[2]) or ''
-return {1, gen, redis.call('LLEN', KEYS[1]), redis.call('LRANGE', KEYS[1], ARGV[1], -1)}
-"""
-
-# Line ranges of lines already synced, with the generation, in one atomic step (a
-# script, not MULTI: one slot, and no cluster-transaction support needed from the client).
-# KEYS: log, gen. ARGV: first, last (0-based, inclusive), first, last, ...
-# Returns {gen, {lines of range 1}, {lines of range 2}, ...}.
-_RANGES = """
-local out = {redis.call('GET', KEYS[2]) or ''}
-for i = 1, #ARGV, 2 do
-  out[#out + 1] = redis.call('LRANGE', KEYS[1], ARGV[i], ARGV[i + 1])
+local n = redis.call('LLEN', KEYS[1])
+local start = tonumber(ARGV[1])
+if start ~= 0 or not ARGV[4] or n <= tonumber(ARGV[5]) then
+  return {1, gen, n, redis.call('LRANGE', KEYS[1], start, -1)}
 end
-return out
+local prefix = ARGV[6]
+local floor = math.max(1, n - tonumber(ARGV[4]))
+local hi = n - 1
+local snap = nil
+while hi >= floor and not snap do
+  local lo = math.max(floor, hi - 255)
+  local chunk = redis.call('LRANGE', KEYS[1], lo, hi)
+  for i = #chunk, 1, -1 do
+    if string.sub(chunk[i], 1, #prefix) == prefix then snap = lo + i - 1 break end
+  end
+  hi = lo - 1
+end
+if not snap then return {3, gen, n} end
+local first = math.max(1, snap - tonumber(ARGV[7]))
+local tail = redis.call('LRANGE', KEYS[1], first, -1)
+local at, line = snap, tail[snap - first + 1]
+local indexes, lines = {}, {}
+while true do
+  local prev = tonumber(string.match(line, '^' .. prefix .. '"prev":(%d+)', 1) or '')
+  if not prev or prev < 2 or prev > at then break end
+  at = prev - 1
+  line = redis.call('LINDEX', KEYS[1], at)
+  if not line or string.sub(line, 1, #prefix) ~= prefix then break end
+  indexes[#indexes + 1] = at
+  lines[#lines + 1] = line
+end
+return {2, gen, n, tail, first, redis.call('LINDEX', KEYS[1], 0), indexes, lines}
 """
 
 # Remove the log, its generation and its backups. Returns {backups, released}.
@@ -285,9 +325,15 @@ return 0
 """
 
 
+_COLD = [4 * SNAPSHOT_EVERY, 4 * SNAPSHOT_EVERY, SNAP_PREFIX, 64]
+"""The snapshot script's cold-read arguments: how many lines from the end it looks for a
+``snap`` line in (snapshots come every `SNAPSHOT_EVERY` lines or so, after a whole
+batch); the shortest log it does so for (a shorter one is read whole: fewer round trips
+than its snapshot's checks would take); how a snapshot line begins; and how many lines
+before the snapshot come along (the checkpoints it names, which its reader checks)."""
+
 _SCRIPTS = {
     "snapshot": _SNAPSHOT,
-    "ranges": _RANGES,
     "append": _APPEND,
     "rewrite": _REWRITE,
     "delete": _DELETE,
@@ -313,14 +359,28 @@ class _Run:
 
 
 @dataclass(frozen=True, slots=True)
+class _Read:
+    """Plain ``LRANGE``s of a log (0-based inclusive ``runs``) and then ``GET`` of its
+    generation, pipelined: answered with the ranges' lines, then the generation. Not a
+    script, so Redis copies the lines out without converting each for Lua. Not atomic
+    either: the caller compares the generation with the one it read before (a log's
+    lines never change while its generation stays, and a rewrite always sets a new one)."""
+
+    log: str
+    gen: str
+    runs: list[tuple[int, int]]
+    thread_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Pause:
     """Sleep (``time.sleep``, or ``asyncio.sleep`` in the async door)."""
 
     seconds: float
 
 
-_Steps = Generator[_Run | _Pause, Any, _T]
-"""A storage call as its Redis round trips: yields `_Run` / `_Pause`, returns the result.
+_Steps = Generator[_Run | _Read | _Pause, Any, _T]
+"""A storage call as its Redis round trips: yields `_Run` / `_Read` / `_Pause`, returns the result.
 A failed round trip is thrown into it (it may catch it, as `_release_steps` does)."""
 
 
@@ -343,23 +403,24 @@ class _LineCache:
     """Lines already fetched, per thread, least recently used dropped past ``limit`` bytes.
 
     A thread's entry is always a prefix of its log as last synced (same
-    generation), so a hit is exactly what the saver indexed.
+    generation), so a hit is exactly what the saver indexed. A log read from its
+    last snapshot leaves holes (``None``) until the lines are read (`fill`).
     """
 
     _OVERHEAD = 40  # a bytes object's header, roughly
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.entries: OrderedDict[str, list[bytes]] = OrderedDict()
+        self.entries: OrderedDict[str, list[bytes | None]] = OrderedDict()
         self.sizes: dict[str, int] = {}
         self.total = 0
         self.lock = threading.Lock()
 
-    def _size(self, lines: Iterable[bytes]) -> int:
-        return sum(len(x) + self._OVERHEAD for x in lines)
+    def _size(self, lines: Iterable[bytes | None]) -> int:
+        return sum(len(x) + self._OVERHEAD for x in lines if x is not None)
 
-    def put(self, thread_id: str, lines: list[bytes]) -> None:
-        """Cache a whole log (lines 1..n)."""
+    def put(self, thread_id: str, lines: list[bytes | None]) -> None:
+        """Cache a whole log (lines 1..n; ``None``: not read)."""
         size = self._size(lines)
         with self.lock:
             self._drop(thread_id)
@@ -369,6 +430,32 @@ class _LineCache:
             self.sizes[thread_id] = size
             self.total += size
             self._trim()
+
+    def fill(self, thread_id: str, first: int, lines: list[bytes], length: int) -> None:
+        """Lines ``first``, ``first + 1``, ... read since, into an entry of ``length`` lines
+        (else nothing): they fill its holes and equal the lines it has (same generation)."""
+        with self.lock:
+            entry = self.entries.get(thread_id)
+            if entry is None or len(entry) != length:
+                return
+            span = slice(first - 1, first - 1 + len(lines))
+            added = self._size(lines) - self._size(entry[span])
+            entry[span] = lines
+            self.sizes[thread_id] += added
+            self.total += added
+            self._trim()
+
+    def holes(self, thread_id: str) -> tuple[int, int, int] | None:
+        """How many lines of the thread's entry were not read, the first and the last of
+        them (``None``: no entry, or nothing missing)."""
+        with self.lock:
+            entry = self.entries.get(thread_id)
+            count = 0 if entry is None else entry.count(None)
+            if entry is None or not count:
+                return None
+            first = entry.index(None) + 1
+            last = len(entry) - entry[::-1].index(None)
+            return count, first, last
 
     def extend(self, thread_id: str, lines: Sequence[bytes], at: int) -> None:
         """Lines now at ``at + 1``, ``at + 2``, ... (dropped unless the entry ends at ``at``)."""
@@ -391,8 +478,11 @@ class _LineCache:
             entry = self.entries.get(thread_id)
             if entry is None or (wanted and wanted[-1] > len(entry)):
                 return None
+            out = {n: entry[n - 1] for n in wanted}
+            if None in out.values():
+                return None
             self.entries.move_to_end(thread_id)
-            return {n: entry[n - 1] for n in wanted}
+            return cast("dict[int, bytes]", out)
 
     def drop(self, thread_id: str) -> None:
         with self.lock:
@@ -550,19 +640,17 @@ class RedisStorage(LogStorage):
         self._ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
         self._states: dict[str, _State] = {}
         self._cache = _LineCache(cache_bytes)
-        self._prefetched: dict[str, tuple[_State, tuple[bytes, int, list[bytes]]]] = {}
+        self._prefetched: dict[str, tuple[_State, list[Any]]] = {}  # snapshot replies
         self._keys: dict[str, _Keys] = {}
         self._locks: dict[str, _ThreadLock] = {}
         self._guard = threading.Lock()
         self._snapshot_script = client.register_script(_SNAPSHOT)
-        self._ranges = client.register_script(_RANGES)
         self._append = client.register_script(_APPEND)
         self._rewrite = client.register_script(_REWRITE)
         self._delete = client.register_script(_DELETE)
         self._unlock = client.register_script(_UNLOCK)
         self._scripts = {
             "snapshot": self._snapshot_script,
-            "ranges": self._ranges,
             "append": self._append,
             "rewrite": self._rewrite,
             "delete": self._delete,
@@ -724,6 +812,8 @@ class RedisStorage(LogStorage):
             try:
                 if type(request) is _Pause:
                     time.sleep(request.seconds)
+                elif type(request) is _Read:
+                    answer = self._read(request)
                 else:
                     answer = self._call(cast(_Run, request))
             except Exception as exc:  # thrown into the steps, which may handle it
@@ -738,6 +828,14 @@ class RedisStorage(LogStorage):
             return script(keys=run.keys, args=run.args)
         with self._unavailable(run.action, run.thread_id):
             return script(keys=run.keys, args=run.args)
+
+    def _read(self, read: _Read) -> list[Any]:
+        with self._unavailable("reading", read.thread_id):
+            pipe = self.client.pipeline(transaction=False)
+            for lo, hi in read.runs:
+                pipe.lrange(read.log, lo, hi)
+            pipe.get(read.gen)
+            return cast("list[Any]", pipe.execute())
 
     def _acquire(self, thread_id: str, key: str) -> str:
         """Take the writer lock; the same call reads the new lines for the next `sync`."""
@@ -755,11 +853,11 @@ class RedisStorage(LogStorage):
         while True:
             state = self._states.setdefault(thread_id, _State())
             reply = yield _Run(
-                "snapshot", [keys.log, keys.gen, keys.lock], [state.lines, token, px],
+                "snapshot", [keys.log, keys.gen, keys.lock], [state.lines, token, px, *_COLD],
                 "locking", thread_id,
             )
             if reply[0]:
-                self._prefetched[thread_id] = (state, (reply[1], reply[2], reply[3]))
+                self._prefetched[thread_id] = (state, reply)
                 return token
             waited = time.monotonic() - start
             if waited >= self.lock_wait:
@@ -824,30 +922,61 @@ class RedisStorage(LogStorage):
         known = self._states.setdefault(thread_id, _State())
         prefetched = self._prefetched.pop(thread_id, None)
         if prefetched is not None and prefetched[0] is known:
-            gen, length, lines = prefetched[1]  # read when the lock was taken
+            reply = prefetched[1]  # read when the lock was taken
         else:
-            gen, length, lines = yield from self._snapshot(thread_id, known.lines)
+            reply = yield from self._snapshot(thread_id, known.lines)
+        gen, length = reply[1], reply[2]
         changed = gen != known.gen or length < known.lines
         if changed and known.lines:  # those lines belong to another log: read it whole
-            gen, length, lines = yield from self._snapshot(thread_id, 0)
+            reply = yield from self._snapshot(thread_id, 0)
+            gen, length = reply[1], reply[2]
         # Lines read from 0 replace what was indexed: a reset, unless nothing was.
         reset = changed and known.lines > 0
-        size = sum(len(x) for x in lines)
         if reset or not known.lines:
-            self._states[thread_id] = _State(gen=gen, lines=len(lines), size=size)
-            self._cache.put(thread_id, lines)
+            lines, entry, size = yield from self._whole(thread_id, reply)
+            self._states[thread_id] = _State(gen=gen, lines=length, size=size)
+            self._cache.put(thread_id, entry)
             return Synced(reset, 1, lines)
-        self._states[thread_id] = _State(gen, known.lines + len(lines), known.size + size)
-        if lines:
-            self._cache.extend(thread_id, lines, known.lines)
-        return Synced(False, known.lines + 1, lines)
+        new: list[bytes] = reply[3]
+        size = sum(len(x) for x in new)
+        self._states[thread_id] = _State(gen, known.lines + len(new), known.size + size)
+        if new:
+            self._cache.extend(thread_id, new, known.lines)
+        return Synced(False, known.lines + 1, new)
 
-    def _snapshot(self, thread_id: str, start: int) -> _Steps[tuple[bytes, int, list[bytes]]]:
+    def _snapshot(self, thread_id: str, start: int) -> _Steps[list[Any]]:
         keys = self.keys(thread_id)
-        _, gen, length, lines = yield _Run(
-            "snapshot", [keys.log, keys.gen, keys.lock], [start, "", 0], "reading", thread_id
+        reply = yield _Run(
+            "snapshot", [keys.log, keys.gen, keys.lock], [start, "", 0, *_COLD], "reading",
+            thread_id,
         )
-        return gen, length, lines
+        return cast("list[Any]", reply)
+
+    def _whole(
+        self, thread_id: str, reply: list[Any]
+    ) -> _Steps[tuple[Sequence[bytes], list[bytes | None], int]]:
+        """A whole log from the snapshot script's reply read from line 1: its lines (a
+        `PartialLines` when the script started at the last snapshot), the cache entry
+        (``None`` where a line was not read) and its size in bytes (estimated from the
+        lines read, for `_read_steps`' choice between one read and several)."""
+        kind, gen, length = reply[0], reply[1], reply[2]
+        if kind == 1:
+            lines: list[bytes] = reply[3]
+            return lines, list(lines), sum(len(x) for x in lines)
+        if kind == 3:  # no snapshot near the end: every line, with plain LRANGEs
+            (lines,) = yield from self._ranges(thread_id, _State(gen, length), [(1, length)])
+            return lines, list(lines), sum(len(x) for x in lines)
+        tail, first, header, indexes, chain = reply[3:8]
+        known: dict[int, bytes] = {1: header}
+        known.update((i + 1, raw) for i, raw in zip(indexes, chain, strict=True))
+        known.update(enumerate(tail, first + 1))
+        entry: list[bytes | None] = [None] * length
+        for n, raw in known.items():
+            entry[n - 1] = raw
+        size = sum(len(x) for x in known.values())
+        return PartialLines(length, known, partial(self.read_many, thread_id)), entry, (
+            size * length // len(known)
+        )
 
     def read(self, thread_id: str, line: int) -> bytes:
         return self.read_many(thread_id, [line])[line]
@@ -870,38 +999,50 @@ class RedisStorage(LogStorage):
         state, cached = self._cached(thread_id, wanted)
         if cached is not None:
             return cached
-        if state.size <= self._cache.limit // 4:
-            # One read of the whole log now beats a round trip per line later
-            # (the saver follows chains of references one line at a time).
-            whole = yield from self._fetch(thread_id, state, [(1, state.lines)])
-            self._cache.put(thread_id, [whole[n] for n in range(1, state.lines + 1)])
-            return {n: whole[n] for n in wanted}
+        holes = self._cache.holes(thread_id)
+        if state.size <= self._cache.limit // 4 and (holes is None or 4 * len(wanted) >= holes[0]):
+            # One read of the whole log now beats a round trip per line later (the
+            # saver follows chains of references one line at a time). Not for a few
+            # lines of a log read from its snapshot: a cold open's checks need those only;
+            # and of such a log, only the span it lacks.
+            if holes is not None:
+                (span,) = yield from self._ranges(thread_id, state, [holes[1:]])
+                self._cache.fill(thread_id, holes[1], span, state.lines)
+                filled = self._cache.get(thread_id, wanted)
+                if filled is not None:
+                    return filled
+            (whole,) = yield from self._ranges(thread_id, state, [(1, state.lines)])
+            self._cache.put(thread_id, list(whole))
+            return {n: whole[n - 1] for n in wanted}
         runs: list[tuple[int, int]] = []  # consecutive lines fetched with one LRANGE
         for n in wanted:
             if runs and runs[-1][1] == n - 1:
                 runs[-1] = (runs[-1][0], n)
             else:
                 runs.append((n, n))
-        return (yield from self._fetch(thread_id, state, runs))
+        chunks = yield from self._ranges(thread_id, state, runs)
+        got: dict[int, bytes] = {}
+        for (lo, _), chunk in zip(runs, chunks, strict=True):
+            got.update(enumerate(chunk, lo))
+            self._cache.fill(thread_id, lo, chunk, state.lines)
+        return got
 
-    def _fetch(
+    def _ranges(
         self, thread_id: str, state: _State, runs: list[tuple[int, int]]
-    ) -> _Steps[dict[int, bytes]]:
-        """Line ranges, read in one script call that also reads the generation."""
+    ) -> _Steps[list[list[bytes]]]:
+        """Line ranges (1-based, inclusive), read with plain LRANGEs and checked against
+        the generation ``state`` was read under (see `_Read`): each range's lines."""
         keys = self.keys(thread_id)
-        bounds = [n for lo, hi in runs for n in (lo - 1, hi - 1)]
-        gen, *chunks = yield _Run("ranges", [keys.log, keys.gen], bounds, "reading", thread_id)
-        if gen != state.gen:
+        *chunks, gen = yield _Read(keys.log, keys.gen, [(lo - 1, hi - 1) for lo, hi in runs],
+                                   thread_id)  # fmt: skip
+        if (gen or b"") != state.gen:
             raise LogChangedError(
                 self.describe(thread_id), "the log was rewritten since it was read"
             )
-        out: dict[int, bytes] = {}
         for (lo, hi), chunk in zip(runs, chunks, strict=True):
             if len(chunk) != hi - lo + 1:
                 raise LogChangedError(self.describe(thread_id), "the log shrank since it was read")
-            for offset, raw in enumerate(chunk):
-                out[lo + offset] = raw
-        return out
+        return cast("list[list[bytes]]", chunks)
 
     def read_all(self, thread_id: str) -> list[bytes]:
         """Every line of the log as it is now (for export; no sync state is touched)."""
@@ -1176,10 +1317,20 @@ class _RedisAio(AsyncLog):
             try:
                 if type(request) is _Pause:
                     await asyncio.sleep(request.seconds)
+                elif type(request) is _Read:
+                    answer = await self._read(request)
                 else:
                     answer = await self._call(cast(_Run, request))
             except Exception as exc:
                 error = exc
+
+    async def _read(self, read: _Read) -> list[Any]:
+        with self.storage._unavailable("reading", read.thread_id):
+            pipe = self.client.pipeline(transaction=False)
+            for lo, hi in read.runs:
+                pipe.lrange(read.log, lo, hi)
+            pipe.get(read.gen)
+            return await pipe.execute()
 
     async def _call(self, run: _Run) -> Any:
         script = self.scripts[run.name]
@@ -1372,10 +1523,24 @@ def _client_options(retry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         "socket_connect_timeout": 5.0,
         "retry": retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
         "health_check_interval": 30,
+        **_driver_info(),
     }
     options.update(kwargs)
     options["decode_responses"] = False
     return options
+
+
+@cache
+def _driver_info() -> dict[str, Any]:
+    """What redis-py tells the server about itself (CLIENT SETINFO), found once: without
+    it, redis-py 7+ looks its own version up in the installed packages' metadata for
+    every connection it opens (1-2 ms each: a cold open's, and each of a pool's)."""
+    try:
+        from redis.driver_info import DriverInfo
+        from redis.utils import get_lib_version
+    except ImportError:  # redis-py before 7: nothing to save
+        return {}
+    return {"driver_info": DriverInfo(lib_version=get_lib_version())}
 
 
 def cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
