@@ -41,6 +41,7 @@ from __future__ import annotations
 import binascii
 import copy
 import json
+import math
 import re
 import uuid
 import zlib
@@ -173,10 +174,25 @@ def dumps_line(obj: Mapping[str, Any]) -> bytes:
         raw: bytes | None = orjson.dumps(obj, default=_not_json, option=_ORJSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
         raw = None
-    if raw is None or b"null" in raw:  # a NaN or infinity would read as null: let json refuse
+    # orjson writes a NaN or an infinity as null: let json refuse those (a None, the
+    # usual null, needs no second encoding).
+    if raw is None or (b"null" in raw and _has_nonfinite(obj)):
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         raw = text.encode("utf-8")
     return seal_line(raw) + b"\n"
+
+
+def _has_nonfinite(value: Any) -> bool:
+    """Whether a float NaN or infinity sits anywhere in ``value`` (dicts, lists, tuples:
+    what orjson writes as JSON containers; a float subclass never reaches here)."""
+    kind = type(value)
+    if kind is float:
+        return not math.isfinite(value)
+    if kind is dict:
+        return any(map(_has_nonfinite, value.values()))
+    if kind is list or kind is tuple:
+        return any(map(_has_nonfinite, value))
+    return False
 
 
 def loads_line(raw: bytes) -> dict[str, Any]:
