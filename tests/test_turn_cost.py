@@ -146,3 +146,44 @@ def test_pending_writes_are_read_back_after_the_put(tmp_path: Path) -> None:
     assert {w[1] for w in warm.pending_writes} >= {"messages", "__interrupt__"}
     state = graph.get_state(CONFIG)
     assert state.tasks and state.tasks[0].interrupts
+
+
+def _chat(saver: Any) -> Any:
+    def chat(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(chat)
+    builder.add_edge(START, "chat")
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_put_lets_go_of_the_lines_its_checkpoint_supersedes(tmp_path: Path) -> None:
+    """The parsed lines a warm thread keeps do not grow with its turns; history reads
+    parse the older lines again and return what a fresh process returns."""
+    saver = JsonlSaver(tmp_path)
+    graph = _chat(saver)
+    kept = []
+    for turn in range(12):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, CONFIG)
+        parsed = saver._indexes["t"].parsed
+        kept.append(sum(1 for obj in parsed.values() if obj.get("t") == "ckpt"))
+    assert max(kept[4:]) <= 4 and kept[-1] == kept[4], kept  # the head's lines only
+    head = saver.get_tuple(CONFIG)
+    assert [m.content for m in head.checkpoint["channel_values"]["messages"][-2:]] == [
+        "question 11", "answer 23",
+    ]
+    fresh = JsonlSaver(tmp_path)
+    warm_history = [(t.config, t.checkpoint, t.metadata) for t in saver.list(CONFIG)]
+    cold_history = [(t.config, t.checkpoint, t.metadata) for t in fresh.list(CONFIG)]
+    assert warm_history == cold_history and len(warm_history) == 12 * 3
+    state = graph.get_state(CONFIG)
+    assert len(state.values["messages"]) == 24
+
+
+def test_savers_whose_reads_are_round_trips_keep_their_lines() -> None:
+    from langgraph_ctx.saver.log import LogSaver
+    from langgraph_ctx.saver.redis import RedisLogSaver
+
+    assert JsonlSaver._release_lines and not LogSaver._release_lines
+    assert not RedisLogSaver._release_lines

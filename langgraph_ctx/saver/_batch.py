@@ -62,6 +62,10 @@ class _Batch:
         # (objects, fingerprints, ordinals) of the message lists this batch stored: a
         # list nested in another value (a `Send`'s state) is compared with them.
         self._lists: list[tuple[list[BaseMessage], list[tuple[Any, ...]], list[int]]] = []
+        # (ns, id) of the checkpoint this batch writes, and the lines a warm read of its
+        # parent needed that it may no longer need (`release_superseded`).
+        self.head: tuple[str, str] | None = None
+        self.superseded: set[int] = set()
 
     def ref(self, msg: BaseMessage) -> int:
         """The ordinal of a message, adding its line if the log does not hold it yet."""
@@ -299,7 +303,40 @@ def checkpoint_batch(
             ns, checkpoint, parent, parent_id, encoded, metadata, new_versions, serde, folded
         )
     )
+    if parent is not None:
+        batch.head = (ns, checkpoint["id"])
+        batch.superseded = {parent.line} | {
+            writer[1]
+            for channel in new_versions
+            if channel in parent.versions
+            and (writer := index.resolve(ns, channel, parent.versions[channel], parent.id))
+        }
     return batch
+
+
+def release_superseded(index: _Index, batch: _Batch) -> None:
+    """Drop from the index's cache of parsed lines (after `_Batch.apply`) the lines a
+    warm read of the new checkpoint no longer needs: its parent's, and those holding the
+    parent's values of the channels it wrote anew, unless they still hold one of its own.
+
+    A warm turn reads the head and the lines of its values; the lines of the
+    checkpoints before it stay in the log (a history read parses them again), not in
+    memory, where each is a handful of containers the garbage collector walks on every
+    full pass (at 50 threads this halved the collector's time per turn).
+    """
+    if batch.head is None or not batch.superseded:
+        return
+    head = index.named(*batch.head)
+    if head is None:
+        return
+    keep = {head.line}
+    for channel, version in head.versions.items():
+        writer = index.resolve(head.ns, channel, version, head.id)
+        if writer is not None:
+            keep.add(writer[1])
+    parsed = index.parsed
+    for line in batch.superseded - keep:
+        parsed.pop(line, None)
 
 
 def _list_base(
