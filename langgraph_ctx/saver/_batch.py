@@ -306,12 +306,23 @@ def checkpoint_batch(
     if parent is not None:
         batch.head = (ns, checkpoint["id"])
         batch.superseded = {parent.line} | {
-            writer[1]
+            line
             for channel in new_versions
             if channel in parent.versions
-            and (writer := index.resolve(ns, channel, parent.versions[channel], parent.id))
+            and (line := _writer_line(index, ns, channel, parent.versions[channel]))
         }
     return batch
+
+
+def _writer_line(index: _Index, ns: str, channel: str, version: Any) -> int | None:
+    """The line holding ``channel`` at ``version`` when the index knows only one
+    (`_Index.resolve` without its walk of the ancestry, or the full scan a snapshot's
+    index would need: a cache is let go of, or kept, on what is known)."""
+    try:
+        cands = index.blobs.get((ns, channel, version))
+    except TypeError:  # an unhashable version: `resolve` names it when it matters
+        return None
+    return cands[0][1] if cands and len(cands) == 1 else None
 
 
 def release_superseded(index: _Index, batch: _Batch) -> None:
@@ -331,9 +342,9 @@ def release_superseded(index: _Index, batch: _Batch) -> None:
         return
     keep = {head.line}
     for channel, version in head.versions.items():
-        writer = index.resolve(head.ns, channel, version, head.id)
-        if writer is not None:
-            keep.add(writer[1])
+        line = _writer_line(index, head.ns, channel, version)
+        if line is not None:  # else a line read again if needed: a cache, not the log
+            keep.add(line)
     parsed = index.parsed
     for line in batch.superseded - keep:
         parsed.pop(line, None)
