@@ -28,7 +28,8 @@ from langgraph.types import interrupt
 
 import langgraph_ctx.saver._batch as batch_module
 from langgraph_ctx import JsonlSaver
-from langgraph_ctx.codec.lines import _has_nonfinite, dumps_line, loads_sealed
+from langgraph_ctx.codec.lines import dumps_line, loads_sealed
+from langgraph_ctx.codec.messages import has_nonfinite, message_digest
 
 CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
@@ -52,10 +53,25 @@ def test_a_line_with_nulls_is_the_bytes_json_writes(obj: dict[str, Any]) -> None
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_nan_or_infinity_anywhere_is_still_refused(bad: float) -> None:
     for obj in ({"x": bad}, {"x": [1, {"y": (None, bad)}]}):
-        assert _has_nonfinite(obj)
+        assert has_nonfinite(obj)
         with pytest.raises(ValueError):
             dumps_line(obj)
-    assert not _has_nonfinite({"x": [None, 1.0, "nan", {"y": -0.0}]})
+    assert not has_nonfinite({"x": [None, 1.0, "nan", {"y": -0.0}]})
+
+
+def test_message_digests_tell_bodies_apart_as_their_json_does() -> None:
+    body = {"msg": {"type": "ai", "content": "hi", "id": "a", "response_metadata": {"n": 1}}}
+    reordered = {"msg": dict(reversed(list(body["msg"].items())))}
+    assert message_digest(body) == message_digest(reordered)  # canonical: keys sorted
+    others = [
+        {"msg": {**body["msg"], "content": "hi!"}},
+        {"msg": {**body["msg"], "response_metadata": {"n": None}}},
+        {"msg": {**body["msg"], "response_metadata": {"n": math.nan}}},  # a lenient read
+        {"msg": {**body["msg"], "response_metadata": {"n": 2**70}}},  # beyond orjson
+    ]
+    digests = {message_digest(b) for b in [body, *others]}
+    assert len(digests) == 5
+    assert message_digest(others[3]) == message_digest(json.loads(json.dumps(others[3])))
 
 
 def _put_next(saver: JsonlSaver, config: Any, step: int, message: Any) -> Any:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import binascii
 import copy
 import json
-import math
 import re
 import uuid
 import zlib
@@ -54,6 +53,7 @@ import orjson
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_ctx.codec.messages import has_nonfinite
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
 from langgraph_ctx.codec.versions import (
     pack_seen,
@@ -176,23 +176,10 @@ def dumps_line(obj: Mapping[str, Any]) -> bytes:
         raw = None
     # orjson writes a NaN or an infinity as null: let json refuse those (a None, the
     # usual null, needs no second encoding).
-    if raw is None or (b"null" in raw and _has_nonfinite(obj)):
+    if raw is None or (b"null" in raw and has_nonfinite(obj)):
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         raw = text.encode("utf-8")
     return seal_line(raw) + b"\n"
-
-
-def _has_nonfinite(value: Any) -> bool:
-    """Whether a float NaN or infinity sits anywhere in ``value`` (dicts, lists, tuples:
-    what orjson writes as JSON containers; a float subclass never reaches here)."""
-    kind = type(value)
-    if kind is float:
-        return not math.isfinite(value)
-    if kind is dict:
-        return any(map(_has_nonfinite, value.values()))
-    if kind is list or kind is tuple:
-        return any(map(_has_nonfinite, value))
-    return False
 
 
 def loads_line(raw: bytes) -> dict[str, Any]:
