@@ -203,3 +203,34 @@ def test_savers_whose_reads_are_round_trips_keep_their_lines() -> None:
 
     assert JsonlSaver._release_lines and not LogSaver._release_lines
     assert not RedisLogSaver._release_lines
+
+
+def test_branches_from_one_parent_keep_their_own_messages(tmp_path: Path) -> None:
+    """Puts share the parent's fingerprint list and append to it; a second child of the
+    same parent, and an edit in place on one branch, still save exactly their lists."""
+    saver = JsonlSaver(tmp_path)
+    parent = _first_put(saver, 20)
+
+    def child(config: Any, step: int, message: Any, edit: bool = False) -> Any:
+        tup = saver.get_tuple(config)
+        value = list(tup.checkpoint["channel_values"]["messages"])
+        if edit:
+            value[2].content = "edited on this branch"
+        checkpoint = create_checkpoint(tup.checkpoint, None, step)
+        checkpoint["channel_values"] = {"messages": [*value, message]}
+        checkpoint["channel_versions"] = {"messages": step + 1}
+        return saver.put(tup.config, checkpoint, {"step": step}, {"messages": step + 1})
+
+    first = child(parent, 1, AIMessage("first branch"))
+    second = child(parent, 1, AIMessage("second branch"), edit=True)
+    third = child(first, 2, HumanMessage("after the first"))
+    fresh = JsonlSaver(tmp_path)
+
+    def contents(config: Any) -> list[str]:
+        return [m.content for m in fresh.get_tuple(config).checkpoint["channel_values"]["messages"]]
+
+    base = [f"question {i}" for i in range(20)]
+    assert contents(first) == [*base, "first branch"]
+    edited = [*base[:2], "edited on this branch", *base[3:]]
+    assert contents(second) == [*edited, "second branch"]
+    assert contents(third) == [*base, "first branch", "after the first"]

@@ -176,15 +176,22 @@ class _Batch:
         if known is not None:
             objs, known_fps, known_refs = known
             shared = min(_prefix(value, objs) if prefix is None else prefix, len(known_refs))
-            if known_fps is None or len(known_fps) < shared:  # read from the log:
-                known_fps = _fps_up_to(self.index, known_fps, known_refs, shared)
             # The parent's fingerprint objects, not equal new ones: the lists of
             # successive steps share them (freeing a list of fresh tuples per
-            # step cost as much as building it).
-            fps = known_fps[:shared]
+            # step cost as much as building it). When the parent's list holds
+            # exactly the shared ones, it is taken as it is and grows by this step's
+            # (a list of fingerprints is only ever appended to, and copied before an
+            # edit): at 2,000 messages each copy was a list the collector walked.
+            if known_fps is None or len(known_fps) < shared:  # read from the log:
+                fps = _fps_up_to(self.index, known_fps, known_refs, shared)
+            elif len(known_fps) == shared:
+                fps = known_fps
+            else:
+                fps = known_fps[:shared]
             refs = known_refs[:shared]
         keep = shared
         if shared and not checked and not _all_unchanged(value, fps):
+            fps = fps[:shared]  # its own, for the edits
             for i, m in enumerate(value[:shared]):
                 if not _unchanged(m, fps[i]):  # edited in place since saved or read
                     keep = min(keep, i)

@@ -1159,7 +1159,9 @@ class _Index:
         else:
             while shared < limit and value[shared] is objs[shared]:
                 shared += 1
-        return fps[:shared] if shared else None
+        if not shared:
+            return None
+        return fps if shared == len(fps) else fps[:shared]  # only ever appended to
 
     def pending_writes(
         self,
