@@ -23,21 +23,17 @@ Two clocks, medians over the steps:
 * CPU: `time.thread_time()` of the thread running the node. The issue's goal is read
   on it: it is the node's own work, and stays meaningful on a loaded machine.
 * wall: `time.perf_counter()`. With LangGraph's default `durability="async"` the
-  previous checkpoint is written in a background thread while the step runs. The node
-  counts its new messages with tiktoken, whose encoder releases the GIL on every call;
-  the writer, waiting for the GIL, takes it then, and keeps it until its put ends: a
-  thread that gave the GIL up has no priority to take it back (CPython forces a switch
-  only after `sys.getswitchinterval()`, 5 ms, of waiting). So the node's wall time holds
-  what is left of that put, the estimate's (pure Python, it never releases the GIL, and
-  takes 1.5 ms) almost never does, whichever runs first. Found with a profile hook on
-  the node's thread (its wall time minus CPU time between events sat in
-  `CoreBPE.encode_ordinary`, and stayed there with the switch interval at 1 s);
-  counting with the `regex` module and `encode_single_piece` instead only moved the
-  hand-over into `regex`, which releases the GIL too. So the put itself was made cheap at
-  2,000 messages (it keeps the fingerprints of the last put across the read and compares
-  the shared messages in one streaming pass): what lands in the node is what is left of
-  a ~0.5 ms put. With `durability="sync"` (checkpoint written before the next step) wall
-  time is CPU time, for both.
+  previous checkpoint is written in a background thread while the step runs. tiktoken's
+  encoder releases the GIL on every call; the writer, waiting for the GIL, took it at the
+  node's first count of a new message and kept it until its put ended (a thread that
+  gave the GIL up has no priority to take it back before `sys.getswitchinterval()`,
+  5 ms), so the node's wall time held the rest of that put (1.67x the estimate's, which
+  never releases the GIL). Found with a profile hook on the node's thread: its wall
+  minus CPU time between events sat in `CoreBPE.encode_ordinary`, and stayed there with
+  the switch interval at 1 s. Now a counter counts a step's few new messages holding the
+  GIL (`keeping_gil`: the encoding's own split by `regex`, told not to release it, then
+  `encode_single_piece`; the same tokens), and the put at 2,000 messages costs about
+  half what it did; with both durabilities wall time is CPU time.
 
 `benchmarks/perf.py --only budget` runs `measure` with `JsonlSaver` (the same numbers).
 The exact full recount (`count_tokens` over the whole list every step) is timed once on
