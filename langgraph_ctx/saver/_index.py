@@ -1151,7 +1151,8 @@ class _Index:
         old = self.list_objs.get((line, channel))
         if old is None or old[1] is None:
             return None
-        objs, fps = old
+        objs: list[Any] = old[0]
+        fps: list[tuple[Any, ...]] = old[1]
         limit = min(len(value), len(objs), len(fps))
         shared = 0
         if all(map(operator.is_, value[:limit], objs[:limit])):
