@@ -23,12 +23,17 @@ Two clocks, medians over the steps:
 * CPU: `time.thread_time()` of the thread running the node. The issue's goal is read
   on it: it is the node's own work, and stays meaningful on a loaded machine.
 * wall: `time.perf_counter()`. With LangGraph's default `durability="async"` the
-  previous checkpoint is written in a background thread while the step runs, and that
-  thread takes the GIL for some milliseconds at a time. Most of that lands in the node's
-  wall time, little in the estimate's, whichever runs first; why, we have not pinned down
-  (not tiktoken releasing the GIL: encoding while holding it changed nothing). With
-  `durability="sync"` (checkpoint written before the next step) wall time is CPU time,
-  for both.
+  previous checkpoint is written in a background thread while the step runs. tiktoken's
+  encoder releases the GIL on every call; the writer, waiting for the GIL, took it at the
+  node's first count of a new message and kept it until its put ended (a thread that
+  gave the GIL up has no priority to take it back before `sys.getswitchinterval()`,
+  5 ms), so the node's wall time held the rest of that put (1.67x the estimate's, which
+  never releases the GIL). Found with a profile hook on the node's thread: its wall
+  minus CPU time between events sat in `CoreBPE.encode_ordinary`, and stayed there with
+  the switch interval at 1 s. Now a counter counts a step's few new messages holding the
+  GIL (`keeping_gil`: the encoding's own split by `regex`, told not to release it, then
+  `encode_single_piece`; the same tokens), and the put at 2,000 messages costs about
+  half what it did; with both durabilities wall time is CPU time.
 
 `benchmarks/perf.py --only budget` runs `measure` with `JsonlSaver` (the same numbers).
 The exact full recount (`count_tokens` over the whole list every step) is timed once on

@@ -549,8 +549,8 @@ class Run:
                 "title": (
                     f"BudgetNode in a checkpointed graph (JsonlSaver), {seen[0]:,} to "
                     f"{seen[-1]:,} messages, median of {len(seen)} steps; CPU time of the "
-                    "node's thread (its wall time also holds some of LangGraph's background "
-                    "checkpoint write: see benchmarks/budget.py)"
+                    "node's thread, and wall time (LangGraph's background checkpoint write "
+                    "no longer lands in it: see benchmarks/budget.py)"
                 ),
                 "header": ["step", "CPU ms", "ratio", "wall ms", "ratio (wall)", "goal", "result"],
                 "rows": [

@@ -53,6 +53,7 @@ import orjson
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_ctx.codec.messages import has_nonfinite
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
 from langgraph_ctx.codec.versions import (
     pack_seen,
@@ -173,7 +174,9 @@ def dumps_line(obj: Mapping[str, Any]) -> bytes:
         raw: bytes | None = orjson.dumps(obj, default=_not_json, option=_ORJSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
         raw = None
-    if raw is None or b"null" in raw:  # a NaN or infinity would read as null: let json refuse
+    # orjson writes a NaN or an infinity as null: let json refuse those (a None, the
+    # usual null, needs no second encoding).
+    if raw is None or (b"null" in raw and has_nonfinite(obj)):
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         raw = text.encode("utf-8")
     return seal_line(raw) + b"\n"

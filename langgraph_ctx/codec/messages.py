@@ -12,9 +12,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+import orjson
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -337,9 +339,35 @@ def _construct(cls: type[BaseMessage], values: dict[str, Any]) -> BaseMessage | 
 
 
 def message_digest(body: Mapping[str, Any]) -> bytes:
-    """Content address of a message line body (its ``msg`` or ``serde`` part)."""
-    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
+    """Content address of a message line body (its ``msg`` or ``serde`` part).
+
+    The body as canonical JSON (sorted keys), by orjson (four times faster than
+    `json.dumps`, the same bytes for the same body); what orjson refuses (an integer
+    over 64 bits) or would write as ``null`` (a NaN a lenient parse let in) by
+    `json.dumps`, whose text never equals orjson's. Digests live in memory only
+    (`_Index.msg_digest`), computed by this one function on both sides.
+    """
+    try:
+        canonical: bytes | None = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        canonical = None
+    if canonical is None or (b"null" in canonical and has_nonfinite(body)):
+        text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        canonical = text.encode("utf-8")
+    return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
+def has_nonfinite(value: Any) -> bool:
+    """Whether a float NaN or infinity sits anywhere in ``value`` (dicts, lists, tuples:
+    what orjson writes as JSON containers, and writes such a float in as ``null``)."""
+    kind = type(value)
+    if kind is float:
+        return not math.isfinite(value)
+    if kind is dict:
+        return any(map(has_nonfinite, value.values()))
+    if kind is list or kind is tuple:
+        return any(map(has_nonfinite, value))
+    return False
 
 
 def message_digest_without_id(body: Mapping[str, Any]) -> bytes | None:

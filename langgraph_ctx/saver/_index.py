@@ -200,8 +200,13 @@ def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
 
 
 def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> bool:
-    """`_unchanged` for every message and its fingerprint, in one C-level pass."""
-    return list(map(tuple, map(dict.values, map(_FIELDS, messages)))) == fps
+    """`_unchanged` for each of the first ``len(fps)`` messages and its fingerprint, in
+    one C-level pass: each message's values made a tuple, compared and freed at once (a
+    list of them all would wake the garbage collector, which then walks them and the
+    messages again), and no slice of ``messages`` taken."""
+    return len(messages) >= len(fps) and all(
+        map(operator.eq, map(tuple, map(dict.values, map(_FIELDS, messages))), fps)
+    )
 
 
 PARSED_LINES = 256
@@ -1136,8 +1141,32 @@ class _Index:
             if present:
                 value = values[channel] = self.decode(enc, line, channel, checked)
                 if is_list_value(enc):
-                    self.list_objs.put((line, channel), (value.copy(), None))
+                    kept = self._kept_fps(value, line, channel)
+                    self.list_objs.put((line, channel), (value.copy(), kept))
         return values
+
+    def _kept_fps(
+        self, value: list[Any], line: int, channel: str
+    ) -> list[tuple[Any, ...]] | None:
+        """The fingerprints a put kept for the list on ``line`` (`_Batch.value`), as far
+        as ``value``, the list just read, holds the same objects: the next put then
+        compares the shared messages without building their fingerprints again (the
+        entry of the read replaces the put's)."""
+        old = self.list_objs.get((line, channel))
+        if old is None or old[1] is None:
+            return None
+        objs: list[Any] = old[0]
+        fps: list[tuple[Any, ...]] = old[1]
+        limit = min(len(value), len(objs), len(fps))
+        shared = 0
+        if all(map(operator.is_, value[:limit], objs[:limit])):
+            shared = limit
+        else:
+            while shared < limit and value[shared] is objs[shared]:
+                shared += 1
+        if not shared:
+            return None
+        return fps if shared == len(fps) else fps[:shared]  # only ever appended to
 
     def pending_writes(
         self,

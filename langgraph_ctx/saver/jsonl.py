@@ -82,6 +82,8 @@ class JsonlSaver(LogSaver):
         ```
     """
 
+    _release_lines = True  # a line read again is a pread from the page cache
+
     def __init__(
         self,
         root_dir: str | os.PathLike[str],

@@ -73,7 +73,13 @@ from langgraph_ctx.errors import (
     ThreadExistsError,
     ThreadNotFoundError,
 )
-from langgraph_ctx.saver._batch import _Batch, checkpoint_batch, rebuilt_lines, writes_batch
+from langgraph_ctx.saver._batch import (
+    _Batch,
+    checkpoint_batch,
+    rebuilt_lines,
+    release_superseded,
+    writes_batch,
+)
 from langgraph_ctx.saver._drive import (
     Append,
     Compute,
@@ -180,6 +186,11 @@ class LogSaver(BaseCheckpointSaver[str]):
             objects it keeps); checked when a thread is opened, the thread being
             opened always stays. ``None``: no bound.
     """
+
+    _release_lines = False
+    """Whether a put lets go of the parsed lines its checkpoint supersedes
+    (`release_superseded`): where reading a line again is a ``pread`` (`JsonlSaver`),
+    not a round trip."""
 
     def __init__(
         self,
@@ -807,7 +818,10 @@ class LogSaver(BaseCheckpointSaver[str]):
             lines = [thread_line(thread_id), *lines]
         raw = [dumps_line(obj) for obj in lines]
         first = yield Append(thread_id, raw, durable)
-        return batch.apply(first, [loads_sealed(r) for r in raw])
+        last = batch.apply(first, [loads_sealed(r) for r in raw])
+        if self._release_lines:
+            release_superseded(index, batch)
+        return last
 
     def _tuple(
         self,

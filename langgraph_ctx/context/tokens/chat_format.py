@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
+import regex
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -85,6 +88,35 @@ _SHORT_TEXT = 64
 """Texts up to this many characters are counted once and remembered (`Encoder.text`)."""
 _SHORT_TEXTS = 8192
 """How many short texts an encoder remembers (then it starts over: a bound, not an LRU)."""
+_GIL_TEXT = 4096
+"""Texts up to this many characters are counted without releasing the GIL (`Encoder.bpe`),
+inside `keeping_gil` (a counter counting a step's few new messages).
+
+tiktoken's encoder releases the GIL on every call. Another thread waiting for it (a
+checkpoint LangGraph writes in the background while the next node runs) then takes it
+and keeps it until it blocks: CPython gives the thread that let go no priority to take
+it back before its switch interval (5 ms). For a text of a few hundred characters, the
+encoding itself takes microseconds; the wait, a millisecond or more. So short texts are
+split in Python (the encoding's own pattern, `regex` told not to release the GIL) and
+their pieces counted by `encode_single_piece`, which holds it: the same tokens
+(`tests/test_tokens.py` compares the two on random text), and a node that counts its new
+messages keeps the GIL. Longer texts go to `encode_ordinary` (there, letting other
+threads run is worth the wait), and so do texts counted outside `keeping_gil`: the
+Python split costs about twice tiktoken's whole encoding, paid on a few new messages,
+not on a history counted from scratch."""
+_PIECES = 65536
+"""How many pieces' counts an encoder remembers (then it starts over)."""
+_KEEP_GIL: ContextVar[bool] = ContextVar("langgraph_ctx_keep_gil", default=False)
+
+
+@contextmanager
+def keeping_gil() -> Iterator[None]:
+    """Count short texts without releasing the GIL in this block (see `_GIL_TEXT`)."""
+    token = _KEEP_GIL.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_GIL.reset(token)
 
 
 class Encoder:
@@ -95,12 +127,15 @@ class Encoder:
     rather than one per part (each call also lets other threads take the GIL).
     """
 
-    __slots__ = ("_short", "enc", "family")
+    __slots__ = ("_piece", "_pieces", "_short", "_split", "enc", "family")
 
     def __init__(self, family: ModelFamily) -> None:
         self.family = family
         self.enc = load_encoding(family.encoding)
         self._short: dict[str, int] = {}
+        self._pieces: dict[str, int] = {}
+        self._split = regex.compile(self.enc._pat_str).findall
+        self._piece = self.enc._core_bpe.encode_single_piece
 
     def text(self, text: Any) -> int:
         if not text:
@@ -108,13 +143,33 @@ class Encoder:
         if not isinstance(text, str):
             text = str(text)
         if len(text) > _SHORT_TEXT:
-            return len(self.enc.encode_ordinary(text))
+            return self.bpe(text)
         tokens = self._short.get(text)
         if tokens is None:
             if len(self._short) >= _SHORT_TEXTS:
                 self._short = {}
-            tokens = self._short[text] = len(self.enc.encode_ordinary(text))
+            tokens = self._short[text] = self.bpe(text)
         return tokens
+
+    def bpe(self, text: str) -> int:
+        """``len(encode_ordinary(text))``; in `keeping_gil`, holding the GIL for texts up
+        to `_GIL_TEXT` characters."""
+        if len(text) > _GIL_TEXT or not _KEEP_GIL.get():
+            return len(self.enc.encode_ordinary(text))
+        pieces = self._pieces
+        if len(pieces) >= _PIECES:
+            pieces = self._pieces = {}
+        split = self._split(text, concurrent=False)
+        counts = list(map(pieces.get, split))  # most pieces are known words: in C
+        if None in counts:
+            try:
+                for i, n in enumerate(counts):
+                    if n is None:
+                        piece = split[i]
+                        counts[i] = pieces[piece] = len(self._piece(piece.encode("utf-8")))
+            except UnicodeEncodeError:  # a lone surrogate: tiktoken's own repair applies
+                return len(self.enc.encode_ordinary(text))
+        return sum(counts)  # type: ignore[arg-type]
 
     def scaled(self, raw: int) -> int:
         if self.family.multiplier == 1.0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import threading
@@ -16,7 +17,12 @@ from langchain_core.messages import (
     SystemMessage,
 )
 
-from langgraph_ctx.context.tokens.chat_format import Encoder, to_message, tool_calls_as_sent
+from langgraph_ctx.context.tokens.chat_format import (
+    Encoder,
+    keeping_gil,
+    to_message,
+    tool_calls_as_sent,
+)
 from langgraph_ctx.context.tokens.families import ModelFamily, model_family, resolve_family
 from langgraph_ctx.context.tokens.tally import Tally
 
@@ -134,6 +140,8 @@ def message_fingerprint(message: BaseMessage) -> int:
 
 _RECENT_LISTS = 4
 """How many recent lists `MessageTokenCounter.tally` compares a new list with."""
+_FEW_NEW = 16
+"""New messages a counter counts holding the GIL at most (`keeping_gil`)."""
 
 _fields = operator.attrgetter("__dict__")
 
@@ -279,8 +287,12 @@ class MessageTokenCounter:
                 else:
                     counts.append(None)
         missing = [i for i, n in enumerate(counts) if n is None]
-        for i in missing:  # counted outside the lock
-            counts[i] = self._count_uncached(messages[i])
+        # A step's few new messages are counted holding the GIL (`keeping_gil`): a
+        # background checkpoint write would otherwise take it at the first tokenizer
+        # call and keep it until its put ends. A whole history is left to tiktoken.
+        with keeping_gil() if len(missing) <= _FEW_NEW else contextlib.nullcontext():
+            for i in missing:  # counted outside the lock
+                counts[i] = self._count_uncached(messages[i])
         with self._lock:
             self.hits += len(messages) - len(missing)
             self.misses += len(missing)
