@@ -99,7 +99,7 @@ it back before its switch interval (5 ms). For a text of a few hundred character
 encoding itself takes microseconds; the wait, a millisecond or more. So short texts are
 split in Python (the encoding's own pattern, `regex` told not to release the GIL) and
 their pieces counted by `encode_single_piece`, which holds it: the same tokens
-(`tests/test_tokens.py` compares the two on random text), and a node that counts its new
+(`tests/test_gil_tokens.py` compares the two on random text), and a node that counts its new
 messages keeps the GIL. Longer texts go to `encode_ordinary` (there, letting other
 threads run is worth the wait), and so do texts counted outside `keeping_gil`: the
 Python split costs about twice tiktoken's whole encoding, paid on a few new messages,
