@@ -56,6 +56,7 @@ from langgraph_ctx.codec.lines import (
     line_kind_at,
     list_link,
     loads_line,
+    loads_lines,
     message_like,
     message_ordinal,
     own_thread_id,
@@ -108,6 +109,18 @@ class _LRU(OrderedDict[Any, Any]):
         self.move_to_end(key)
         if trim:
             self.trim()
+
+    def put_many(self, items: list[tuple[Any, Any]]) -> None:
+        """`put` each ``(key, value)`` in order (one trim at the end)."""
+        if self.weigh is not None:
+            for key, value in items:
+                self.put(key, value, trim=False)
+        else:
+            for key, _ in items:
+                if key in self:
+                    del self[key]  # a new key goes last, as `put` moves it
+            self.update(items)
+        self.trim()
 
     def trim(self) -> None:
         limit = self.limit
@@ -1000,7 +1013,7 @@ class _Index:
                 if type(like) is int and like < o and like in lines_of:
                     bodies[o] = like
         self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
-        decoded: set[int] = set()
+        built: list[tuple[int, tuple[BaseMessage, tuple[Any, ...]]]] = []
         for o in sorted(wanted):
             obj = objs.get(lines_of[o])
             if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
@@ -1020,9 +1033,9 @@ class _Index:
                     continue
             except CodecError:
                 continue
-            known.put(o, (msg, _fingerprint(msg)))
-            decoded.add(o)
-        return decoded
+            built.append((o, (msg, _fingerprint(msg))))
+        known.put_many(built)
+        return {o for o, _ in built}
 
     def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
         """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
@@ -1038,11 +1051,11 @@ class _Index:
         if not unread:
             return
         assert self.reader is not None
-        for n, raw in self.reader(sorted(unread)).items():
-            try:
-                into[n] = loads_line(raw)
-            except CodecError:
-                continue  # `message` reads it again and names what is wrong
+        raws = self.reader(sorted(unread))
+        # A line that does not parse is left out: `message` reads it again, naming why.
+        for n, obj in zip(raws, loads_lines(list(raws.values()))):
+            if obj is not None:
+                into[n] = obj
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
