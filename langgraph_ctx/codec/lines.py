@@ -47,9 +47,9 @@ import struct
 import uuid
 import zlib
 from collections.abc import Container, Mapping, Sequence
-from itertools import repeat
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import repeat
 from typing import Any
 
 import orjson

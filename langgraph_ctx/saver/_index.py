@@ -1053,7 +1053,7 @@ class _Index:
         assert self.reader is not None
         raws = self.reader(sorted(unread))
         # A line that does not parse is left out: `message` reads it again, naming why.
-        for n, obj in zip(raws, loads_lines(list(raws.values()))):
+        for n, obj in zip(raws, loads_lines(list(raws.values())), strict=True):
             if obj is not None:
                 into[n] = obj
 
