@@ -291,11 +291,31 @@ class _Index:
     # Only the latest few are ever a base (each holds a fingerprint per message).
     list_objs: _LRU = field(default_factory=lambda: _LRU(8))
     ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
+    # The raw lines of the cold scan that built this index, kept until the next `feed`:
+    # the read that follows a cold open (the head's messages, `decode_many`) takes its
+    # lines from here rather than reading the log again (`read_lines`). A saver keeps
+    # one index's at a time (`LogSaver._sync`): at most one log's bytes. Only for a
+    # storage whose synced lines read the same under its lock (`keep_scan`).
+    scan: Sequence[bytes] | None = None
+    keep_scan: bool = False
 
     # ---------------------------------------------------------------- lines
 
     def corrupt(self, line: int | None, reason: str) -> CorruptLogError:
         return CorruptLogError(self.where, line, reason)
+
+    def read_lines(self, lines: list[int]) -> dict[int, bytes]:
+        """Raw lines by number: from the cold scan while it is kept (`scan`), else the
+        reader (which the caller has checked is there)."""
+        scan = self.scan
+        assert self.reader is not None
+        if scan is None:
+            return self.reader(lines)
+        size = len(scan)
+        out = {n: scan[n - 1] for n in lines if 0 < n <= size}
+        if len(out) < len(lines):  # appended since: not in the scan
+            out.update(self.reader([n for n in lines if not 0 < n <= size]))
+        return out
 
     def line(self, n: int) -> dict[str, Any]:
         obj = self.parsed.get_hit(n)
@@ -314,7 +334,7 @@ class _Index:
             if self.reader is None:
                 raise self.corrupt(missing[0], "line is referenced but was never written")
             bodies: set[int] = set()
-            for n, raw in self.reader(missing).items():
+            for n, raw in self.read_lines(missing).items():
                 try:
                     obj = loads_line(raw)
                 except CodecError as exc:  # the good lines are kept; the first bad one raises
@@ -345,11 +365,13 @@ class _Index:
         the lines before wait until something needs them (`complete`).
         """
         self.skip_corrupt = skip_corrupt
+        cold = first_line == 1 and self.lines == 0
+        self.scan = lines if cold and self.keep_scan and self.reader is not None else None
         # A cold scan builds what stays: see `_collector_paused`.
         with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
             self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
             order: Iterable[int] = range(len(lines))
-            if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
+            if snapshots and cold and len(lines) > SNAPSHOT_EVERY:
                 start = self._from_snapshot(lines)
                 if start:
                     order = itertools.chain([0], range(start, len(lines)))
@@ -551,7 +573,7 @@ class _Index:
         if self.reader is None:
             raise self.corrupt(None, "the lines before the snapshot cannot be read")
         total = self.lines
-        raw = self.reader(list(range(1, total + 1)))
+        raw = self.read_lines(list(range(1, total + 1)))
         full = _Index(where=self.where, reader=self.reader, serde=self.serde)
         self.partial = False  # whatever happens below, this is tried once
         full.feed(
@@ -1050,8 +1072,7 @@ class _Index:
                 into[n] = obj
         if not unread:
             return
-        assert self.reader is not None
-        raws = self.reader(sorted(unread))
+        raws = self.read_lines(sorted(unread))
         # A line that does not parse is left out: `message` reads it again, naming why.
         for n, obj in zip(raws, loads_lines(list(raws.values())), strict=True):
             if obj is not None:

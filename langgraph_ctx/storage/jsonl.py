@@ -361,6 +361,8 @@ class JsonlStorage(LogStorage):
             the LangGraph server's in development, needs).
     """
 
+    reads_from_sync = True  # a file's lines stay as they are under its lock
+
     def __init__(
         self,
         root: str | os.PathLike[str],
