@@ -951,9 +951,18 @@ def _line_no(value: Any, below: int, what: str) -> int:
 
 
 def _ordinals(value: Any) -> list[int]:
-    if type(value) is not list or not all(type(o) is int and o >= 0 for o in value):
+    if type(value) is not list or not (
+        not value or (set(map(type, value)) == {int} and min(value) >= 0)
+    ):
         raise CodecError("snapshot: a message list must be a list of ordinals")
     return value
+
+
+def _all_lines_before(values: list[Any], n: int) -> bool:
+    """Whether every item is ``None`` or a line number before ``n`` (in C-level passes:
+    a snapshot names every message line written since the previous one)."""
+    lines = [v for v in values if v is not None] if None in values else values
+    return not lines or (set(map(type, lines)) == {int} and min(lines) >= 1 and max(lines) < n)
 
 
 def parse_snapshot_line(obj: Mapping[str, Any], n: int) -> Snapshot:
@@ -974,7 +983,9 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int) -> Snapshot:
         and type(msgs[1]) is list
     ):
         raise CodecError("snapshot: 'msgs' must be [first ordinal, [line, ...]]")
-    msg_lines = [None if m is None else _line_no(m, n, "message line") for m in msgs[1]]
+    msg_lines = msgs[1]
+    if not _all_lines_before(msg_lines, n):  # say which one
+        msg_lines = [None if m is None else _line_no(m, n, "message line") for m in msg_lines]
     heads_raw, lists_raw = obj.get("heads"), obj.get("lists")
     if type(heads_raw) is not list or type(lists_raw) is not list:
         raise CodecError("snapshot: 'heads' and 'lists' must be lists")

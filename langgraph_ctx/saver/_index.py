@@ -216,6 +216,9 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     return list(map(tuple, map(dict.values, map(_FIELDS, messages)))) == fps
 
 
+_DECODE_BATCH = 128
+"""Messages `_Index.decode_many` parses and builds at a time (see there)."""
+
 PARSED_LINES = 256
 """Parsed lines an index keeps between calls (the head's lines and what was appended last;
 a long history or a cold open reads more, in batches, and lets them go)."""
@@ -499,11 +502,15 @@ class _Index:
                     raise CodecError("snapshot: its messages do not follow the previous one's")
                 # Each message line is checked when it is first read (`_message_line`):
                 # a cold open reads only the head's messages, not every line named here.
-                for i, line_no in enumerate(snap.msg_lines):
-                    if line_no is not None:
-                        if line_no > len(lines):
-                            raise CodecError(f"snapshot: message line {line_no} is past the end")
-                        msg_lines[snap.first_msg + i] = line_no
+                named = snap.msg_lines
+                if None in named:  # a message skipped as corrupt: not in the index
+                    ordinals = [snap.first_msg + i for i, m in enumerate(named) if m is not None]
+                    named = [m for m in named if m is not None]
+                else:
+                    ordinals = range(snap.first_msg, snap.first_msg + len(named))
+                if named and max(named) > len(lines):  # type: ignore[type-var]
+                    raise CodecError(f"snapshot: message line {max(named)} is past the end")
+                msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
                 self._fold_snapshot(snap, lists)
                 lists = self.snap_lists
@@ -1020,10 +1027,16 @@ class _Index:
         if len(wanted) < 16 or self.reader is None:
             self.prefetch(lines_of[o] for o in wanted)
             return set()
+        order = sorted(wanted)
+        decoded: set[int] = set()
         with _collector_paused():
-            return self._decode_many(wanted)
+            # In batches: the parsed lines of one are freed before the next is parsed,
+            # and the memory they held is reused for the next batch's messages.
+            for i in range(0, len(order), _DECODE_BATCH):
+                decoded |= self._decode_many(order[i : i + _DECODE_BATCH])
+        return decoded
 
-    def _decode_many(self, wanted: set[int]) -> set[int]:
+    def _decode_many(self, wanted: list[int]) -> set[int]:
         known, lines_of = self.templates, self.msg_lines
         objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
         bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
@@ -1036,7 +1049,7 @@ class _Index:
                     bodies[o] = like
         self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
         built: list[tuple[int, tuple[BaseMessage, tuple[Any, ...]]]] = []
-        for o in sorted(wanted):
+        for o in wanted:
             obj = objs.get(lines_of[o])
             if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
                 continue
