@@ -18,6 +18,12 @@ the lines it names against the raw log (a message line when it is first read: a 
 open reads only the head's messages, in one batch, `_Index.decode_many`); one that does
 not match is passed over with a warning, and a query that needs a line before it indexes
 the whole log (`complete`).
+
+What a cold ``get_state`` costs is mostly the head's messages: every one of them is
+on its own line, spread over the whole file, so the scan reads the file once and the
+head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
+(`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
+returns the same object (`langgraph_ctx.codec.messages`).
 """
 
 from __future__ import annotations
