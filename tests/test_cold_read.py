@@ -296,3 +296,31 @@ def test_decoding_in_batches_keeps_order_and_identity(
     again = cold.get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
     assert first == writer.get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
     assert all(a is b for a, b in zip(first, again, strict=True))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
+def test_a_log_split_chunk_by_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """`sync` splits the log as it reads it, whatever the chunk size against the lines
+    (lines longer than a chunk, a newline at a chunk's end, a torn last line)."""
+    from langgraph_ctx.errors import TornLineWarning
+    from langgraph_ctx.storage import jsonl
+
+    monkeypatch.setattr(jsonl, "_SPLIT_CHUNK", chunk)
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 3)
+    path = Path(writer.path("t"))
+    data = path.read_bytes()
+    expected = data.split(b"\n")[:-1]
+    storage = jsonl.JsonlStorage(tmp_path)
+    with storage.locked("t", exclusive=False):
+        synced = storage.sync("t")
+    assert synced.first_line == 1 and synced.lines == expected
+    assert storage.read_many("t", range(1, len(expected) + 1)) == dict(
+        enumerate(expected, 1)
+    )
+    path.write_bytes(data + b'{"v":2,"t":"ms')  # a crash in the middle of a line
+    torn = jsonl.JsonlStorage(tmp_path)
+    with torn.locked("t", exclusive=False), pytest.warns(TornLineWarning):
+        assert torn.sync("t").lines == expected
