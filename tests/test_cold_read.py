@@ -82,6 +82,7 @@ def test_bulk_checksums_agree_with_each_line_on_damage(real_lines: list[bytes]) 
         b'{"v":1,"t":"msg","n":0,"msg":{"type":"human","content":"old"}}',  # format 1
         seal_line(b'{"v":2,"t":"msg","n":0}')[:-3] + b'+"}',  # not base64url
         seal_line(b'{"v":2,"t":"msg","n":0}')[:-8] + b'AAAA=="}',  # padding inside
+        seal_line(b'{"v":2,"t":"msg","n":0}')[:-8] + b'AA!A A"}',  # what decoding skips
         seal_line(b'[1,2]'),  # not an object
         seal_line(b'{"v":3,"t":"msg","n":0}'),  # newer format
         seal_line(b'{"v":2,"t":"nope","n":0}'),  # unknown kind

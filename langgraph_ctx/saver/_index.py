@@ -508,13 +508,12 @@ class _Index:
                     raise CodecError("snapshot: its messages do not follow the previous one's")
                 # Each message line is checked when it is first read (`_message_line`):
                 # a cold open reads only the head's messages, not every line named here.
-                named = snap.msg_lines
-                if None in named:  # a message skipped as corrupt: not in the index
-                    ordinals = [snap.first_msg + i for i, m in enumerate(named) if m is not None]
-                    named = [m for m in named if m is not None]
-                else:
-                    ordinals = range(snap.first_msg, snap.first_msg + len(named))
-                if named and max(named) > len(lines):  # type: ignore[type-var]
+                first = snap.first_msg
+                ordinals: Sequence[int] = range(first, first + len(snap.msg_lines))
+                named = [m for m in snap.msg_lines if m is not None]
+                if len(named) < len(ordinals):  # a message skipped as corrupt: left out
+                    ordinals = [o for o, m in zip(ordinals, snap.msg_lines, strict=True) if m]
+                if named and max(named) > len(lines):
                     raise CodecError(f"snapshot: message line {max(named)} is past the end")
                 msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
