@@ -96,7 +96,7 @@ def message_from_json(data: Any) -> BaseMessage:
     """Rebuild a message; only LangChain's message classes.
 
     A body whose every field is of the plain shape validation would keep as it
-    is (`_constructible`: text or text/dict blocks, string ids, tool calls as
+    is (`_constructed`: text or text/dict blocks, string ids, tool calls as
     `create_tool_call` makes them, ...) is built without validation
     (``model_construct``, about 5x cheaper: what a cold open pays per message);
     anything else is validated, so what comes back is the same either way
@@ -126,11 +126,9 @@ def _from_json(data: Any) -> tuple[BaseMessage, bool]:
     cls = MESSAGE_CLASSES.get(data.get("type"))  # type: ignore[arg-type]
     if cls is None:
         raise CodecError(f"unknown message type {data.get('type')!r}")
-    fast = _constructible(cls, data)
-    if fast is not None:
-        built = _construct(cls, fast)
-        if built is not None:
-            return built, True
+    built = _constructed(cls, data)
+    if built is not None:
+        return built, True
     return _validated(cls, data), False
 
 
@@ -235,48 +233,75 @@ _CLASS_FIELDS: dict[type[BaseMessage], dict[str, Any]] = {
 }
 
 
-def _constructible(cls: type[BaseMessage], data: dict[str, Any]) -> dict[str, Any] | None:
-    """The fields to build ``cls`` from ``data`` unvalidated, or ``None``: validate it.
+def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | None:
+    """``cls`` built from ``data`` without validation, or ``None``: validate it.
 
     Only bodies validation would keep unchanged: every field known and of its
-    plain type, containers copied (the parsed line may be cached).
+    plain type (`_field_checks`), containers copied (the parsed line may be
+    cached). The checks and the build are one pass over ``data``: a cold open
+    pays this per message.
     """
-    if cls not in _CLASS_FIELDS and cls not in _PLAIN_CLASSES:
+    checks = _field_checks(cls)
+    plan = _construct_plan(cls)
+    if checks is None or plan is None:
         return None
-    if not _text_or_blocks(data.get("content")):
-        return None
-    own = _CLASS_FIELDS.get(cls, {})
-    out: dict[str, Any] = {}
+    fields = plan.template.copy()  # every field in declaration order, with its default
     for key, value in data.items():
-        if key == "type":
-            out[key] = value  # in the fields set, as validation records it
-            continue
-        if key == "content":
-            out[key] = value if type(value) is str else json_copy(value)
-            continue
-        if key == "tool_calls" and cls is AIMessage:
+        check = checks.get(key)
+        if check is None:
+            return None  # not a field of the class: validation keeps it in extras
+        if check is _AS_IS:  # "type", in the fields set as validation records it
+            fields[key] = value
+        elif check is _CONTENT:
+            if type(value) is str:
+                fields[key] = value
+            elif _text_or_blocks(value):
+                fields[key] = json_copy(value)
+            else:
+                return None
+        elif check is _TOOL_CALLS:
             calls = _tool_calls(value)
             if calls is None:
                 return None
-            out[key] = json_copy(calls) if calls else []
-            continue
-        check = own.get(key) or _PLAIN_FIELDS.get(key)
-        if check is None or not check(value):
+            fields[key] = json_copy(calls) if calls else []
+        elif not check(value):
             return None
-        out[key] = json_copy(value) if type(value) is dict and value else (
-            {} if type(value) is dict else value
-        )
-    if cls is AIMessage and "tool_calls" not in out:
-        extra = out.get("additional_kwargs", {})
-        if "tool_calls" in extra:  # validation would parse these into tool calls
-            return None
-    if cls is ToolMessage and "tool_call_id" not in out:
+        elif type(value) is dict:
+            fields[key] = json_copy(value) if value else {}
+        else:
+            fields[key] = value
+    keys = data.keys()
+    if "content" not in keys or not plan.required <= keys:
         return None
-    if cls is ChatMessage and "role" not in out:
+    for name, factory in plan.factories:
+        if name not in keys:
+            fields[name] = factory()
+    extra = fields["additional_kwargs"] if cls is AIMessage else None
+    if extra and "tool_calls" in extra and "tool_calls" not in keys:
+        return None  # validation would parse these into tool calls
+    m = cls.__new__(cls)
+    _set(m, "__dict__", fields)
+    _set(m, "__pydantic_fields_set__", set(keys))
+    _set(m, "__pydantic_extra__", {})
+    _set(m, "__pydantic_private__", None)
+    return m
+
+
+_set = object.__setattr__  # what pydantic's own construction uses (BaseModel's is guarded)
+_AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_constructed` inlines
+
+
+@functools.cache
+def _field_checks(cls: type[BaseMessage]) -> dict[str, Any] | None:
+    """The check of each field a body of ``cls`` may hold to be built unvalidated
+    (``None``: always validate the class)."""
+    if cls not in _CLASS_FIELDS and cls not in _PLAIN_CLASSES:
         return None
-    if cls is FunctionMessage and "name" not in out:
-        return None
-    return out
+    checks: dict[str, Any] = {"type": _AS_IS, "content": _CONTENT, **_PLAIN_FIELDS}
+    checks.update(_CLASS_FIELDS.get(cls, {}))
+    if cls is AIMessage:
+        checks["tool_calls"] = _TOOL_CALLS
+    return {key: check for key, check in checks.items() if key in cls.model_fields}
 
 
 _PLAIN_CLASSES = frozenset({HumanMessage, SystemMessage})
@@ -284,8 +309,10 @@ _PLAIN_CLASSES = frozenset({HumanMessage, SystemMessage})
 
 @functools.cache
 def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
-    """How `_construct` builds ``cls``; ``None`` when the class has what it does not
-    reproduce (aliases, a post-init hook, an unusual default factory)."""
+    """How `_constructed` builds ``cls``; ``None`` when the class has what it does not
+    reproduce (aliases, a post-init hook, an unusual default factory). Building directly:
+    pydantic's ``model_construct`` inspects each default factory's signature on every
+    call, which costs more than validating."""
     if cls.__pydantic_post_init__ or cls.model_config.get("extra") != "allow":
         return None
     template: dict[str, Any] = {}
@@ -313,29 +340,6 @@ class _Plan(NamedTuple):
     required: frozenset[str]
     factories: tuple[tuple[str, Any], ...]
     """The fields whose default is a fresh ``dict()`` / ``list()`` per message."""
-
-
-def _construct(cls: type[BaseMessage], values: dict[str, Any]) -> BaseMessage | None:
-    """What ``cls.model_validate(values)`` returns for values it would keep unchanged
-    (see `_constructible`), built directly: pydantic's ``model_construct`` inspects each
-    default factory's signature on every call, which costs more than validating."""
-    plan = _construct_plan(cls)
-    if plan is None:
-        return None
-    keys = values.keys()
-    if not (keys <= plan.names and plan.required <= keys):
-        return None  # a missing field, or an extra key (validation keeps it in extras)
-    fields = plan.template.copy()
-    fields.update(values)  # a key keeps its place: the declaration order stays
-    for name, factory in plan.factories:
-        if name not in values:
-            fields[name] = factory()
-    m = cls.__new__(cls)
-    object.__setattr__(m, "__dict__", fields)
-    object.__setattr__(m, "__pydantic_fields_set__", set(values))
-    object.__setattr__(m, "__pydantic_extra__", {})
-    object.__setattr__(m, "__pydantic_private__", None)
-    return m
 
 
 def message_digest(body: Mapping[str, Any]) -> bytes:

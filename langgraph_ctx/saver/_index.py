@@ -18,6 +18,12 @@ the lines it names against the raw log (a message line when it is first read: a 
 open reads only the head's messages, in one batch, `_Index.decode_many`); one that does
 not match is passed over with a warning, and a query that needs a line before it indexes
 the whole log (`complete`).
+
+What a cold ``get_state`` costs is mostly the head's messages: every one of them is
+on its own line, spread over the whole file, so the scan reads the file once and the
+head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
+(`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
+returns the same object (`langgraph_ctx.codec.messages`).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from langgraph_ctx.codec.lines import (
     line_kind_at,
     list_link,
     loads_line,
+    loads_lines,
     message_like,
     message_ordinal,
     own_thread_id,
@@ -109,6 +116,18 @@ class _LRU(OrderedDict[Any, Any]):
         self.move_to_end(key)
         if trim:
             self.trim()
+
+    def put_many(self, items: list[tuple[Any, Any]]) -> None:
+        """`put` each ``(key, value)`` in order (one trim at the end)."""
+        if self.weigh is not None:
+            for key, value in items:
+                self.put(key, value, trim=False)
+        else:
+            for key, _ in items:
+                if key in self:
+                    del self[key]  # a new key goes last, as `put` moves it
+            self.update(items)
+        self.trim()
 
     def trim(self) -> None:
         limit = self.limit
@@ -209,6 +228,9 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     )
 
 
+_DECODE_BATCH = 128
+"""Messages `_Index.decode_many` parses and builds at a time (see there)."""
+
 PARSED_LINES = 256
 """Parsed lines an index keeps between calls (the head's lines and what was appended last;
 a long history or a cold open reads more, in batches, and lets them go)."""
@@ -284,11 +306,31 @@ class _Index:
     # Only the latest few are ever a base (each holds a fingerprint per message).
     list_objs: _LRU = field(default_factory=lambda: _LRU(8))
     ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
+    # The raw lines of the cold scan that built this index, kept until the next `feed`:
+    # the read that follows a cold open (the head's messages, `decode_many`) takes its
+    # lines from here rather than reading the log again (`read_lines`). A saver keeps
+    # one index's at a time (`LogSaver._sync`): at most one log's bytes. Only for a
+    # storage whose synced lines read the same under its lock (`keep_scan`).
+    scan: Sequence[bytes] | None = None
+    keep_scan: bool = False
 
     # ---------------------------------------------------------------- lines
 
     def corrupt(self, line: int | None, reason: str) -> CorruptLogError:
         return CorruptLogError(self.where, line, reason)
+
+    def read_lines(self, lines: list[int]) -> dict[int, bytes]:
+        """Raw lines by number: from the cold scan while it is kept (`scan`), else the
+        reader (which the caller has checked is there)."""
+        scan = self.scan
+        assert self.reader is not None
+        if scan is None:
+            return self.reader(lines)
+        size = len(scan)
+        out = {n: scan[n - 1] for n in lines if 0 < n <= size}
+        if len(out) < len(lines):  # appended since: not in the scan
+            out.update(self.reader([n for n in lines if not 0 < n <= size]))
+        return out
 
     def line(self, n: int) -> dict[str, Any]:
         obj = self.parsed.get_hit(n)
@@ -307,7 +349,7 @@ class _Index:
             if self.reader is None:
                 raise self.corrupt(missing[0], "line is referenced but was never written")
             bodies: set[int] = set()
-            for n, raw in self.reader(missing).items():
+            for n, raw in self.read_lines(missing).items():
                 try:
                     obj = loads_line(raw)
                 except CodecError as exc:  # the good lines are kept; the first bad one raises
@@ -341,11 +383,13 @@ class _Index:
         self.skip_corrupt = skip_corrupt
         if isinstance(lines, PartialLines) and self.reader is not None:
             lines = lines.reading_with(self.reader)  # a line it lacks is read as any other
+        cold = first_line == 1 and self.lines == 0
+        self.scan = lines if cold and self.keep_scan and self.reader is not None else None
         # A cold scan builds what stays: see `_collector_paused`.
         with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
             self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
             order: Iterable[int] = range(len(lines))
-            if snapshots and first_line == 1 and self.lines == 0 and len(lines) > SNAPSHOT_EVERY:
+            if snapshots and cold and len(lines) > SNAPSHOT_EVERY:
                 start = self._from_snapshot(lines)
                 if start:
                     order = itertools.chain([0], range(start, len(lines)))
@@ -473,11 +517,14 @@ class _Index:
                     raise CodecError("snapshot: its messages do not follow the previous one's")
                 # Each message line is checked when it is first read (`_message_line`):
                 # a cold open reads only the head's messages, not every line named here.
-                for i, line_no in enumerate(snap.msg_lines):
-                    if line_no is not None:
-                        if line_no > len(lines):
-                            raise CodecError(f"snapshot: message line {line_no} is past the end")
-                        msg_lines[snap.first_msg + i] = line_no
+                first = snap.first_msg
+                ordinals: Sequence[int] = range(first, first + len(snap.msg_lines))
+                named = [m for m in snap.msg_lines if m is not None]
+                if len(named) < len(ordinals):  # a message skipped as corrupt: left out
+                    ordinals = [o for o, m in zip(ordinals, snap.msg_lines, strict=True) if m]
+                if named and max(named) > len(lines):
+                    raise CodecError(f"snapshot: message line {max(named)} is past the end")
+                msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
                 self._fold_snapshot(snap, lists)
                 lists = self.snap_lists
@@ -547,7 +594,7 @@ class _Index:
         if self.reader is None:
             raise self.corrupt(None, "the lines before the snapshot cannot be read")
         total = self.lines
-        raw = self.reader(list(range(1, total + 1)))
+        raw = self.read_lines(list(range(1, total + 1)))
         full = _Index(where=self.where, reader=self.reader, serde=self.serde)
         self.partial = False  # whatever happens below, this is tried once
         full.feed(
@@ -994,10 +1041,16 @@ class _Index:
         if len(wanted) < 16 or self.reader is None:
             self.prefetch(lines_of[o] for o in wanted)
             return set()
+        order = sorted(wanted)
+        decoded: set[int] = set()
         with _collector_paused():
-            return self._decode_many(wanted)
+            # In batches: the parsed lines of one are freed before the next is parsed,
+            # and the memory they held is reused for the next batch's messages.
+            for i in range(0, len(order), _DECODE_BATCH):
+                decoded |= self._decode_many(order[i : i + _DECODE_BATCH])
+        return decoded
 
-    def _decode_many(self, wanted: set[int]) -> set[int]:
+    def _decode_many(self, wanted: list[int]) -> set[int]:
         known, lines_of = self.templates, self.msg_lines
         objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
         bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
@@ -1009,8 +1062,8 @@ class _Index:
                 if type(like) is int and like < o and like in lines_of:
                     bodies[o] = like
         self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
-        decoded: set[int] = set()
-        for o in sorted(wanted):
+        built: list[tuple[int, tuple[BaseMessage, tuple[Any, ...]]]] = []
+        for o in wanted:
             obj = objs.get(lines_of[o])
             if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
                 continue
@@ -1029,9 +1082,9 @@ class _Index:
                     continue
             except CodecError:
                 continue
-            known.put(o, (msg, _fingerprint(msg)))
-            decoded.add(o)
-        return decoded
+            built.append((o, (msg, _fingerprint(msg))))
+        known.put_many(built)
+        return {o for o, _ in built}
 
     def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
         """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
@@ -1046,12 +1099,11 @@ class _Index:
                 into[n] = obj
         if not unread:
             return
-        assert self.reader is not None
-        for n, raw in self.reader(sorted(unread)).items():
-            try:
-                into[n] = loads_line(raw)
-            except CodecError:
-                continue  # `message` reads it again and names what is wrong
+        raws = self.read_lines(sorted(unread))
+        # A line that does not parse is left out: `message` reads it again, naming why.
+        for n, obj in zip(raws, loads_lines(list(raws.values())), strict=True):
+            if obj is not None:
+                into[n] = obj
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""

@@ -225,6 +225,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         self.max_cached_lines = max_cached_lines
         # thread id -> index, least recently used first (see `_sync`, `_evict`)
         self._indexes: OrderedDict[str, _Index] = OrderedDict()
+        self._scanned: _Index | None = None  # the index holding its cold scan (`_sync`)
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> LogSaver:
         """Also rebuild these ``(module, name)`` classes from the log; returns this saver.
@@ -750,6 +751,8 @@ class LogSaver(BaseCheckpointSaver[str]):
         synced = self.storage.sync(thread_id) if synced is None else synced
         index = self._indexes.get(thread_id)
         if index is None or synced.reset:
+            if index is not None and index is self._scanned:
+                self._scanned = index.scan = None
             index = self._new_index(thread_id)
             if not synced.reset and synced.first_line > 1:
                 # Evicted (`_evict`): the lines the storage reported before, read again.
@@ -763,6 +766,10 @@ class LogSaver(BaseCheckpointSaver[str]):
         if index.error is not None:
             raise index.error
         index.feed(synced.first_line, synced.lines, skip_corrupt=self.on_corrupt == "skip")
+        if index.scan is not None:  # a cold scan's lines: one index keeps them at a time
+            held, self._scanned = self._scanned, index
+            if held is not None and held is not index:
+                held.scan = None
         return index
 
     def _new_index(self, thread_id: str) -> _Index:
@@ -771,7 +778,12 @@ class LogSaver(BaseCheckpointSaver[str]):
         def read(lines: builtins.list[int]) -> dict[int, bytes]:
             return read_lines(storage, thread_id, lines)
 
-        index = _Index(where=self.storage.describe(thread_id), reader=read, serde=self.serde)
+        index = _Index(
+            where=storage.describe(thread_id),
+            reader=read,
+            serde=self.serde,
+            keep_scan=storage.reads_from_sync,
+        )
         self._indexes[thread_id] = index
         self._evict(thread_id)
         return index
@@ -799,6 +811,8 @@ class LogSaver(BaseCheckpointSaver[str]):
                     return
                 continue
             lines -= index.lines
+            if index is self._scanned:
+                self._scanned = index.scan = None
 
     def _commit(
         self, thread_id: str, index: _Index, batch: _Batch, *, durable: bool = True

@@ -310,6 +310,13 @@ class LogStorage(ABC):
     and tries again (`LogSaver` does). JSONL never raises it.
     """
 
+    reads_from_sync: bool = False
+    """Whether a line `sync` reported may be taken from that report instead of `read`
+    while the caller still holds the lock it synced under (a cold open then reads the
+    head's messages from the lines it just scanned). ``True`` for a file, whose lines
+    a lock keeps as they are; not for Redis, whose `read` checks that the log was not
+    rewritten since the `sync`."""
+
     @abstractmethod
     def locked(self, thread_id: str, *, exclusive: bool) -> AbstractContextManager[None]:
         """Hold the thread's lock (shared for reading, exclusive for writing)."""

@@ -361,6 +361,8 @@ class JsonlStorage(LogStorage):
             the LangGraph server's in development, needs).
     """
 
+    reads_from_sync = True  # a file's lines stay as they are under its lock
+
     def __init__(
         self,
         root: str | os.PathLike[str],
@@ -572,18 +574,14 @@ class JsonlStorage(LogStorage):
                 with _open_read(path) as f:
                     if os.fstat(f.fileno()).st_ino != st.st_ino:
                         continue  # replaced since the lstat: look again
-                    chunks = _read_from(f.fileno(), state.end)
+                    lines, pending = _read_lines_from(f.fileno(), state.end)
                 break
             fd = lock.data_fd(st.st_ino)
             if fd is not None:
-                chunks = _read_from(fd, state.end, st.st_size)
+                lines, pending = _read_lines_from(fd, state.end, st.st_size)
                 break
         first = state.lines + 1
-        # Split in C (a cold open reads thousands of lines): the pieces, then each
-        # line's end offset as a running sum of their lengths plus the newlines.
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        lines = data.split(b"\n")
-        pending = lines.pop()  # what follows the last newline: b"", or a torn line
+        # Each line's end offset as a running sum of their lengths plus the newlines.
         # Line i ends at: the old end + the lengths of lines 0..i + (i + 1) newlines.
         lengths = itertools.accumulate(map(len, lines))
         state.offsets.extend(map(operator.add, lengths, itertools.count(state.end + 1)))
@@ -848,18 +846,31 @@ def _inode(path: str | Path) -> int:
         return -1
 
 
-def _read_from(fd: int, start: int, stop: int | None = None) -> list[bytes]:
-    """The bytes of ``fd`` from ``start`` to ``stop`` (or its end), in chunks."""
-    chunks = []
+_SPLIT_CHUNK = 1 << 16
+"""Bytes `_read_lines_from` reads and splits at a time: a cold open of a long log never
+holds its whole text besides its lines (in a fresh process, memory first touched costs
+a page fault per 4 KB), and each chunk's buffer is reused for the next."""
+
+
+def _read_lines_from(fd: int, start: int, stop: int | None = None) -> tuple[list[bytes], bytes]:
+    """The complete lines of ``fd`` from ``start`` to ``stop`` (or its end), without their
+    newlines, split in C chunk by chunk; and what follows the last newline (``b""``, or a
+    torn line)."""
+    lines: list[bytes] = []
+    pending = b""
     pos = start
     while stop is None or pos < stop:
-        want = _READ_CHUNK if stop is None else min(_READ_CHUNK, stop - pos)
+        want = _SPLIT_CHUNK if stop is None else min(_SPLIT_CHUNK, stop - pos)
         chunk = os.pread(fd, want, pos)
         if not chunk:
             break
-        chunks.append(chunk)
         pos += len(chunk)
-    return chunks
+        parts = chunk.split(b"\n")
+        if pending:
+            parts[0] = pending + parts[0]
+        pending = parts.pop()
+        lines.extend(parts)
+    return lines, pending
 
 
 _SPAN_GAP = 1 << 16
