@@ -1043,6 +1043,10 @@ class _Index:
             return set()
         order = sorted(wanted)
         decoded: set[int] = set()
+        if not self.keep_scan and len(order) > _DECODE_BATCH:
+            # A storage without a file under its lock (Redis) reads the lines of every
+            # batch at once: one round trip, then the batches find them in its cache.
+            self.reader([lines_of[o] for o in order])
         with _collector_paused():
             # In batches: the parsed lines of one are freed before the next is parsed,
             # and the memory they held is reused for the next batch's messages.
