@@ -358,9 +358,12 @@ class _Index:
                 try:
                     try:
                         obj = self._feed_line(raw, n)
-                    except (CodecError, KeyError, TypeError, ValueError):
+                    except (CodecError, KeyError, TypeError, ValueError) as exc:
                         if not self.partial:
                             raise
+                        if self._late_writes(exc, raw, n):
+                            self.lines = n
+                            continue
                         # The line builds on one the snapshot left out: index those, retry.
                         self.complete()
                         obj = self._feed_line(raw, n)
@@ -377,6 +380,35 @@ class _Index:
                     raise err from None
                 if fresh_tail and obj is not None:  # lines appended since our last look
                     self.parsed.put(n, obj)  # are likely read next
+
+    def _late_writes(self, exc: Exception, raw: bytes, n: int) -> bool:
+        """Whether line ``n``, which the index opened from a snapshot could not take, is
+        writes to a checkpoint on a line the snapshot left out: then it waits for `complete`.
+
+        LangGraph saves a step's writes in the background, so they may land after a later
+        checkpoint and the snapshot written with it (the snapshot holds the latest
+        checkpoint only). The head needs none of them, and any query of an older
+        checkpoint completes the index first (`named`, `list`), which scans this line
+        again; reading the whole log for them instead would undo the cold open, on a
+        layout that depends on thread timing. The line is checked as any other, the
+        checkpoint line it names read (one line) to be sure it is one.
+        """
+        if not (
+            isinstance(exc, CodecError)
+            and exc.dangling
+            and self.snap_line is not None
+            and self.reader is not None
+            and self._ckpt_at
+            and line_kind_at(raw) == "writes"
+        ):
+            return False
+        obj = loads_line(raw)
+        target = obj.get("ckpt")
+        if type(target) is not int or not 1 < target < self.snap_line or target in self._ckpt_at:
+            return False
+        stand_in = next(iter(self._ckpt_at.values()))  # the rest of the line checked as usual
+        parse_writes_line(obj, n, {target: stand_in})
+        return line_kind_at(self.reader([target])[target]) == "ckpt"
 
     def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
         """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
