@@ -264,6 +264,9 @@ class _Index:
     snap_line: int | None = None
     snap_next: int = 0
     snap_lists: list[tuple[int, str, list[int]]] = field(default_factory=list)
+    # A snapshot a cold open passed over (`_from_snapshot`): the scan that follows does not
+    # take it as the base of the next one, which is then written against an earlier one.
+    passed_over: int | None = None
     # The latest checkpoint id of each namespace in the snapshot a partial index
     # was opened from: older ids may be in the lines it left out.
     snap_heads: dict[str, str] = field(default_factory=dict)
@@ -450,6 +453,8 @@ class _Index:
         one that does not fold onto the previous snapshot is passed over: the
         next snapshot is then written against the last one that did.
         """
+        if n == self.passed_over:
+            return
         try:
             snap = parse_snapshot_line(obj, n)
             self._fold_snapshot(snap, self.snap_lists if snap.prev == self.snap_line else None)
@@ -521,6 +526,7 @@ class _Index:
                     raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
         except (CodecError, KeyError, TypeError, IndexError) as exc:
             self.snap_line, self.snap_next, self.snap_lists = None, 0, []
+            self.passed_over = last + 1
             reason = exc.args[0] if isinstance(exc, CodecError) else repr(exc)
             warnings.warn(
                 f"{self.corrupt(last + 1, str(reason))}; reading the whole log instead",
