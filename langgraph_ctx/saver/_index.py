@@ -286,6 +286,9 @@ class _Index:
     snap_line: int | None = None
     snap_next: int = 0
     snap_lists: list[tuple[int, str, list[int]]] = field(default_factory=list)
+    # A snapshot a cold open passed over (`_from_snapshot`): the scan that follows does not
+    # take it as the base of the next one, which is then written against an earlier one.
+    passed_over: int | None = None
     # The latest checkpoint id of each namespace in the snapshot a partial index
     # was opened from: older ids may be in the lines it left out.
     snap_heads: dict[str, str] = field(default_factory=dict)
@@ -402,9 +405,12 @@ class _Index:
                 try:
                     try:
                         obj = self._feed_line(raw, n)
-                    except (CodecError, KeyError, TypeError, ValueError):
+                    except (CodecError, KeyError, TypeError, ValueError) as exc:
                         if not self.partial:
                             raise
+                        if self._late_writes(exc, raw, n):
+                            self.lines = n
+                            continue
                         # The line builds on one the snapshot left out: index those, retry.
                         self.complete()
                         obj = self._feed_line(raw, n)
@@ -421,6 +427,35 @@ class _Index:
                     raise err from None
                 if fresh_tail and obj is not None:  # lines appended since our last look
                     self.parsed.put(n, obj)  # are likely read next
+
+    def _late_writes(self, exc: Exception, raw: bytes, n: int) -> bool:
+        """Whether line ``n``, which the index opened from a snapshot could not take, is
+        writes to a checkpoint on a line the snapshot left out: then it waits for `complete`.
+
+        LangGraph saves a step's writes in the background, so they may land after a later
+        checkpoint and the snapshot written with it (the snapshot holds the latest
+        checkpoint only). The head needs none of them, and any query of an older
+        checkpoint completes the index first (`named`, `list`), which scans this line
+        again; reading the whole log for them instead would undo the cold open, on a
+        layout that depends on thread timing. The line is checked as any other, the
+        checkpoint line it names read (one line) to be sure it is one.
+        """
+        if not (
+            isinstance(exc, CodecError)
+            and exc.dangling
+            and self.snap_line is not None
+            and self.reader is not None
+            and self._ckpt_at
+            and line_kind_at(raw) == "writes"
+        ):
+            return False
+        obj = loads_line(raw)
+        target = obj.get("ckpt")
+        if type(target) is not int or not 1 < target < self.snap_line or target in self._ckpt_at:
+            return False
+        stand_in = next(iter(self._ckpt_at.values()))  # the rest of the line checked as usual
+        parse_writes_line(obj, n, {target: stand_in})
+        return line_kind_at(self.reader([target])[target]) == "ckpt"
 
     def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
         """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
@@ -462,6 +497,8 @@ class _Index:
         one that does not fold onto the previous snapshot is passed over: the
         next snapshot is then written against the last one that did.
         """
+        if n == self.passed_over:
+            return
         try:
             snap = parse_snapshot_line(obj, n)
             self._fold_snapshot(snap, self.snap_lists if snap.prev == self.snap_line else None)
@@ -536,6 +573,7 @@ class _Index:
                     raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
         except (CodecError, KeyError, TypeError, IndexError) as exc:
             self.snap_line, self.snap_next, self.snap_lists = None, 0, []
+            self.passed_over = last + 1
             reason = exc.args[0] if isinstance(exc, CodecError) else repr(exc)
             warnings.warn(
                 f"{self.corrupt(last + 1, str(reason))}; reading the whole log instead",
