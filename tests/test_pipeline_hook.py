@@ -19,12 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messages_to_dict
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from pydantic import Field
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.compaction import conversation as conversation_module
@@ -32,6 +28,7 @@ from langgraph_ctx.context.compaction import previews, relevance, signals
 from langgraph_ctx.context.compaction.relevance import message_index
 from langgraph_ctx.nodes.compaction import CompactionNode
 from langgraph_ctx.nodes.pipeline import ContextPipeline, context_pipeline
+from langgraph_ctx.testing import ScriptedChatModel
 
 VOCABULARY = [
     "museum",
@@ -83,37 +80,18 @@ def note(text: str) -> str:
     return "noted"
 
 
-class Planned(BaseChatModel):
-    """Calls `fetch` with the sizes of the current step, then answers; records its input."""
-
-    steps: list[Any]
-    offset: int = 0
-    """Calls made before this model's first (a thread continued by a new agent)."""
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "planned"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Planned:  # type: ignore[override]
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        i = self.offset + len(self.received)
-        self.received.append(list(messages))
-        step = self.steps[i - self.offset]
+def planned(steps: list[Any], offset: int = 0) -> ScriptedChatModel:
+    """A model that calls `fetch` with each step's size (``"answer"``: it answers), its
+    call ``i`` numbered from `offset` (a thread continued by a new agent); it records
+    what it receives."""
+    replies = []
+    for i, step in enumerate(steps, offset):
         if step == "answer":
-            reply = AIMessage(f"Answer {i}: " + text_of(i, 600), id=f"ai-{i}")
+            replies.append(AIMessage(f"Answer {i}: " + text_of(i, 600), id=f"ai-{i}"))
         else:
             call = {"name": "fetch", "args": {"query": f"q{i}", "kb": step}, "id": f"call_{i}"}
-            reply = AIMessage("", tool_calls=[{**call, "type": "tool_call"}], id=f"ai-{i}")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+            replies.append(AIMessage("", tool_calls=[{**call, "type": "tool_call"}], id=f"ai-{i}"))
+    return ScriptedChatModel(script=replies)
 
 
 TURNS = [[3, "answer"], [12, 2, "answer"], [25, "answer"], [6, 9, 4, "answer"]] * 3
@@ -141,14 +119,14 @@ def run(
     thread: str = "t",
     start: int = 0,
     offset: int = 0,
-) -> tuple[Planned, list[Any]]:
+) -> tuple[ScriptedChatModel, list[Any]]:
     """Run `turns` through a fresh agent; `full`: count every call in full."""
     from langchain.agents import create_agent
 
     with monkeypatch.context() as patch:
         if full:
             patch.setattr(ContextPipeline, "_continues_view", lambda self, state, request: False)
-        model = Planned(steps=[s for turn in turns for s in turn], offset=offset)
+        model = planned([s for turn in turns for s in turn], offset)
         pipeline = context_pipeline("fast", model="gpt-4o", tools=list(tools), mode="agent")
         agent = create_agent(
             model, list(tools), middleware=[pipeline.middleware()], checkpointer=JsonlSaver(root)
