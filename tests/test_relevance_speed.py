@@ -178,3 +178,103 @@ def test_line_scores_from_kept_term_parts_are_the_scores_made_afresh() -> None:
         relevance.message_index.cache_clear()
         assert relevance.line_scores(text, query) == scores
     assert warm[0] and warm[2]
+
+
+def test_line_parts_are_bm25_term_scores_within_the_message() -> None:
+    """A term's part of a line's score, with the passages' norms kept per message, is
+    `search.term_score` on that passage (the message's passages the collection)."""
+    from langgraph_ctx.context.compaction import relevance
+
+    rng = random.Random(8)
+    for _ in range(20):
+        text = "\n".join(
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 90)))
+            for _ in range(rng.randint(1, 30))
+        )
+        ix = relevance.message_index(text)
+        n_docs = len(ix.passages) or 1
+        average = sum(ix.lengths) / n_docs
+        for term in search.query_terms(" ".join(WORDS)):
+            postings = ix.postings[term]
+            idf = search.inverse_frequency(n_docs, len(postings))
+            expected = tuple(
+                (ix.lines[p], search.term_score(idf, tf, ix.lengths[p], average))
+                for p, tf in postings
+            )
+            got = relevance._line_parts(ix, term)
+            assert [line for line, _ in got] == [line for line, _ in expected]
+            assert [p for _, p in got] == pytest.approx([p for _, p in expected], rel=1e-12)
+
+
+def _tool_result(text: str, call: str = "call_1"):  # type: ignore[no-untyped-def]
+    from langchain_core.messages import ToolMessage
+
+    return ToolMessage(text, tool_call_id=call, name="fetch", id=f"t-{call}")
+
+
+def test_a_query_preview_is_sized_with_one_count_mostly() -> None:
+    """The first size leaves room for the header and the reference (as `preview_start`
+    does for the plain preview): most query previews cost one build and one count, and
+    each stays within its budget."""
+    from langgraph_ctx import count_tokens
+    from langgraph_ctx.context.compaction import relevance
+
+    rng = random.Random(9)
+    base = count_tokens([])
+    calls: list[int] = []
+
+    def count(message: object) -> int:
+        calls.append(1)
+        return count_tokens([message]) - base  # type: ignore[list-item]
+
+    made = 0
+    for i in range(40):
+        lines = [
+            " ".join(rng.choice([*WORDS[:14], "quota", "shard", "replica"]) for _ in range(25))
+            + "."
+            for _ in range(rng.randint(40, 160))
+        ]
+        result = _tool_result("\n".join(lines), f"c{i}")
+        tokens = count_tokens([result]) - base
+        before = len(calls)
+        preview = relevance.query_preview(
+            result, tokens=tokens, query="quota of the shard replica", preview_tokens=160,
+            count=count,
+        )
+        assert preview is not None
+        made += len(calls) - before
+        assert preview[1] == count_tokens([preview[0]]) - base <= 160
+    assert made <= 40 * 1.25  # one count each, a few two
+
+
+def test_a_short_log_keeps_its_query_preview_when_only_the_whole_budget_holds_a_line() -> None:
+    """When the first, smaller size has no room for a matching line, the whole budget's
+    size is tried: a result whose matching lines fit only there still gets them."""
+    from langgraph_ctx import count_tokens
+    from langgraph_ctx.context.compaction import relevance
+    from langgraph_ctx.context.compaction.previews import preview_start
+
+    rng = random.Random(0)
+    lines = [
+        f"2024-05-01 12:{j:02d} INFO worker-{rng.randint(1, 9)} batch {rng.randint(10, 9999)} "
+        f"at /srv/app/q{j} in {rng.randint(1, 900)} ms"
+        for j in range(20)
+    ]
+    lines[11] = lines[11].replace("INFO", "SLOW")
+    text = "\n".join(lines)
+    result = _tool_result(text)
+    base = count_tokens([])
+    tokens = count_tokens([result]) - base
+    query = "which batch was slow"
+    # the case: nothing fits the first size, a line fits the whole budget's
+    per_token = len(text) / tokens
+    scores = relevance.line_scores(text, query)
+    first = preview_start(result, tokens=tokens, budget=160, chars_per_token=per_token, notes=0)
+    assert relevance._preview_text(lines, scores, first) is None
+    assert relevance._preview_text(lines, scores, int(160 * per_token)) is not None
+    made = relevance.query_preview(
+        result, tokens=tokens, query=query, preview_tokens=160,
+        count=lambda m: count_tokens([m]) - base,
+    )
+    assert made is not None
+    assert "SLOW" in str(made[0].content) and made[1] <= 160

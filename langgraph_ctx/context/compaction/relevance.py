@@ -49,6 +49,7 @@ from langgraph_ctx.context.compaction.previews import (
     is_tool_result_page,
     message_key,
     preview_message,
+    preview_start,
     shrink_to,
 )
 from langgraph_ctx.context.compaction.signals import content_text
@@ -123,6 +124,15 @@ class MessageIndex:
         default_factory=dict, compare=False
     )
     """term -> ((line, its BM25 part), ...) within this message alone (`line_scores`)."""
+
+    @functools.cached_property
+    def passage_norms(self) -> tuple[float, ...]:
+        """BM25's length norm of each passage, the message's passages the collection.
+
+        The same for every term (`_line_parts`): computed once per message, not per term.
+        """
+        norms = _Norms(sum(self.lengths) / (len(self.passages) or 1))
+        return tuple(norms[length] for length in self.lengths)
 
 
 @functools.lru_cache(maxsize=_CACHE)
@@ -384,12 +394,10 @@ def _line_parts(ix: MessageIndex, term: str) -> tuple[tuple[int, float], ...]:
     postings = ix.postings[term]
     if not postings:
         return ()
-    n_docs = len(ix.passages) or 1
-    norms = _Norms(sum(ix.lengths) / n_docs)
-    weight = inverse_frequency(n_docs, len(postings))
-    lines, lengths = ix.lines, ix.lengths
+    weight = inverse_frequency(len(ix.passages) or 1, len(postings))
+    lines, norms = ix.lines, ix.passage_norms
     return tuple(
-        (lines[passage], weight * tf * _K1_PLUS_1 / (tf + norms[lengths[passage]]))
+        (lines[passage], weight * tf * _K1_PLUS_1 / (tf + norms[passage]))
         for passage, tf in postings
     )
 
@@ -541,10 +549,17 @@ def _query_preview(
     chars_per_token = max(1.0, len(text) / max(tokens, 1))
     lines = text.split("\n")
     ranked = _ranked_lines(lines, scores)
-    # This body leaves room for its notes and clips head and tail (`_preview_text`): at
-    # the full size the first attempt usually fits already.
-    start = int(preview_tokens * chars_per_token)
+    # The body leaves room for its notes and clips head and tail (`_preview_text`); the
+    # header and the reference line are left out of the first size too, as
+    # `preview_start` does for the plain preview: then the first attempt usually fits
+    # and the preview costs one count (a build and a tokenizer call each).
+    start = preview_start(
+        message, tokens=tokens, budget=preview_tokens, chars_per_token=chars_per_token, notes=0
+    )
     first = _preview_text(lines, scores, start, ranked)
+    if first is None:  # no matching line fits that size: the whole budget's size may hold one
+        start = int(preview_tokens * chars_per_token)
+        first = _preview_text(lines, scores, start, ranked)
     if first is None:
         return None
 
