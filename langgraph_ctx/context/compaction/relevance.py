@@ -50,6 +50,7 @@ from langgraph_ctx.context.compaction.previews import (
     message_key,
     preview_message,
     preview_start,
+    shown_tokens,
     shrink_to,
 )
 from langgraph_ctx.context.compaction.signals import content_text
@@ -239,7 +240,10 @@ def requery_previews(
         original = originals.get(shown.tool_call_id)
         if original is None:
             continue
-        tokens, old = count(original), count(shown)
+        # the size the preview in view states (an estimate stays one: `TokenEstimate`)
+        stated = shown_tokens(shown)
+        tokens = stated if stated is not None else count(original)
+        old = count(shown)
         room = max(preview_tokens, old)
         made = (
             query_preview(
@@ -525,7 +529,7 @@ def query_preview(
     terms = tuple(t for t in _terms_of(query) if t in ix.postings)
     key = None
     if counted_by is not None:
-        key = (message_key(message, text), terms, tokens, preview_tokens, counted_by)
+        key = (message_key(message, text), terms, tokens, type(tokens), preview_tokens, counted_by)
         cached = _QUERY_PREVIEWS.get(key)
         if cached is not None:
             return cached[0]  # type: ignore[no-any-return]
