@@ -109,9 +109,9 @@ _PIECES = 65536
 _KEEP_GIL: ContextVar[bool] = ContextVar("langgraph_ctx_keep_gil", default=False)
 _SAFE_CUT = regex.compile(r"(?<=\S) (?=\S)")
 """A space between two non-space characters: a piece of the encoding starts there."""
-_PAST_CHARS_PER_TOKEN = 6
+_PAST_CHARS_PER_TOKEN = 5
 """`Encoder.text_past` first counts this many characters per token of its limit (prose
-and logs hold about 4; a prefix that falls short is completed by counting the rest)."""
+and logs hold about 4; a prefix that falls short grows at the rate it showed)."""
 
 
 @contextmanager
@@ -188,17 +188,20 @@ class Encoder:
         `tests/test_tokens.py` compares both with tiktoken on random text.
         """
         size = len(text)
+        tokens = done = 0
         at = _PAST_CHARS_PER_TOKEN * (limit + 1)
         while at < size:
             cut = _SAFE_CUT.search(text, at)
             if cut is None:
                 break
-            tokens = self.bpe(text[: cut.start()])
+            tokens += self.bpe(text[done : cut.start()])
+            done = cut.start()
             if tokens > limit:
-                return tokens, cut.start()
-            # too few tokens for its characters: count the rest as a whole
-            return tokens + self.bpe(text[cut.start() :]), size
-        return self.bpe(text), size
+                return tokens, done
+            # too few tokens for those characters: the next part at the rate seen so far
+            rate = done / max(tokens, 1)
+            at = done + int(rate * (limit + 1 - tokens) * 1.25) + 1
+        return tokens + self.bpe(text[done:]), size
 
     def scaled(self, raw: int) -> int:
         if self.family.multiplier == 1.0:
