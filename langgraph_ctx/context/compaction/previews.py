@@ -251,25 +251,16 @@ _FRAME_CHARS_PER_TOKEN = 3  # header, reference and notes: short words, "=", "/"
 _FRAME_NOTES = 48  # the "[… N lines omitted …]" and "[…]" lines of a body, in characters
 
 
-def preview_start(
-    message: ToolMessage,
-    *,
-    tokens: int,
-    budget: int,
-    chars_per_token: float,
-    notes: int = _FRAME_NOTES,
-) -> int:
+def preview_start(message: ToolMessage, *, tokens: int, budget: int, chars_per_token: float) -> int:
     """The body size (characters) a preview of `message` is first built at (`shrink_to`).
 
-    The budget minus what the frame (header, reference, and `notes` characters of
-    omission notes) takes, at the full text's characters per token: the first attempt
-    then usually fits, and a preview costs one count instead of two or three (each a
-    tokenizer call). For a body that fills the characters it is given
-    (`tool_result_preview`); a body that leaves room for its own notes passes
-    ``notes=0`` (relevance's query previews).
+    The budget minus what the frame (header, reference, omission notes) takes, at the
+    full text's characters per token: the first attempt then usually fits, and a
+    preview costs one count instead of two or three (each a tokenizer call). For
+    `tool_result_preview`, whose body fills the characters it is given.
     """
     header, footer = preview_frame(message, tokens=tokens)
-    frame = (len(header) + len(footer) + notes) // _FRAME_CHARS_PER_TOKEN
+    frame = (len(header) + len(footer) + _FRAME_NOTES) // _FRAME_CHARS_PER_TOKEN
     return max(16, int((budget - frame) * chars_per_token))
 
 
