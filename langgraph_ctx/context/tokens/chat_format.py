@@ -107,8 +107,6 @@ not on a history counted from scratch."""
 _PIECES = 65536
 """How many pieces' counts an encoder remembers (then it starts over)."""
 _KEEP_GIL: ContextVar[bool] = ContextVar("langgraph_ctx_keep_gil", default=False)
-_SAFE_CUT = regex.compile(r"(?<=\S) (?=\S)")
-"""A space between two non-space characters: a piece of the encoding starts there."""
 _PAST_CHARS_PER_TOKEN = 5
 """`Encoder.text_past` first counts this many characters per token of its limit (prose
 and logs hold about 4; a prefix that falls short grows at the rate it showed)."""
@@ -122,6 +120,25 @@ def keeping_gil() -> Iterator[None]:
         yield
     finally:
         _KEEP_GIL.reset(token)
+
+
+def _safe_cut(text: str, at: int) -> int:
+    """The first space at or after `at` between two non-space characters (-1: none).
+
+    A piece of every tiktoken pattern starts there (`Encoder.text_past`). `str.isspace`
+    holds for every character the patterns' ``\\s`` matches (and a few more), so a cut
+    it allows is one the patterns allow.
+    """
+    find = text.find
+    end = len(text) - 1
+    at = max(at, 1)
+    while True:
+        i = find(" ", at, end)
+        if i < 0:
+            return -1
+        if not text[i - 1].isspace() and not text[i + 1].isspace():
+            return i
+        at = i + 1
 
 
 class Encoder:
@@ -191,11 +208,11 @@ class Encoder:
         tokens = done = 0
         at = _PAST_CHARS_PER_TOKEN * (limit + 1)
         while at < size:
-            cut = _SAFE_CUT.search(text, at)
-            if cut is None:
+            cut = _safe_cut(text, at)
+            if cut < 0:
                 break
-            tokens += self.bpe(text[done : cut.start()])
-            done = cut.start()
+            tokens += self.bpe(text[done:cut])
+            done = cut
             if tokens > limit:
                 return tokens, done
             # too few tokens for those characters: the next part at the rate seen so far
