@@ -213,6 +213,8 @@ def shown_tokens(preview: BaseMessage) -> int | None:
     """The size of the full result a preview's header states (a `TokenEstimate` when
     marked ``~``), or None when the header states none."""
     text = content_text(preview.content)
+    if not text.startswith(PREVIEW_HEADER):
+        return None
     found = _SHOWN_TOKENS.search(text, 0, text.find("\n") if "\n" in text else len(text))
     if found is None:
         return None
