@@ -14,6 +14,7 @@ and this keeps that cheap.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterable
@@ -181,8 +182,10 @@ def line_weights(text: str) -> tuple[float, ...]:
         return tuple(_line_weight(line) if line.strip() else 0.0 for line in lines)
     # ASCII: the words of every line at once (`_WORD`'s words: letters and apostrophes)
     words_of = text.lower().translate(_LETTERS).split("\n")
-    # A signal the whole text lacks is not looked for line by line.
-    paths = "/" in text or ":\\" in text or "." in text
+    # A signal the whole text lacks is not looked for line by line; paths are found in
+    # the whole text at once (none of their patterns spans a newline, and a line start
+    # after one reads as the start of a line: the same matches as line by line).
+    paths = _path_lines(text, lines)
     code = "```" in text
     numbers = _NUMBER_START.search(text) is not None
     weights: list[float] = []
@@ -204,7 +207,7 @@ def line_weights(text: str) -> tuple[float, ...]:
                 weight = _KINDS_WEIGHT[mask]
             else:
                 weight = _words_weight(listed_words)
-        if paths and _has_path(line):
+        if paths and len(weights) in paths:
             weight += _PATH_WEIGHT
         if code and "```" in line:
             weight += _CODE_WEIGHT
@@ -212,6 +215,22 @@ def line_weights(text: str) -> tuple[float, ...]:
             weight += _NUMBER_WEIGHT
         add(weight)
     return tuple(weights)
+
+
+def _path_lines(text: str, lines: list[str]) -> set[int]:
+    """Numbers of the lines of `text` that hold a path (`_has_path` of each line)."""
+    patterns = [
+        pattern
+        for pattern, mark in ((_UNIX_PATH, "/"), (_WINDOWS_PATH, ":\\"), (_FILE_NAME, "."))
+        if mark in text
+    ]
+    if not patterns:
+        return set()
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    found: set[int] = set()
+    for pattern in patterns:
+        found.update(bisect.bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text))
+    return found
 
 
 # ASCII letters and the apostrophe stay, a newline stays (to split lines), the rest is space.
