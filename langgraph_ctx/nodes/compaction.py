@@ -562,12 +562,11 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         new = messages[start:]
         now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
         now.new_request = any(m.type == "human" for m in new)
-        viewing = not self.rewrite_messages and cursor.view_tokens is not None and bool(view)
-        if viewing and view:
+        if not self.rewrite_messages and cursor.view_tokens is not None and view:
             shown = [self._offloaded(m, counter, base, past) for m in new]
             appended = [m for m, _, _ in shown]
             now.view = [*view, *appended]
-            now.view_tokens = (cursor.view_tokens or 0) + count(appended)
+            now.view_tokens = cursor.view_tokens + count(appended)
             if overhead is not None and now.messages_tokens is not None:
                 now.messages_tokens += sum(
                     count([m]) if tokens is None else tokens  # (counted: cached)
