@@ -32,11 +32,13 @@ it does not erase. With `rewrite_messages=True` the node instead replaces `messa
 saver's earlier checkpoints still hold everything.
 
 After a compaction, each step appends only its new messages to the compacted view and
-counts only them (large new tool results become previews), until the trigger fires
-again; below the trigger nothing is rescored or recounted, except that with relevance
-selection a new user message remakes the previews in the view for it (only those).
+counts only them (large new tool results become previews, and are tokenized only until
+their count passes `offload_threshold`: the preview states their size as an estimate,
+``tokens=~6700``), until the trigger fires again; below the trigger nothing is rescored
+or recounted, except that with relevance selection a new user message remakes the
+previews in the view for it (only those).
 
-It is one module (about 680 lines) because the node's steps (measure, decide, read,
+It is one module (about 760 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 
