@@ -42,9 +42,14 @@ What the hook time holds: all of the pipeline's work for a model call happens in
 state writes); the middleware's ``wrap_tool_call`` only records tool errors (no context
 work is done there or in any other hook), so the per-call figure is the whole cost.
 While compaction's view is active the hook counts only the new messages and the request
-without its messages (``ContextPipeline._count``): tokenizing a new tool result and
-making its preview are most of a typical call; a call that opens a user turn remakes
-the previews in view for the new request; a compaction makes the p95. The wall time
+without its messages (``ContextPipeline._count``); a new tool result is tokenized only
+until its count passes the offload threshold (``MessageTokenCounter.count_past``: its
+preview, which is what is sent, is counted exactly, and states the result's size as an
+estimate, ``tokens=~N``). A compaction that reads the history later tokenizes those
+results in full (that work is in the compaction calls, timed here too: they make the
+p95). Picking a new result's key lines and making its preview are most of a typical
+call; a call that opens a user turn remakes the previews in view for the new request
+(indexing the results that arrived since the last compaction). The wall time
 also holds LangGraph's checkpoint writes (``put`` and ``put_writes``, about 1 ms of CPU
 per step, in a thread of their own while the next step runs) and the interpreter's
 garbage collections that fall inside the hook.

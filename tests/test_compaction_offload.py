@@ -144,3 +144,28 @@ def test_previews_keep_the_conversation_valid_for_providers() -> None:
     messages, record = compact_messages(history, max_tokens=2_000)
     assert ordering_problems(messages) == []
     assert len(record.offloaded) == 4 and record.within_budget
+
+
+def test_an_estimated_size_is_shown_and_read_back_as_an_estimate() -> None:
+    """A preview made from a partial count states ``tokens=~N`` (two significant digits);
+    `shown_tokens` reads back what a header states, an estimate as an estimate, so a
+    preview remade for a new request keeps saying the same."""
+    from langchain_core.messages import ToolMessage
+
+    from langgraph_ctx.context.compaction.previews import (
+        TokenEstimate,
+        shown_tokens,
+        tool_result_preview,
+    )
+
+    full = ToolMessage("\n".join(f"line {i} of the log" for i in range(400)), tool_call_id="c1")
+    estimated = tool_result_preview(full, tokens=TokenEstimate.of(6_706), chars=300)
+    assert " tokens=~6700 " in str(estimated.content).split("\n", 1)[0]
+    stated = shown_tokens(estimated)
+    assert isinstance(stated, TokenEstimate) and stated == 6_700
+    exact = tool_result_preview(full, tokens=6_706, chars=300)
+    assert shown_tokens(exact) == 6_706 and not isinstance(shown_tokens(exact), TokenEstimate)
+    assert shown_tokens(ToolMessage("plain text tokens=5 ", tool_call_id="c2")) is None
+    assert [int(TokenEstimate.of(n)) for n in (7, 99, 512, 1_769, 66_060)] == [
+        7, 99, 510, 1_800, 66_000,
+    ]

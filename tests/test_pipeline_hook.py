@@ -316,3 +316,80 @@ def test_line_weights_shortcut_weighs_every_line_as_before() -> None:
         lowered = line.lower().translate(signals._LETTERS)
         listed = [w for w in (w.lstrip("'") for w in lowered.split()) if w]
         assert signals._weight(line, listed) == reference_weight(line, listed), line
+
+
+def test_a_large_new_result_is_counted_only_past_the_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the view is active, a new tool result is tokenized only until its count
+    passes the offload threshold: its preview states an estimate (``tokens=~N``, near
+    the real count), what is sent is counted exactly, and no text of the size of a
+    large result reaches the tokenizer in those steps."""
+    from langgraph_ctx import count_tokens
+    from langgraph_ctx.context.tokens.chat_format import Encoder
+
+    counted: list[int] = []
+    bpe = Encoder.bpe
+
+    def spy(self: Encoder, text: str) -> int:
+        counted.append(len(text))
+        return bpe(self, text)
+
+    originals = {}
+    estimated = 0
+    model, _ = run(tmp_path / "t", TURNS, full=False, monkeypatch=monkeypatch)
+    for request in model.received:
+        for m in request:
+            if m.type == "ai":
+                for call in m.tool_calls:
+                    originals[call["id"]] = fetch.invoke(call["args"])
+            header = str(m.content).split("\n", 1)[0]
+            if m.type == "tool" and " tokens=~" in header:
+                estimated += 1
+                stated = int(header.split(" tokens=~", 1)[1].split(" ", 1)[0])
+                whole = count_tokens([("tool", originals[m.tool_call_id])]) - count_tokens([])
+                assert abs(stated - whole) <= 0.15 * whole, (stated, whole)
+    assert estimated >= 5
+    # (what is sent is counted exactly: `test_the_shortcut_sends_what_a_full_count_sends`)
+    # a further turn with a 25 KB result: only about a threshold's worth is tokenized
+    monkeypatch.setattr(Encoder, "bpe", spy)
+    run(tmp_path / "t", [[25, "answer"]], full=False, monkeypatch=monkeypatch, start=12,
+        offset=len(model.received))
+    assert counted and max(counted) < 10_000, max(counted)
+
+
+def test_an_estimated_cursor_is_counted_again_when_the_overhead_comes_from_it() -> None:
+    """A step without the caller's overhead reads it as `context_usage` minus the
+    cursor's count of the messages: an estimated count is then made exact."""
+    from langchain_core.messages import ToolMessage
+
+    from langgraph_ctx import count_tokens
+
+    node = CompactionNode(trigger=("tokens", 100_000), target=("tokens", 50_000))
+    messages: list[BaseMessage] = [
+        HumanMessage("find it", id="h1"),
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "c1"}], id="a1"),
+    ]
+    view = list(messages)
+    exact = count_tokens(messages)
+    cursor = {"last_id": "a1", "seen": 2, "messages_tokens": exact, "view_tokens": exact}
+    messages.append(ToolMessage(text_of(1, 20_000), tool_call_id="c1", id="t1"))
+    usage = {"used": 10, "total": 200_000, "reserved_output": 0, "model": "gpt-4o"}
+    first = drive(node.compact(messages, usage=usage, cursor=cursor, view=view, summary=None,
+                               overhead=50))
+    written = first["compaction_cursor"]
+    assert written.get("estimated") is True
+    assert written["messages_tokens"] != count_tokens(messages)
+    assert "tokens=~" in str(first["llm_input_messages"][-1].content)
+    # the next step has no overhead of its own: the count is made again, exactly
+    messages.append(AIMessage("done", id="a2"))
+    second = drive(node.compact(messages, usage=usage, cursor=written,
+                                view=first["llm_input_messages"], summary=None))
+    assert second["compaction_cursor"]["messages_tokens"] == count_tokens(messages)
+    assert "estimated" not in second["compaction_cursor"]
+
+
+def drive(steps: Any) -> Any:
+    from langgraph_ctx.context.model_call import drive_sync
+
+    return drive_sync(steps)

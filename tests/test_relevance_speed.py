@@ -178,3 +178,29 @@ def test_line_scores_from_kept_term_parts_are_the_scores_made_afresh() -> None:
         relevance.message_index.cache_clear()
         assert relevance.line_scores(text, query) == scores
     assert warm[0] and warm[2]
+
+
+def test_line_parts_are_bm25_term_scores_within_the_message() -> None:
+    """A term's part of a line's score, with the passages' norms kept per message, is
+    `search.term_score` on that passage (the message's passages the collection)."""
+    from langgraph_ctx.context.compaction import relevance
+
+    rng = random.Random(8)
+    for _ in range(20):
+        text = "\n".join(
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 90)))
+            for _ in range(rng.randint(1, 30))
+        )
+        ix = relevance.message_index(text)
+        n_docs = len(ix.passages) or 1
+        average = sum(ix.lengths) / n_docs
+        for term in search.query_terms(" ".join(WORDS)):
+            postings = ix.postings[term]
+            idf = search.inverse_frequency(n_docs, len(postings))
+            expected = tuple(
+                (ix.lines[p], search.term_score(idf, tf, ix.lengths[p], average))
+                for p, tf in postings
+            )
+            got = relevance._line_parts(ix, term)
+            assert [line for line, _ in got] == [line for line, _ in expected]
+            assert [p for _, p in got] == pytest.approx([p for _, p in expected], rel=1e-12)

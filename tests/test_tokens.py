@@ -545,3 +545,37 @@ def test_langchain_tools_and_tools_without_schemas_are_counted() -> None:
     assert "'object' has no usable schema" in notes[1]
     # Provider built-in tools are counted by their JSON.
     assert count_tool_tokens([{"type": "web_search_preview"}]) > 0
+
+
+def test_count_past_is_exact_or_a_lower_bound_past_the_limit() -> None:
+    """`count_past` counts a prefix once it passes the limit, cut where tiktoken's pieces
+    start: then its tokens are more than the limit and at most the message's (the
+    prefix plus the rest is the whole count); otherwise it is the message's count."""
+    import random
+
+    from langchain_core.messages import ToolMessage
+
+    from langgraph_ctx.context.tokens import MessageTokenCounter
+
+    pool = [
+        "word", " ", "  ", "\n", "\n\n", " \n", "\t", "123", "4567", ".", ",", "'s", "'S",
+        "Hello", "ÉTÉ", "修复", "/", "//", "!!", " \r\n", "é", "😀", "x", "A", "___", "-",
+        "\u3000", "\xa0",
+    ]  # fmt: skip
+    rng = random.Random(11)
+    for model in ("gpt-4o", "gpt-4"):
+        counter = MessageTokenCounter(model)
+        seen_partial = seen_exact = 0
+        for i in range(400):
+            text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 600)))
+            message = ToolMessage(text, tool_call_id=f"c{i}", id=f"m{i}")
+            limit = rng.randint(0, 120)
+            whole = count_tokens([message], model=model) - count_tokens([], model=model)
+            past = counter.count_past(message, limit)
+            if past.exact:
+                seen_exact += 1
+                assert past.tokens == past.estimate == whole
+            else:
+                seen_partial += 1
+                assert limit < past.tokens <= whole
+        assert seen_partial > 50 and seen_exact > 50

@@ -32,11 +32,13 @@ it does not erase. With `rewrite_messages=True` the node instead replaces `messa
 saver's earlier checkpoints still hold everything.
 
 After a compaction, each step appends only its new messages to the compacted view and
-counts only them (large new tool results become previews), until the trigger fires
-again; below the trigger nothing is rescored or recounted, except that with relevance
-selection a new user message remakes the previews in the view for it (only those).
+counts only them (large new tool results become previews, and are tokenized only until
+their count passes `offload_threshold`: the preview states their size as an estimate,
+``tokens=~6700``), until the trigger fires again; below the trigger nothing is rescored
+or recounted, except that with relevance selection a new user message remakes the
+previews in the view for it (only those).
 
-It is one module (about 680 lines) because the node's steps (measure, decide, read,
+It is one module (about 760 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 
@@ -67,7 +69,11 @@ from langgraph_ctx.context.compaction.core import (
     resolve_strategy,
 )
 from langgraph_ctx.context.compaction.errors import CompactionError
-from langgraph_ctx.context.compaction.previews import is_preview, is_tool_result_page
+from langgraph_ctx.context.compaction.previews import (
+    TokenEstimate,
+    is_preview,
+    is_tool_result_page,
+)
 from langgraph_ctx.context.compaction.record import RunningSummary
 from langgraph_ctx.context.compaction.relevance import requery_previews, request_query
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
@@ -125,6 +131,8 @@ class _Cursor:
     """Tokens of `messages` (None until first counted: BudgetNode counts them meanwhile)."""
     view_tokens: int | None = None
     """Tokens of `llm_input_messages` while a compacted view is active, else None."""
+    estimated: bool = False
+    """`messages_tokens` holds estimates of large tool results (`CompactionNode._measure`)."""
 
     @classmethod
     def read(cls, value: Any) -> _Cursor:
@@ -135,6 +143,7 @@ class _Cursor:
             seen=int(value.get("seen") or 0),
             messages_tokens=value.get("messages_tokens"),
             view_tokens=value.get("view_tokens"),
+            estimated=bool(value.get("estimated")),
         )
 
     def start(self, messages: Sequence[BaseMessage]) -> int | None:
@@ -160,18 +169,22 @@ class _Cursor:
         *,
         messages_tokens: int | None,
         view_tokens: int | None = None,
+        estimated: bool = False,
     ) -> _Cursor:
         """A cursor after the last of `messages`."""
         last_id = messages[-1].id if messages else None
-        return cls(last_id, len(messages), messages_tokens, view_tokens)
+        return cls(last_id, len(messages), messages_tokens, view_tokens, estimated)
 
     def dump(self) -> dict[str, Any]:
-        return {
+        dumped = {
             "last_id": self.last_id,
             "seen": self.seen,
             "messages_tokens": self.messages_tokens,
             "view_tokens": self.view_tokens,
         }
+        if self.estimated:
+            dumped["estimated"] = True
+        return dumped
 
 
 @dataclass
@@ -189,6 +202,8 @@ class _Step:
     size: int = 0
     new_request: bool = False
     """A user message arrived since the last step (relevance strategies recompact)."""
+    estimated: bool = False
+    """`messages_tokens` holds estimates of large tool results (see `_Cursor`)."""
 
     def overhead_from(self, usage: Any) -> int:
         if usage is None or self.messages_tokens is None:
@@ -197,7 +212,10 @@ class _Step:
 
     def cursor(self) -> dict[str, Any]:
         return _Cursor.at(
-            self.messages, messages_tokens=self.messages_tokens, view_tokens=self.view_tokens
+            self.messages,
+            messages_tokens=self.messages_tokens,
+            view_tokens=self.view_tokens,
+            estimated=self.estimated and self.messages_tokens is not None,
         ).dump()
 
 
@@ -331,8 +349,10 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         """
         self._check_keys(cursor, view, thread_id)
         self._remember(thread_id)  # every step writes compaction_cursor
-        counter = self._counter(self._tokenizer(usage), message_counter)
-        now = self._measure(messages, cursor, view, usage, counter, overhead)
+        model = self._tokenizer(usage)
+        counter = self._counter(model, message_counter)
+        past = self._message_counter(model, message_counter)
+        now = self._measure(messages, cursor, view, usage, counter, overhead, past)
         window, reserved = self._window(usage)
         fires, why = self._fires(now.used, now.size, window, reserved)
         reselect = getattr(self.strategy, "reselect_each_request", False) and self._full_history
@@ -389,14 +409,24 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         """
         if self.token_counter is not None:
             return resolve_token_counter(self.token_counter, model)
+        counter = self._message_counter(model, shared)
+        assert counter is not None
+        return counter.count_request
+
+    def _message_counter(
+        self, model: str, shared: MessageTokenCounter | None
+    ) -> MessageTokenCounter | None:
+        """The per-message counter `_counter` counts with (None with a `token_counter`)."""
+        if self.token_counter is not None:
+            return None
         if shared is not None and shared.model == model and shared.token_counter is None:
-            return shared.count_request
+            return shared
         cached = self._counters.get(model)
         if cached is None:
             if len(self._counters) >= 8:  # a bound, not a registry
                 self._counters.clear()
             cached = self._counters[model] = MessageTokenCounter(model)
-        return cached.count_request
+        return cached
 
     def _window(self, usage: Any) -> tuple[int | None, int]:
         """The context window and the tokens reserved for the reply."""
@@ -462,6 +492,8 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         if now.view is None:  # now counted: what the request sends besides the messages
             now.messages_tokens = conv.tokens_before
             now.overhead = now.overhead_from(usage)
+        elif source is now.messages:  # counted in full: estimates give way to counts
+            now.messages_tokens, now.estimated = conv.tokens_before, False
         max_tokens = self._target_tokens(window, reserved) - now.overhead
         max_tokens -= self._marker_room(conv)  # room for the compaction marker
         if max_tokens < 1:
@@ -506,8 +538,19 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         usage: Any,
         counter: TokenCounter,
         overhead: int | None = None,
+        past: MessageTokenCounter | None = None,
     ) -> _Step:
-        """What the next request would send, counting only the messages new since last step."""
+        """What the next request would send, counting only the messages new since last step.
+
+        While a view is active, a large new tool result is counted only until its count
+        passes `offload_threshold` (`past`: `MessageTokenCounter.count_past`): its
+        preview is what is sent, counted exactly, and its header states the size by an
+        estimate (`TokenEstimate`). When the caller gives the `overhead` (the pipeline),
+        `messages_tokens` then adds that estimate (the cursor says so: `estimated`);
+        without it, the overhead is `usage` minus `messages_tokens`, which must be
+        exact: the new messages are counted in full (a BudgetNode that measured the
+        request counted them already), and an estimated total is counted again.
+        """
         messages = list(messages)
         base = counter([])
 
@@ -521,18 +564,30 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         new = messages[start:]
         now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
         now.new_request = any(m.type == "human" for m in new)
-        if now.messages_tokens is not None:
-            now.messages_tokens += count(new)
-        elif usage is None:
-            now.messages_tokens = counter(messages)
-
         if not self.rewrite_messages and cursor.view_tokens is not None and view:
-            appended = [self._offloaded(m, counter, base) for m in new]
+            shown = [self._offloaded(m, counter, base, past) for m in new]
+            appended = [m for m, _, _ in shown]
             now.view = [*view, *appended]
             now.view_tokens = cursor.view_tokens + count(appended)
+            if overhead is not None and now.messages_tokens is not None:
+                now.messages_tokens += sum(
+                    count([m]) if tokens is None else tokens  # (counted: cached)
+                    for m, tokens, _ in shown
+                )
+                now.estimated = cursor.estimated or not all(exact for _, _, exact in shown)
+            elif cursor.estimated:  # the overhead comes from it: count it exactly
+                now.messages_tokens = counter(messages)
+            elif now.messages_tokens is not None:
+                now.messages_tokens += count(new)
+            elif usage is None:
+                now.messages_tokens = counter(messages)
             now.overhead = overhead if overhead is not None else now.overhead_from(usage)
             now.used, now.size = now.view_tokens + now.overhead, len(now.view)
         else:
+            if now.messages_tokens is not None:
+                now.messages_tokens += count(new)
+            elif usage is None:
+                now.messages_tokens = counter(messages)
             now.used = int(_usage(usage, "used")) if usage is not None else now.messages_tokens or 0
             now.size = len(messages)
         return now
@@ -589,26 +644,48 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             )
         return int(window)
 
-    def _offloaded(self, message: BaseMessage, counter: TokenCounter, base: int) -> BaseMessage:
-        """A new message as the compacted view shows it: large tool results as previews."""
+    def _offloaded(
+        self,
+        message: BaseMessage,
+        counter: TokenCounter,
+        base: int,
+        past: MessageTokenCounter | None = None,
+    ) -> tuple[BaseMessage, int | None, bool]:
+        """A new message as the compacted view shows it (large tool results as previews),
+        and the message's own tokens: exact (True), or an estimate (False); None when
+        it was not counted here (not a tool result to offload).
+
+        With `past`, a tool result is counted only until it passes `offload_threshold`
+        (`count_past`); the preview's header then states an estimate of its size. Whether
+        a result is estimated depends on the result alone (never on what a cache holds),
+        so a cold process sends what a warm one sends.
+        """
+        threshold = self.offload_threshold
         if (
-            self.offload_threshold is None
+            threshold is None
             or not isinstance(message, ToolMessage)
             or is_tool_result_page(message)
             or is_preview(message)
         ):
-            return message
-        tokens = counter([message]) - base
-        if tokens <= self.offload_threshold:
-            return message
+            return message, None, True
+        if past is not None:
+            size, exact, estimate = past.count_past(message, threshold)
+        else:
+            size = estimate = counter([message]) - base
+            exact = True
+        if size <= threshold:  # (a lower bound is always past the threshold)
+            return message, size, True
         preview, cost = preview_of(
             message,
-            tokens=tokens,
+            tokens=size if exact else TokenEstimate.of(estimate),
             preview_tokens=self.preview_tokens,
             count=lambda m: counter([m]) - base,
             counted_by=(counter, base),
         )
-        return preview if cost < tokens else message
+        if cost < size:  # less than the result (or than a lower bound of it)
+            return preview, size if exact else estimate, exact
+        whole = counter([message]) - base
+        return (preview if cost < whole else message), whole, True
 
     def _for_rewrite(
         self, compacted: list[BaseMessage], source: Sequence[BaseMessage], record: Any

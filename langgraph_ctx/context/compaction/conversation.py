@@ -626,7 +626,8 @@ def preview_of(
     key = None
     if counted_by is not None:
         text = content_text(message.content)
-        key = (message_key(message, text), tokens, preview_tokens, counted_by)
+        # (an estimate of the size shows another header than the same exact number)
+        key = (message_key(message, text), tokens, type(tokens), preview_tokens, counted_by)
         cached = _PREVIEWS.get(key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]

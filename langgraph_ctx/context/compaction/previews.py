@@ -175,6 +175,53 @@ def tool_result_preview(message: ToolMessage, *, tokens: int, chars: int) -> Too
     return preview_message(message, tokens=tokens, body=body)
 
 
+class TokenEstimate(int):
+    """A tool result's size known as an estimate only: a preview's header shows ``~6700``.
+
+    The hook step that receives a large tool result counts it only until its count
+    passes the offload threshold (`MessageTokenCounter.count_past`): the preview made
+    then says how large the whole result is by an estimate (the counted share scaled up
+    by characters, two significant digits), marked with ``~``. What is sent is counted
+    exactly (the preview); a compaction that reads the result later counts it in full.
+
+    Example:
+        ```python
+        f"tokens={TokenEstimate.of(6_706)}"  # 'tokens=~6700'
+        ```
+    """
+
+    @classmethod
+    def of(cls, tokens: int) -> TokenEstimate:
+        """`tokens` rounded to two significant digits, as an estimate."""
+        digits = len(str(abs(int(tokens))))
+        return cls(round(int(tokens), -(digits - 2)) if digits > 2 else int(tokens))
+
+    def __str__(self) -> str:
+        return f"~{int(self)}"
+
+    def __repr__(self) -> str:
+        return f"TokenEstimate({int(self)})"
+
+    def __format__(self, spec: str) -> str:
+        return f"~{format(int(self), spec)}"
+
+
+_SHOWN_TOKENS = re.compile(r" tokens=(~?)(\d+) ")
+
+
+def shown_tokens(preview: BaseMessage) -> int | None:
+    """The size of the full result a preview's header states (a `TokenEstimate` when
+    marked ``~``), or None when the header states none."""
+    text = content_text(preview.content)
+    if not text.startswith(PREVIEW_HEADER):
+        return None
+    found = _SHOWN_TOKENS.search(text, 0, text.find("\n") if "\n" in text else len(text))
+    if found is None:
+        return None
+    tokens = int(found.group(2))
+    return TokenEstimate(tokens) if found.group(1) else tokens
+
+
 def preview_frame(message: ToolMessage, *, tokens: int) -> tuple[str, str]:
     """The header and the reference line every preview of `message` has around its body."""
     ref = tool_result_ref(message.tool_call_id)

@@ -14,6 +14,7 @@ and this keeps that cheap.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterable
@@ -181,10 +182,55 @@ def line_weights(text: str) -> tuple[float, ...]:
         return tuple(_line_weight(line) if line.strip() else 0.0 for line in lines)
     # ASCII: the words of every line at once (`_WORD`'s words: letters and apostrophes)
     words_of = text.lower().translate(_LETTERS).split("\n")
-    return tuple(
-        _ascii_line_weight(line, words) if line.strip() else 0.0
-        for line, words in zip(lines, words_of, strict=True)
-    )
+    # A signal the whole text lacks is not looked for line by line; paths are found in
+    # the whole text at once (none of their patterns spans a newline, and a line start
+    # after one reads as the start of a line: the same matches as line by line).
+    paths = _path_lines(text, lines)
+    code = "```" in text
+    numbers = _NUMBER_START.search(text) is not None
+    weights: list[float] = []
+    add = weights.append
+    for line, words in zip(lines, words_of, strict=True):
+        if not line.strip():
+            add(0.0)
+            continue
+        listed_words = words.split()
+        if "'" in words:  # `_WORD` starts a word at a letter: "'must" is "must"
+            listed_words = [w for w in (w.lstrip("'") for w in listed_words) if w]
+        weight = 0.0
+        hits = _LISTED_OR_PAIR_START.intersection(listed_words)
+        if hits:
+            if hits.isdisjoint(_PAIR_STARTS):  # no pair: each listed word's kinds
+                mask = 0
+                for word in hits:
+                    mask |= _KINDS[word]
+                weight = _KINDS_WEIGHT[mask]
+            else:
+                weight = _words_weight(listed_words)
+        if paths and len(weights) in paths:
+            weight += _PATH_WEIGHT
+        if code and "```" in line:
+            weight += _CODE_WEIGHT
+        if numbers and _NUMBER_START.search(line):
+            weight += _NUMBER_WEIGHT
+        add(weight)
+    return tuple(weights)
+
+
+def _path_lines(text: str, lines: list[str]) -> set[int]:
+    """Numbers of the lines of `text` that hold a path (`_has_path` of each line)."""
+    patterns = [
+        pattern
+        for pattern, mark in ((_UNIX_PATH, "/"), (_WINDOWS_PATH, ":\\"), (_FILE_NAME, "."))
+        if mark in text
+    ]
+    if not patterns:
+        return set()
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    found: set[int] = set()
+    for pattern in patterns:
+        found.update(bisect.bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text))
+    return found
 
 
 # ASCII letters and the apostrophe stay, a newline stays (to split lines), the rest is space.
@@ -208,20 +254,25 @@ def _line_weight(line: str) -> float:
     return _weight(line, _WORD.findall(line.lower()))
 
 
+def _words_weight(words: list[str]) -> float:
+    """The weight of the listed words (and word pairs) among lower-cased `words`."""
+    weight = 0.0
+    vocabulary = set(words)
+    if not vocabulary.isdisjoint(_PAIR_STARTS):
+        vocabulary.update(f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS)
+    for listed, value in _WORD_WEIGHTS:
+        if not vocabulary.isdisjoint(listed):
+            weight += value
+    return weight
+
+
 def _weight(line: str, words: list[str]) -> float:
     """The weight of an ASCII ``line`` whose lower-cased words are ``words``."""
     weight = 0.0
     # Most lines hold no listed word and no pair start: one lookup per word says so
     # (a pair is listed only with a listed first word, so it needs one too).
     if not _LISTED_OR_PAIR_START.isdisjoint(words):
-        vocabulary = set(words)
-        if not vocabulary.isdisjoint(_PAIR_STARTS):
-            vocabulary.update(
-                f"{a}_{b}" for a, b in itertools.pairwise(words) if a in _PAIR_STARTS
-            )
-        for listed, value in _WORD_WEIGHTS:
-            if not vocabulary.isdisjoint(listed):
-                weight += value
+        weight = _words_weight(words)
     if _has_path(line):
         weight += _PATH_WEIGHT
     if "```" in line:
@@ -249,3 +300,13 @@ def key_lines(lines: list[str], limit: int, weights: tuple[float, ...] | None = 
 _WORD_WEIGHTS = tuple((listed, SIGNALS[name]) for name, listed in _WORDS.items())
 _PATH_WEIGHT, _CODE_WEIGHT, _NUMBER_WEIGHT = SIGNALS["path"], SIGNALS["code"], SIGNALS["number"]
 _LISTED_OR_PAIR_START = frozenset().union(*_WORDS.values(), _PAIR_STARTS)
+# Each listed word's kinds as bits (in `_WORD_WEIGHTS` order), and the weight of each
+# set of kinds: a line without a pair start weighs the kinds its listed words have.
+_KINDS: dict[str, int] = {
+    word: sum(1 << k for k, (listed, _) in enumerate(_WORD_WEIGHTS) if word in listed)
+    for word in _LISTED_OR_PAIR_START
+}
+_KINDS_WEIGHT = tuple(
+    sum(value for k, (_, value) in enumerate(_WORD_WEIGHTS) if mask >> k & 1)
+    for mask in range(1 << len(_WORD_WEIGHTS))
+)

@@ -8,7 +8,7 @@ import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import (
     AIMessage,
@@ -28,6 +28,7 @@ from langgraph_ctx.context.tokens.tally import Tally
 
 __all__ = [
     "MessageTokenCounter",
+    "PartialCount",
     "TokenCounter",
     "count_message_tokens",
     "count_tokens",
@@ -154,6 +155,16 @@ def _stable_json(value: Any) -> str:
         return _stable_encoder(value)
     except (TypeError, ValueError):
         return repr(value)
+
+
+class PartialCount(NamedTuple):
+    """A message's count, or a lower bound for it (`MessageTokenCounter.count_past`)."""
+
+    tokens: int
+    """The count when `exact`, else a lower bound past the limit asked about."""
+    exact: bool
+    estimate: int
+    """The count when `exact`, else an estimate of it (the counted share scaled up)."""
 
 
 class MessageTokenCounter:
@@ -319,6 +330,39 @@ class MessageTokenCounter:
         if self.token_counter is not None:
             return int(self.token_counter(list(messages)))
         return sum(self._count_all(_as_message_list(messages))) + self.family.reply_priming
+
+    def count_past(self, message: BaseMessage, limit: int) -> PartialCount:
+        """Tokens of one message, or a lower bound once they pass `limit` (`PartialCount`).
+
+        For deciding whether a large tool result is over a threshold without
+        tokenizing all of it: only a prefix is counted once it passes `limit`
+        (`Encoder.message_past`; exact counts otherwise, and those are cached). The
+        answer depends on the message alone, never on what the cache holds, so a cold
+        process decides as a warm one. With a custom `token_counter` the count is
+        that counter's, exact.
+
+        Example:
+            ```python
+            from langchain_core.messages import ToolMessage
+
+            counter = MessageTokenCounter("gpt-4o")
+            big = ToolMessage("word " * 5_000, tool_call_id="c1")
+            counter.count_past(big, 500).exact  # False: more than 500, not all counted
+            ```
+        """
+        if self.token_counter is not None:
+            tokens = self.count(message)
+            return PartialCount(tokens, True, tokens)
+        with keeping_gil():
+            tokens, exact, estimate = _encoder_for(self.family).message_past(message, limit)
+        if exact:
+            key = message.id or ("content", message_fingerprint(message))
+            with self._lock:
+                self._entries[key] = (message_fingerprint(message), tokens)
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+        return PartialCount(tokens, exact, estimate)
 
     def count_text_as_system(self, text: str) -> int:
         """Tokens of `text` sent as a system message (cached like a message).
