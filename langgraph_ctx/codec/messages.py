@@ -181,6 +181,10 @@ def _optional_str(value: Any) -> bool:
     return value is None or type(value) is str
 
 
+def _text(value: Any) -> bool:
+    return type(value) is str
+
+
 def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
     """Tool calls as `_backwards_compat_tool_calls` rebuilds them, or ``None`` if unusual."""
     if type(value) is not list:
@@ -221,11 +225,11 @@ _PLAIN_FIELDS: dict[str, Any] = {
 }
 _CLASS_FIELDS: dict[type[BaseMessage], dict[str, Any]] = {
     ToolMessage: {
-        "tool_call_id": lambda v: type(v) is str,
+        "tool_call_id": _text,
         "status": lambda v: v in ("success", "error"),
     },
-    ChatMessage: {"role": lambda v: type(v) is str},
-    FunctionMessage: {"name": lambda v: type(v) is str},
+    ChatMessage: {"role": _text},
+    FunctionMessage: {"name": _text},
     AIMessage: {
         "usage_metadata": lambda v: v is None or _plain_usage(v),
         "invalid_tool_calls": lambda v: v == [],
@@ -239,13 +243,37 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     Only bodies validation would keep unchanged: every field known and of its
     plain type (`_field_checks`), containers copied (the parsed line may be
     cached). The checks and the build are one pass over ``data``: a cold open
-    pays this per message.
+    pays this per message. A body of text fields only (most messages of a chat:
+    type, content, id) is checked and taken in a few C-level steps.
     """
-    checks = _field_checks(cls)
     plan = _construct_plan(cls)
-    if checks is None or plan is None:
+    if plan is None:
         return None
-    fields = plan.template.copy()  # every field in declaration order, with its default
+    keys = data.keys()
+    if keys <= plan.text_keys and _TEXT_ONLY.issuperset(map(type, data.values())):
+        if "content" not in keys or not plan.required <= keys:
+            return None
+        fields = plan.template.copy()  # every field in declaration order, with its default
+        fields.update(data)  # in that order still: every key is a field
+        for name, factory in plan.factories:  # none of them is in ``data``
+            fields[name] = factory()
+    else:
+        fields = _checked_fields(plan, data)
+        if fields is None:
+            return None
+    m = cls.__new__(cls)
+    _set(m, "__dict__", fields)
+    _set(m, "__pydantic_fields_set__", set(keys))
+    _set(m, "__pydantic_extra__", {})
+    _set(m, "__pydantic_private__", None)
+    return m
+
+
+def _checked_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The fields of a message built from ``data`` by `_constructed`, field by field
+    (``None``: validate it)."""
+    checks = plan.checks
+    fields = plan.template.copy()
     for key, value in data.items():
         check = checks.get(key)
         if check is None:
@@ -276,17 +304,13 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     for name, factory in plan.factories:
         if name not in keys:
             fields[name] = factory()
-    extra = fields["additional_kwargs"] if cls is AIMessage else None
+    extra = fields["additional_kwargs"] if plan.parses_tool_calls else None
     if extra and "tool_calls" in extra and "tool_calls" not in keys:
         return None  # validation would parse these into tool calls
-    m = cls.__new__(cls)
-    _set(m, "__dict__", fields)
-    _set(m, "__pydantic_fields_set__", set(keys))
-    _set(m, "__pydantic_extra__", {})
-    _set(m, "__pydantic_private__", None)
-    return m
+    return fields
 
 
+_TEXT_ONLY = frozenset({str})
 _set = object.__setattr__  # what pydantic's own construction uses (BaseModel's is guarded)
 _AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_constructed` inlines
 
@@ -313,7 +337,12 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
     reproduce (aliases, a post-init hook, an unusual default factory). Building directly:
     pydantic's ``model_construct`` inspects each default factory's signature on every
     call, which costs more than validating."""
-    if cls.__pydantic_post_init__ or cls.model_config.get("extra") != "allow":
+    checks = _field_checks(cls)
+    if (
+        checks is None
+        or cls.__pydantic_post_init__
+        or cls.model_config.get("extra") != "allow"
+    ):
         return None
     template: dict[str, Any] = {}
     required: set[str] = set()
@@ -329,7 +358,18 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
         elif factory is not None:
             factories.append((name, factory))
         template[name] = None if factory is not None or f.is_required() else f.default
-    return _Plan(template, frozenset(template), frozenset(required), tuple(factories))
+    text_keys = frozenset(
+        key for key, check in checks.items() if check in (_AS_IS, _CONTENT, _optional_str, _text)
+    )
+    return _Plan(
+        template,
+        frozenset(template),
+        frozenset(required),
+        tuple(factories),
+        checks,
+        text_keys,
+        cls is AIMessage,
+    )
 
 
 class _Plan(NamedTuple):
@@ -340,6 +380,12 @@ class _Plan(NamedTuple):
     required: frozenset[str]
     factories: tuple[tuple[str, Any], ...]
     """The fields whose default is a fresh ``dict()`` / ``list()`` per message."""
+    checks: dict[str, Any]
+    """`_field_checks` of the class."""
+    text_keys: frozenset[str]
+    """The fields any string is a plain value of (type, content, id, name, ...)."""
+    parses_tool_calls: bool
+    """Whether validation turns ``additional_kwargs["tool_calls"]`` into tool calls."""
 
 
 def message_digest(body: Mapping[str, Any]) -> bytes:

@@ -544,7 +544,7 @@ class _Index:
                 obj = loads_line(lines[at - 1])
                 if obj["t"] != "snap":
                     raise CodecError(f"snapshot: 'prev' line {at} is not a snapshot")
-                chain.append(parse_snapshot_line(obj, at))
+                chain.append(parse_snapshot_line(obj, at, heads=not chain))
                 at = chain[-1].prev
             msg_lines: dict[int, int] = {}
             expected = 0
@@ -1093,59 +1093,77 @@ class _Index:
         return decoded
 
     def _decode_many(self, wanted: list[int]) -> set[int]:
-        known, lines_of = self.templates, self.msg_lines
-        objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
-        bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
-        self._read_parsed({lines_of[o] for o in wanted}, objs)
-        for o in wanted:
-            obj = objs.get(lines_of[o])
-            if obj is not None and "like" in obj and obj.get("n") == o:
-                like = obj["like"]
-                if type(like) is int and like < o and like in lines_of:
-                    bodies[o] = like
-        self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
-        built: list[tuple[int, tuple[BaseMessage, tuple[Any, ...]]]] = []
-        for o in wanted:
-            obj = objs.get(lines_of[o])
-            if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
+        lines_of = self.msg_lines
+        lines = [lines_of[o] for o in wanted]
+        objs = self._read_parsed(lines)
+        done: list[int] = []
+        built: list[tuple[BaseMessage, tuple[Any, ...]]] = []
+        likes: list[tuple[int, dict[str, Any]]] = []
+        for o, obj in zip(wanted, objs, strict=True):
+            if obj is None or obj.get("n") != o or obj.get("t") != "msg":
                 continue
+            if "like" in obj:
+                likes.append((o, obj))
+                continue
+            body = obj.get("msg")
+            if body is None:
+                continue  # a serialized body: `message` decodes it
             try:
-                if o in bodies:
-                    body_obj = objs.get(lines_of[bodies[o]])
-                    if body_obj is None or body_obj.get("n") != bodies[o]:
-                        continue
-                    body = body_obj.get("msg")
-                    if "like" in body_obj or not isinstance(body, dict):
-                        continue
-                    msg = message_from_json_owned(like_body(dict(body), obj.get("id")))
-                elif "msg" in obj and "like" not in obj:
-                    msg = message_from_json_owned(obj["msg"])
-                else:
-                    continue
+                msg = message_from_json_owned(body)
             except CodecError:
                 continue
-            built.append((o, (msg, _fingerprint(msg))))
-        known.put_many(built)
-        return {o for o, _ in built}
+            done.append(o)
+            built.append((msg, _fingerprint(msg)))
+        if likes:
+            self._decode_likes(likes, dict(zip(lines, objs, strict=True)), done, built)
+        self.templates.put_many(list(zip(done, built, strict=True)))
+        return set(done)
 
-    def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
-        """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
-        a line that does not parse is left out."""
+    def _decode_likes(
+        self,
+        likes: list[tuple[int, dict[str, Any]]],
+        by_line: dict[int, dict[str, Any] | None],
+        done: list[int],
+        built: list[tuple[BaseMessage, tuple[Any, ...]]],
+    ) -> None:
+        """The ``like`` lines of a batch, each built from the earlier body it repeats (read
+        with the others not in the batch, in one call); appended to ``done`` / ``built``."""
+        lines_of = self.msg_lines
+        found = []
+        for o, obj in likes:
+            like = obj["like"]
+            if type(like) is int and like < o and like in lines_of:
+                found.append((o, obj, like, lines_of[like]))
+        unread = sorted({n for *_, n in found if n not in by_line})
+        if unread:
+            by_line.update(zip(unread, self._read_parsed(unread), strict=True))
+        for o, obj, like, n in found:
+            body_obj = by_line.get(n)
+            if body_obj is None or body_obj.get("n") != like or "like" in body_obj:
+                continue
+            body = body_obj.get("msg")
+            if not isinstance(body, dict):
+                continue
+            try:
+                msg = message_from_json_owned(like_body(dict(body), obj.get("id")))
+            except CodecError:
+                continue
+            done.append(o)
+            built.append((msg, _fingerprint(msg)))
+
+    def _read_parsed(self, lines: list[int]) -> list[dict[str, Any] | None]:
+        """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
+        ``None`` for a line that does not parse (`message` reads it again, naming why)."""
         parsed = self.parsed
-        unread = []
-        for n in lines:
-            obj = parsed.get(n)
-            if obj is None:
-                unread.append(n)
-            else:
-                into[n] = obj
-        if not unread:
-            return
-        raws = self.read_lines(sorted(unread))
-        # A line that does not parse is left out: `message` reads it again, naming why.
-        for n, obj in zip(raws, loads_lines(list(raws.values())), strict=True):
-            if obj is not None:
-                into[n] = obj
+        if parsed:
+            cached = list(map(parsed.get, lines))
+            if None not in cached:
+                return cached
+        else:
+            cached = [None] * len(lines)
+        raws = self.read_lines([n for n, obj in zip(lines, cached, strict=True) if obj is None])
+        fresh = dict(zip(raws, loads_lines(list(raws.values())), strict=True))
+        return [fresh.get(n) if obj is None else obj for n, obj in zip(lines, cached, strict=True)]
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
