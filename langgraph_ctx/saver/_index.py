@@ -57,6 +57,7 @@ from langgraph_ctx.codec.lines import (
     checkpoint_from_line,
     checkpoint_metadata,
     checkpoint_ts,
+    checksums_match,
     has_legacy_versions,
     is_list_value,
     line_kind_at,
@@ -226,6 +227,37 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     return len(messages) >= len(fps) and all(
         map(operator.eq, map(tuple, map(dict.values, map(_FIELDS, messages))), fps)
     )
+
+
+_BULK_LINES = 256
+"""Lines `_bulk_checked` checks and parses at a time (a long scan holds no more parsed)."""
+
+
+def _bulk_checked(
+    lines: Sequence[bytes], order: Iterable[int], first_line: int
+) -> Iterator[tuple[int, Any]]:
+    """``(offset, pre)`` for each offset of ``order``, as `_Index._feed_line` takes it:
+    checksums and parses in bulk (`checksums_match`, `loads_lines`), a few hundred lines
+    at a time. A line that does not pass, or whose chunk of message lines does not, gets
+    ``None``: `_Index._feed_line` reads it alone and names what is wrong with it."""
+    offsets = list(order)
+    if len(offsets) < 16:
+        yield from zip(offsets, itertools.repeat(None))
+        return
+    for i in range(0, len(offsets), _BULK_LINES):
+        chunk = offsets[i : i + _BULK_LINES]
+        raws = [lines[o] for o in chunk]
+        ordinals = [
+            peek_message_ordinal(raw) if first_line + o > 1 else None
+            for o, raw in zip(chunk, raws, strict=True)
+        ]
+        msgs_ok = checksums_match([r for r, o in zip(raws, ordinals, strict=True) if o is not None])
+        parsed = iter(loads_lines([r for r, o in zip(raws, ordinals, strict=True) if o is None]))
+        for offset, ordinal in zip(chunk, ordinals, strict=True):
+            if ordinal is None:
+                yield offset, next(parsed)
+            else:
+                yield offset, ordinal if msgs_ok else None
 
 
 _DECODE_BATCH = 128
@@ -399,12 +431,12 @@ class _Index:
             # A cold scan of a long log keeps no parsed lines: thousands of live dicts
             # would make every garbage collection walk them (and LangGraph's heap) again.
             fresh_tail = len(lines) <= 64
-            for offset in order:
+            for offset, pre in _bulk_checked(lines, order, first_line):
                 raw = lines[offset]
                 n = first_line + offset
                 try:
                     try:
-                        obj = self._feed_line(raw, n)
+                        obj = self._feed_line(raw, n, pre)
                     except (CodecError, KeyError, TypeError, ValueError) as exc:
                         if not self.partial:
                             raise
@@ -457,8 +489,17 @@ class _Index:
         parse_writes_line(obj, n, {target: stand_in})
         return line_kind_at(self.reader([target])[target]) == "ckpt"
 
-    def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
-        """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
+    def _feed_line(self, raw: bytes, n: int, pre: Any = None) -> dict[str, Any] | None:
+        """Index one raw line; returns it parsed (``None``: a message line, unparsed).
+
+        ``pre``: what `_bulk_checked` found, the line parsed or, for a message line whose
+        checksum matched, its ordinal (``None``: check and parse it here)."""
+        if pre is not None:
+            if type(pre) is int:
+                self.add_message_line(pre, n)
+                return None
+            self.add(pre, n)
+            return pre  # type: ignore[no-any-return]
         ordinal = peek_message_ordinal(raw) if n > 1 else None
         if ordinal is not None:
             # A message line is parsed when it is first read, not to index it;
