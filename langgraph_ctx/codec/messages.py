@@ -253,10 +253,7 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     if keys <= plan.text_keys and _TEXT_ONLY.issuperset(map(type, data.values())):
         if "content" not in keys or not plan.required <= keys:
             return None
-        fields = plan.template.copy()  # every field in declaration order, with its default
-        fields.update(data)  # in that order still: every key is a field
-        for name, factory in plan.factories:  # none of them is in ``data``
-            fields[name] = factory()
+        fields = _text_fields(plan, data)
     else:
         fields = _checked_fields(plan, data)
         if fields is None:
@@ -267,6 +264,74 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     _set(m, "__pydantic_extra__", {})
     _set(m, "__pydantic_private__", None)
     return m
+
+
+def message_from_text(data: Any) -> BaseMessage | None:
+    """The message of a body of text fields only (type, content, id, ...: most messages
+    of a chat), built as `message_from_json_owned` builds it; ``None`` for any other
+    body (build that one with `message_from_json_owned`).
+
+    Such a message holds no dict or list of the body's, only its strings and fresh
+    empty containers, so what it held when built can be told again later from the
+    body alone (`text_fingerprint`), however the message was changed since.
+
+    >>> m = message_from_text({"type": "human", "content": "hi", "id": "1"})
+    >>> type(m).__name__, m.content, m.id
+    ('HumanMessage', 'hi', '1')
+    >>> message_from_text({"type": "human", "content": [{"type": "text", "text": "hi"}]})
+    """
+    if type(data) is not dict:
+        return None
+    cls = MESSAGE_CLASSES.get(data.get("type"))  # type: ignore[arg-type]
+    plan = None if cls is None else _construct_plan(cls)
+    if cls is None or plan is None:
+        return None
+    keys = data.keys()
+    if not (
+        keys <= plan.text_keys
+        and _TEXT_ONLY.issuperset(map(type, data.values()))
+        and "content" in keys
+        and plan.required <= keys
+    ):
+        return None
+    m = cls.__new__(cls)
+    _set(m, "__dict__", _text_fields(plan, data))
+    _set(m, "__pydantic_fields_set__", set(keys))
+    _set(m, "__pydantic_extra__", {})
+    _set(m, "__pydantic_private__", None)
+    return m
+
+
+def text_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The field values `message_from_text` gave the message of ``data`` (a body it
+    built), in order, each empty dict or list a stand-in of `EMPTY_STANDINS`: what
+    ``tuple(message.__dict__.values())`` equals while nobody changed the message.
+
+    >>> body = {"type": "human", "content": "hi"}
+    >>> tuple(message_from_text(body).__dict__.values()) == text_fingerprint(body)
+    True
+    """
+    plan = _construct_plan(MESSAGE_CLASSES[data["type"]])
+    assert plan is not None
+    fields = plan.template.copy()
+    fields.update(data)
+    fields.update(plan.standins)
+    return tuple(fields.values())
+
+
+EMPTY_STANDINS: dict[type, Any] = {dict: {}, list: []}
+"""What a fingerprint holds for an empty dict or list: an empty one of its own (never
+handed out, never changed), not the message's, so that a later fill-in of the
+message's is unequal."""
+
+
+def _text_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a message of text fields only (`_constructed`, `message_from_text`)."""
+    fields = plan.template.copy()  # every field in declaration order, with its default
+    fields.update(data)  # in that order still: every key is a field
+    for name, factory in plan.factories:  # none of them is in ``data``
+        fields[name] = factory()
+    return fields
 
 
 def _checked_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any] | None:
@@ -369,6 +434,7 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
         checks,
         text_keys,
         cls is AIMessage,
+        {name: EMPTY_STANDINS[factory] for name, factory in factories},
     )
 
 
@@ -386,6 +452,8 @@ class _Plan(NamedTuple):
     """The fields any string is a plain value of (type, content, id, name, ...)."""
     parses_tool_calls: bool
     """Whether validation turns ``additional_kwargs["tool_calls"]`` into tool calls."""
+    standins: dict[str, Any]
+    """The `EMPTY_STANDINS` of the fields ``factories`` fills (`text_fingerprint`)."""
 
 
 def message_digest(body: Mapping[str, Any]) -> bytes:

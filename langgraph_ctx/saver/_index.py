@@ -75,12 +75,15 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
+    EMPTY_STANDINS,
     json_copy,
     like_body,
     message_digest,
     message_digest_without_id,
     message_from_body,
     message_from_json_owned,
+    message_from_text,
+    text_fingerprint,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
@@ -207,9 +210,8 @@ def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
     )
 
 
-# What a fingerprint holds for an empty dict or list: an empty one of its own (never
-# handed out), not the message's, so that a later fill-in of the message's is unequal.
-_EMPTY: dict[type, Any] = {dict: {}, list: []}
+# What a fingerprint holds for an empty dict or list (see there).
+_EMPTY = EMPTY_STANDINS
 _FIELDS = operator.attrgetter("__dict__")
 
 
@@ -227,6 +229,25 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     return len(messages) >= len(fps) and all(
         map(operator.eq, map(tuple, map(dict.values, map(_FIELDS, messages))), fps)
     )
+
+
+def _built(body: Any, *, copy: bool) -> tuple[Any, ...] | None:
+    """A `_Index.templates` entry for a message body a batch decodes (``None``: the body
+    does not build; `_Index.message` reads it again and names why).
+
+    A body of text fields only gives ``(message, None, body)``: its fingerprint is made
+    from the body when first needed (`_Index.template_fingerprint`; a cold ``get_state``
+    never needs it), ``copy``: a copy of the body is kept (the parsed line's may be
+    cached). Any other gives ``(message, fingerprint)``.
+    """
+    msg = message_from_text(body)
+    if msg is not None:
+        return (msg, None, dict(body) if copy else body)
+    try:
+        msg = message_from_json_owned(body)
+    except CodecError:
+        return None
+    return (msg, _fingerprint(msg))
 
 
 _BULK_LINES = 256
@@ -1070,9 +1091,11 @@ class _Index:
         """
         entry = self.templates.get_hit(ordinal)
         if entry is not None:
-            msg, fp = entry
+            msg, fp = entry[0], entry[1]
             if checked is not None and ordinal in checked:
                 return msg  # type: ignore[no-any-return]
+            if fp is None:
+                fp = self._fingerprinted(ordinal, entry)
             if _unchanged(msg, fp):
                 if checked is not None:
                     checked.add(ordinal)
@@ -1138,7 +1161,7 @@ class _Index:
         lines = [lines_of[o] for o in wanted]
         objs = self._read_parsed(lines)
         done: list[int] = []
-        built: list[tuple[BaseMessage, tuple[Any, ...]]] = []
+        built: list[tuple[Any, ...]] = []
         likes: list[tuple[int, dict[str, Any]]] = []
         for o, obj in zip(wanted, objs, strict=True):
             if obj is None or obj.get("n") != o or obj.get("t") != "msg":
@@ -1149,12 +1172,10 @@ class _Index:
             body = obj.get("msg")
             if body is None:
                 continue  # a serialized body: `message` decodes it
-            try:
-                msg = message_from_json_owned(body)
-            except CodecError:
-                continue
-            done.append(o)
-            built.append((msg, _fingerprint(msg)))
+            built_one = _built(body, copy=True)
+            if built_one is not None:
+                done.append(o)
+                built.append(built_one)
         if likes:
             self._decode_likes(likes, dict(zip(lines, objs, strict=True)), done, built)
         self.templates.put_many(list(zip(done, built, strict=True)))
@@ -1165,7 +1186,7 @@ class _Index:
         likes: list[tuple[int, dict[str, Any]]],
         by_line: dict[int, dict[str, Any] | None],
         done: list[int],
-        built: list[tuple[BaseMessage, tuple[Any, ...]]],
+        built: list[tuple[Any, ...]],
     ) -> None:
         """The ``like`` lines of a batch, each built from the earlier body it repeats (read
         with the others not in the batch, in one call); appended to ``done`` / ``built``."""
@@ -1185,12 +1206,10 @@ class _Index:
             body = body_obj.get("msg")
             if not isinstance(body, dict):
                 continue
-            try:
-                msg = message_from_json_owned(like_body(dict(body), obj.get("id")))
-            except CodecError:
-                continue
-            done.append(o)
-            built.append((msg, _fingerprint(msg)))
+            built_one = _built(like_body(dict(body), obj.get("id")), copy=False)
+            if built_one is not None:
+                done.append(o)
+                built.append(built_one)
 
     def _read_parsed(self, lines: list[int]) -> list[dict[str, Any] | None]:
         """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
@@ -1212,7 +1231,16 @@ class _Index:
         if entry is None:
             self.message(ordinal)
             entry = self.templates.get_hit(ordinal)
+        if entry[1] is None:
+            return self._fingerprinted(ordinal, entry)
         return entry[1]  # type: ignore[no-any-return]
+
+    def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The fingerprint of a template decoded without one (`_built`), made from the
+        body it was built from and kept in its place."""
+        fp = text_fingerprint(entry[2])
+        self.templates[ordinal] = (entry[0], fp)
+        return fp
 
     def remember(
         self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...] | None = None
