@@ -1089,11 +1089,14 @@ class _Index:
         (`_Batch.value`). ``checked``: ordinals already verified by this read (a
         `list` of many checkpoints verifies each message once).
         """
+        if checked is not None and ordinal in checked:
+            # Verified by this read (decoded by it, or checked once): recent already.
+            entry = self.templates.get(ordinal)
+            if entry is not None:
+                return entry[0]  # type: ignore[no-any-return]
         entry = self.templates.get_hit(ordinal)
         if entry is not None:
             msg, fp = entry[0], entry[1]
-            if checked is not None and ordinal in checked:
-                return msg  # type: ignore[no-any-return]
             if fp is None:
                 fp = self._fingerprinted(ordinal, entry)
             if _unchanged(msg, fp):
