@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import math
+import types
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -34,7 +35,7 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
 from langgraph_ctx.errors import CodecError
@@ -258,12 +259,7 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
         fields = _checked_fields(plan, data)
         if fields is None:
             return None
-    m = cls.__new__(cls)
-    _set(m, "__dict__", fields)
-    _set(m, "__pydantic_fields_set__", set(keys))
-    _set(m, "__pydantic_extra__", {})
-    _set(m, "__pydantic_private__", None)
-    return m
+    return _new_message(cls, fields, keys)
 
 
 def message_from_text(data: Any) -> BaseMessage | None:
@@ -294,12 +290,7 @@ def message_from_text(data: Any) -> BaseMessage | None:
         and plan.required <= keys
     ):
         return None
-    m = cls.__new__(cls)
-    _set(m, "__dict__", _text_fields(plan, data))
-    _set(m, "__pydantic_fields_set__", set(keys))
-    _set(m, "__pydantic_extra__", {})
-    _set(m, "__pydantic_private__", None)
-    return m
+    return _new_message(cls, _text_fields(plan, data), keys)
 
 
 def text_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -377,6 +368,31 @@ def _checked_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any] | None:
 
 _TEXT_ONLY = frozenset({str})
 _set = object.__setattr__  # what pydantic's own construction uses (BaseModel's is guarded)
+
+
+def _slot_setter(name: str) -> Any:
+    """The setter of one of `BaseModel`'s slots, as ``_set(m, name, v)`` does it without
+    looking the slot up on every call (a cold open sets four per message)."""
+    slot = BaseModel.__dict__.get(name)
+    if type(slot) in (types.MemberDescriptorType, types.GetSetDescriptorType):
+        return slot.__set__
+    return lambda m, value: _set(m, name, value)  # a pydantic laid out otherwise
+
+
+_SET_DICT = _slot_setter("__dict__")
+_SET_FIELDS_SET = _slot_setter("__pydantic_fields_set__")
+_SET_EXTRA = _slot_setter("__pydantic_extra__")
+_SET_PRIVATE = _slot_setter("__pydantic_private__")
+
+
+def _new_message(cls: type[BaseMessage], fields: dict[str, Any], keys: Any) -> BaseMessage:
+    """A message of ``cls`` holding ``fields``, ``keys`` set, as ``model_construct`` makes it."""
+    m = cls.__new__(cls)
+    _SET_DICT(m, fields)
+    _SET_FIELDS_SET(m, set(keys))
+    _SET_EXTRA(m, {})
+    _SET_PRIVATE(m, None)
+    return m
 _AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_constructed` inlines
 
 
