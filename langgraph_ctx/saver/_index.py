@@ -1217,13 +1217,14 @@ class _Index:
     def _read_parsed(self, lines: list[int]) -> list[dict[str, Any] | None]:
         """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
         ``None`` for a line that does not parse (`message` reads it again, naming why)."""
-        parsed = self.parsed
-        if parsed:
-            cached = list(map(parsed.get, lines))
-            if None not in cached:
-                return cached
-        else:
-            cached = [None] * len(lines)
+        parsed, scan = self.parsed, self.scan
+        cached = list(map(parsed.get, lines)) if parsed else [None] * len(lines)
+        if not any(cached):
+            if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
+                # A cold read: every line is in the scan, none parsed yet.
+                return loads_lines([scan[n - 1] for n in lines])
+        elif None not in cached:
+            return cached
         raws = self.read_lines([n for n, obj in zip(lines, cached, strict=True) if obj is None])
         fresh = dict(zip(raws, loads_lines(list(raws.values())), strict=True))
         return [fresh.get(n) if obj is None else obj for n, obj in zip(lines, cached, strict=True)]
