@@ -251,9 +251,7 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     if plan is None:
         return None
     keys = data.keys()
-    if keys <= plan.text_keys and _TEXT_ONLY.issuperset(map(type, data.values())):
-        if "content" not in keys or not plan.required <= keys:
-            return None
+    if _is_text_body(plan, data):
         fields = _text_fields(plan, data)
     else:
         fields = _checked_fields(plan, data)
@@ -282,15 +280,9 @@ def message_from_text(data: Any) -> BaseMessage | None:
     plan = None if cls is None else _construct_plan(cls)
     if cls is None or plan is None:
         return None
-    keys = data.keys()
-    if not (
-        keys <= plan.text_keys
-        and _TEXT_ONLY.issuperset(map(type, data.values()))
-        and "content" in keys
-        and plan.required <= keys
-    ):
+    if not _is_text_body(plan, data):
         return None
-    return _new_message(cls, _text_fields(plan, data), keys)
+    return _new_message(cls, _text_fields(plan, data), data.keys())
 
 
 def text_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -314,6 +306,18 @@ EMPTY_STANDINS: dict[type, Any] = {dict: {}, list: []}
 """What a fingerprint holds for an empty dict or list: an empty one of its own (never
 handed out, never changed), not the message's, so that a later fill-in of the
 message's is unequal."""
+
+
+def _is_text_body(plan: _Plan, data: dict[str, Any]) -> bool:
+    """Whether ``data`` is a whole body of text fields only: its class's required
+    fields and content, and fields any string is a plain value of (in C-level steps)."""
+    keys = data.keys()
+    return (
+        keys <= plan.text_keys
+        and _TEXT_ONLY.issuperset(map(type, data.values()))
+        and "content" in keys
+        and plan.required <= keys
+    )
 
 
 def _text_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ value; built by reading the log once, then kept up to date with what is
 appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
 decoded through `langgraph_ctx.codec.values`: this module only keeps the
 results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
-It is one module (about 1,200 lines) because indexing, snapshots (where a cold open
+It is one module (about 1,400 lines) because indexing, snapshots (where a cold open
 starts), queries and decoding share the index's structures and caches.
 
 Cold opens: a long log carries ``snap`` lines (`langgraph_ctx.codec.lines.snapshot_line`).
@@ -23,7 +23,11 @@ What a cold ``get_state`` costs is mostly the head's messages: every one of them
 on its own line, spread over the whole file, so the scan reads the file once and the
 head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
 (`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
-returns the same object (`langgraph_ctx.codec.messages`).
+returns the same object (`langgraph_ctx.codec.messages`); a message of text fields only
+keeps the body it was built from, and its fingerprint is made from that body when a
+later read or put first needs one (`_built`). The lines after the snapshot are checked
+and parsed in bulk too (`_bulk_checked`), and of the snapshot chain only the last
+snapshot's heads are parsed.
 """
 
 from __future__ import annotations
