@@ -250,14 +250,8 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     plan = _construct_plan(cls)
     if plan is None:
         return None
-    keys = data.keys()
-    if _is_text_body(plan, data):
-        fields = _text_fields(plan, data)
-    else:
-        fields = _checked_fields(plan, data)
-        if fields is None:
-            return None
-    return _new_message(cls, fields, keys)
+    fields = _text_fields(plan, data) if _is_text_body(plan, data) else _checked_fields(plan, data)
+    return None if fields is None else _new_message(cls, fields, data.keys())
 
 
 def message_from_text(data: Any) -> BaseMessage | None:
@@ -377,7 +371,7 @@ _set = object.__setattr__  # what pydantic's own construction uses (BaseModel's 
 def _slot_setter(name: str) -> Any:
     """The setter of one of `BaseModel`'s slots, as ``_set(m, name, v)`` does it without
     looking the slot up on every call (a cold open sets four per message)."""
-    slot = BaseModel.__dict__.get(name)
+    slot: Any = BaseModel.__dict__.get(name)
     if type(slot) in (types.MemberDescriptorType, types.GetSetDescriptorType):
         return slot.__set__
     return lambda m, value: _set(m, name, value)  # a pydantic laid out otherwise

@@ -1240,7 +1240,7 @@ class _Index:
         """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
         ``None`` for a line that does not parse (`message` reads it again, naming why)."""
         parsed, scan = self.parsed, self.scan
-        cached = list(map(parsed.get, lines)) if parsed else [None] * len(lines)
+        cached: list[Any] = list(map(parsed.get, lines)) if parsed else [None] * len(lines)
         if not any(cached):
             if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
                 # A cold read: every line is in the scan, none parsed yet.
