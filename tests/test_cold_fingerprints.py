@@ -1,8 +1,8 @@
-"""A cold read leaves the fingerprints of text-only messages to be made when needed.
+"""A cold read leaves the fingerprints of the messages it builds to be made when needed.
 
-`_Index.decode_many` builds the head's messages; for a body of text fields only
-(`message_from_text`) it keeps the body instead of a fingerprint, and
-`text_fingerprint` makes the fingerprint from that body when a later read or put
+`_Index.decode_many` builds the head's messages; for a body built without validation
+(`message_unvalidated`) it keeps the body instead of a fingerprint, and
+`body_fingerprint` makes the fingerprint from that body when a later read or put
 first needs it. The body cannot have changed since, so an edit made in between, in
 place, is still told (and saved, or read past), exactly as with an eager fingerprint.
 Also here: a cold read of a log with a long snapshot chain equals the warm index's.
@@ -20,9 +20,9 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.codec.messages import (
     EMPTY_STANDINS,
+    body_fingerprint,
     message_from_json_owned,
-    message_from_text,
-    text_fingerprint,
+    message_unvalidated,
 )
 from langgraph_ctx.saver import _index
 from tests.test_cold_open import chat, log_lines, snap_lines, tuple_view
@@ -39,34 +39,57 @@ CONFIG = {"configurable": {"thread_id": "t"}}
         {"type": "system", "content": "be brief"},
         {"type": "tool", "content": "42", "tool_call_id": "c1", "id": "t1"},
         {"type": "chat", "content": "x", "role": "critic"},
+        {"type": "human", "content": [{"type": "text", "text": "hi"}], "id": "h2"},
+        {"type": "ai", "content": "x", "response_metadata": {"model": "m", "n": [1]}},
+        {
+            "type": "ai",
+            "content": "",
+            "id": "a2",
+            "tool_calls": [{"name": "search", "args": {"q": "x", "k": [1]}, "id": "c1"}],
+        },
+        {"type": "tool", "content": "x", "tool_call_id": "c", "status": "error"},
+        {"type": "human", "content": "x", "id": None},
     ],
 )
-def test_a_text_body_builds_as_validation_does_and_fingerprints_from_the_body(
+def test_a_body_builds_as_validation_does_and_fingerprints_from_the_body(
     body: dict[str, Any],
 ) -> None:
-    msg = message_from_text(dict(body))
+    msg = message_unvalidated(dict(body))
     assert msg is not None
     assert msg == message_from_json_owned(dict(body))
     assert list(msg.__dict__.items()) == list(type(msg).model_validate(body).__dict__.items())
-    fp = text_fingerprint(body)
+    fp = body_fingerprint(body)
     assert fp == _index._fingerprint(msg)
     assert _index._unchanged(msg, fp)
-    # The stand-ins are never the message's own (empty) containers.
-    held = {id(v) for v in msg.__dict__.values() if isinstance(v, (dict, list))}
-    assert held and not held & {id(v) for v in fp if isinstance(v, (dict, list))}
-    assert all(v in EMPTY_STANDINS.values() for v in fp if isinstance(v, (dict, list)))
+    # Nothing the fingerprint holds is the message's own (or the body's) container.
+    held, theirs = _containers(list(msg.__dict__.values())), _containers(list(fp))
+    assert held and not held & theirs and not theirs & _containers(list(body.values()))
+    if all(type(v) is str for v in body.values()):
+        assert all(v in EMPTY_STANDINS.values() for v in fp if isinstance(v, (dict, list)))
     msg.additional_kwargs["filled"] = True  # a fill-in of an empty container
     assert not _index._unchanged(msg, fp)
+
+
+def _containers(values: list[Any]) -> set[int]:
+    """The ids of every dict and list in ``values``, nested ones too."""
+    out: set[int] = set()
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.add(id(v))
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            out.add(id(v))
+            stack.extend(v)
+    return out
 
 
 @pytest.mark.parametrize(
     "body",
     [
-        {"type": "human", "content": [{"type": "text", "text": "hi"}]},
-        {"type": "ai", "content": "x", "response_metadata": {"model": "m"}},
-        {"type": "ai", "content": "x", "tool_calls": []},
-        {"type": "tool", "content": "x", "tool_call_id": "c", "status": "error"},
-        {"type": "human", "content": "x", "id": None},
+        {"type": "tool", "content": "x", "tool_call_id": "c", "status": "maybe"},
+        {"type": "ai", "content": "x", "additional_kwargs": {"tool_calls": []}},
         {"type": "human", "content": "x", "surprise": "extra"},
         {"type": "human"},
         {"type": "nope", "content": "x"},
@@ -74,8 +97,8 @@ def test_a_text_body_builds_as_validation_does_and_fingerprints_from_the_body(
         ["not", "a", "body"],
     ],
 )
-def test_other_bodies_are_left_to_the_careful_path(body: Any) -> None:
-    assert message_from_text(body) is None
+def test_bodies_validation_would_change_are_left_to_it(body: Any) -> None:
+    assert message_unvalidated(body) is None
 
 
 def _editing_graph(saver: Any) -> Any:
@@ -180,3 +203,46 @@ class _Files:
 
     def log_bytes(self, thread_id: str) -> bytes:
         return Path(JsonlSaver(self.root).path(thread_id)).read_bytes()
+
+
+def _tool_call_graph(saver: Any) -> Any:
+    """Each turn answers with a tool call (a body with dicts and lists in it)."""
+
+    def bot(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        call = {"name": "search", "args": {"q": f"turn {n}", "opts": [n]}, "id": f"c{n}"}
+        return {"messages": [AIMessage("", tool_calls=[call], response_metadata={"n": n})]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_cold_read_tool_call_is_fingerprinted_from_its_body(tmp_path: Path) -> None:
+    """A message with containers (tool calls, metadata) is built unvalidated and left
+    without a fingerprint too; an edit of a nested part is told, in a step or out."""
+    graph = _tool_call_graph(JsonlSaver(tmp_path))
+    for i in range(12):
+        graph.invoke({"messages": [("user", f"question {i}")]}, CONFIG)
+    cold = JsonlSaver(tmp_path)
+    first = _head(cold)
+    index = cold._indexes["t"]
+    entries = [index.templates.get(o) for o in index.materialize(*_list_of(index))]
+    assert len(entries) == 24 and all(e is not None and e[1] is None for e in entries)
+    first[1].tool_calls[0]["args"]["opts"].append("changed")  # nested, outside a step
+    again = _head(cold)
+    assert again[1] is not first[1] and again[1].tool_calls[0]["args"]["opts"] == [1]
+    assert all(a is b for i, (a, b) in enumerate(zip(first, again, strict=True)) if i != 1)
+
+    def editing(state: MessagesState) -> dict[str, Any]:
+        state["messages"][3].tool_calls[0]["args"]["q"] = "edited in a step"
+        return {"messages": [AIMessage("done")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(editing)
+    builder.add_edge(START, "editing")
+    builder.compile(checkpointer=cold).invoke({"messages": [("user", "last")]}, CONFIG)
+    fresh = _head(JsonlSaver(tmp_path))
+    assert fresh[3].tool_calls[0]["args"] == {"q": "edited in a step", "opts": [3]}
+    assert fresh[1].tool_calls[0]["args"] == {"q": "turn 1", "opts": [1]}

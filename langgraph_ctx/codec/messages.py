@@ -254,45 +254,47 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     return None if fields is None else _new_message(cls, fields, data.keys())
 
 
-def message_from_text(data: Any) -> BaseMessage | None:
-    """The message of a body of text fields only (type, content, id, ...: most messages
-    of a chat), built as `message_from_json_owned` builds it; ``None`` for any other
-    body (build that one with `message_from_json_owned`).
+def message_unvalidated(data: Any) -> BaseMessage | None:
+    """The message of a body built without validation (`_constructed`: every field of
+    its plain shape, most messages), as `message_from_json_owned` builds it; ``None``
+    for a body only validation builds (build that one with `message_from_json_owned`).
 
-    Such a message holds no dict or list of the body's, only its strings and fresh
-    empty containers, so what it held when built can be told again later from the
-    body alone (`text_fingerprint`), however the message was changed since.
+    Such a message holds no dict or list of the body's (copies, or fresh empty ones),
+    so what it held when built can be told again later from the body alone
+    (`body_fingerprint`), however the message was changed since, while the body was not.
 
-    >>> m = message_from_text({"type": "human", "content": "hi", "id": "1"})
+    >>> m = message_unvalidated({"type": "human", "content": "hi", "id": "1"})
     >>> type(m).__name__, m.content, m.id
     ('HumanMessage', 'hi', '1')
-    >>> message_from_text({"type": "human", "content": [{"type": "text", "text": "hi"}]})
+    >>> message_unvalidated({"type": "human", "content": "hi", "surprise": 1}) is None
+    True
     """
     if type(data) is not dict:
         return None
     cls = MESSAGE_CLASSES.get(data.get("type"))  # type: ignore[arg-type]
-    plan = None if cls is None else _construct_plan(cls)
-    if cls is None or plan is None:
-        return None
-    if not _is_text_body(plan, data):
-        return None
-    return _new_message(cls, _text_fields(plan, data), data.keys())
+    return None if cls is None else _constructed(cls, data)
 
 
-def text_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
-    """The field values `message_from_text` gave the message of ``data`` (a body it
-    built), in order, each empty dict or list a stand-in of `EMPTY_STANDINS`: what
+def body_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The field values `message_unvalidated` gave the message of ``data`` (a body it
+    built), in order, each dict or list an equal one of the fingerprint's own (an
+    empty one of a text-only body: a stand-in of `EMPTY_STANDINS`): what
     ``tuple(message.__dict__.values())`` equals while nobody changed the message.
 
-    >>> body = {"type": "human", "content": "hi"}
-    >>> tuple(message_from_text(body).__dict__.values()) == text_fingerprint(body)
+    >>> body = {"type": "ai", "content": "ok", "tool_calls": [{"name": "f", "args": {}}]}
+    >>> tuple(message_unvalidated(body).__dict__.values()) == body_fingerprint(body)
     True
     """
     plan = _construct_plan(MESSAGE_CLASSES[data["type"]])
     assert plan is not None
-    fields = plan.template.copy()
-    fields.update(data)
-    fields.update(plan.standins)
+    if _is_text_body(plan, data):
+        fields = plan.template.copy()
+        fields.update(data)
+        fields.update(plan.standins)
+    else:
+        checked = _checked_fields(plan, data)
+        assert checked is not None, "not a body message_unvalidated built"
+        fields = checked
     return tuple(fields.values())
 
 
@@ -315,7 +317,7 @@ def _is_text_body(plan: _Plan, data: dict[str, Any]) -> bool:
 
 
 def _text_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a message of text fields only (`_constructed`, `message_from_text`)."""
+    """The fields of a message of text fields only (`_constructed`, `body_fingerprint`)."""
     fields = plan.template.copy()  # every field in declaration order, with its default
     fields.update(data)  # in that order still: every key is a field
     for name, factory in plan.factories:  # none of them is in ``data``
@@ -467,7 +469,7 @@ class _Plan(NamedTuple):
     parses_tool_calls: bool
     """Whether validation turns ``additional_kwargs["tool_calls"]`` into tool calls."""
     standins: dict[str, Any]
-    """The `EMPTY_STANDINS` of the fields ``factories`` fills (`text_fingerprint`)."""
+    """The `EMPTY_STANDINS` of the fields ``factories`` fills (`body_fingerprint`)."""
 
 
 def message_digest(body: Mapping[str, Any]) -> bytes:

@@ -23,9 +23,9 @@ What a cold ``get_state`` costs is mostly the head's messages: every one of them
 on its own line, spread over the whole file, so the scan reads the file once and the
 head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
 (`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
-returns the same object (`langgraph_ctx.codec.messages`); a message of text fields only
-keeps the body it was built from, and its fingerprint is made from that body when a
-later read or put first needs one (`_built`). The lines after the snapshot are checked
+returns the same object (`langgraph_ctx.codec.messages`); a message built so keeps the
+body it was built from, and its fingerprint is made from that body when a later read
+or put first needs one (`_built`). The lines after the snapshot are checked
 and parsed in bulk too (`_bulk_checked`), and of the snapshot chain only the last
 snapshot's heads are parsed.
 """
@@ -80,14 +80,14 @@ from langgraph_ctx.codec.lines import (
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
     EMPTY_STANDINS,
+    body_fingerprint,
     json_copy,
     like_body,
     message_digest,
     message_digest_without_id,
     message_from_body,
     message_from_json_owned,
-    message_from_text,
-    text_fingerprint,
+    message_unvalidated,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
@@ -257,12 +257,12 @@ def _built(body: Any, *, copy: bool) -> tuple[Any, ...] | None:
     """A `_Index.templates` entry for a message body a batch decodes (``None``: the body
     does not build; `_Index.message` reads it again and names why).
 
-    A body of text fields only gives ``(message, None, body)``: its fingerprint is made
-    from the body when first needed (`_Index.template_fingerprint`; a cold ``get_state``
-    never needs it), ``copy``: a copy of the body is kept (the parsed line's may be
-    cached). Any other gives ``(message, fingerprint)``.
+    A body built without validation gives ``(message, None, body)``: its fingerprint is
+    made from the body when first needed (`_Index.template_fingerprint`; a cold
+    ``get_state`` never needs it), ``copy``: a copy of the body is kept (the parsed
+    line's may be cached). A validated one gives ``(message, fingerprint)``.
     """
-    msg = message_from_text(body)
+    msg = message_unvalidated(body)
     if msg is not None:
         return (msg, None, dict(body) if copy else body)
     try:
@@ -1264,7 +1264,7 @@ class _Index:
     def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
         """The fingerprint of a template decoded without one (`_built`), made from the
         body it was built from and kept in its place."""
-        fp = text_fingerprint(entry[2])
+        fp = body_fingerprint(entry[2])
         self.templates[ordinal] = (entry[0], fp)
         return fp
 
