@@ -970,11 +970,13 @@ def _all_lines_before(values: list[Any], n: int) -> bool:
     return not lines or (set(map(type, lines)) == {int} and min(lines) >= 1 and max(lines) < n)
 
 
-def parse_snapshot_line(obj: Mapping[str, Any], n: int) -> Snapshot:
+def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -> Snapshot:
     """The parts of the ``snap`` line ``n``; raises `CodecError` when one is malformed.
 
     Only shapes are checked here; whether the lines it names say what it says is
     the reader's to check (`langgraph_ctx.saver._index`), against the log.
+    ``heads=False``: its heads are left out (``[]``), unparsed: a reader needs only the
+    last snapshot's, the earlier ones of its chain give their messages and lists.
     """
     prev = obj.get("prev")
     if prev is not None:
@@ -994,7 +996,7 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int) -> Snapshot:
     heads_raw, lists_raw = obj.get("heads"), obj.get("lists")
     if type(heads_raw) is not list or type(lists_raw) is not list:
         raise CodecError("snapshot: 'heads' and 'lists' must be lists")
-    heads = [_parse_snapshot_head(h, n) for h in heads_raw]
+    heads_of = [_parse_snapshot_head(h, n) for h in heads_raw] if heads else []
     lists = []
     for item in lists_raw:
         if not (type(item) is list and len(item) == 5 and isinstance(item[1], str)):
@@ -1004,7 +1006,7 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int) -> Snapshot:
         if type(base) is not int or type(keep) is not int or base < -1 or keep < 0:
             raise CodecError("snapshot: a list's base and keep must be counts")
         lists.append((line_no, item[1], base, keep, _ordinals(item[4])))
-    return Snapshot(n, prev, msgs[0], msg_lines, heads, lists)
+    return Snapshot(n, prev, msgs[0], msg_lines, heads_of, lists)
 
 
 def _parse_snapshot_head(h: Any, n: int) -> SnapshotHead:

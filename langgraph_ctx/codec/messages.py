@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import math
+import types
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -34,7 +35,7 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
 from langgraph_ctx.errors import CodecError
@@ -181,6 +182,10 @@ def _optional_str(value: Any) -> bool:
     return value is None or type(value) is str
 
 
+def _text(value: Any) -> bool:
+    return type(value) is str
+
+
 def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
     """Tool calls as `_backwards_compat_tool_calls` rebuilds them, or ``None`` if unusual."""
     if type(value) is not list:
@@ -221,11 +226,11 @@ _PLAIN_FIELDS: dict[str, Any] = {
 }
 _CLASS_FIELDS: dict[type[BaseMessage], dict[str, Any]] = {
     ToolMessage: {
-        "tool_call_id": lambda v: type(v) is str,
+        "tool_call_id": _text,
         "status": lambda v: v in ("success", "error"),
     },
-    ChatMessage: {"role": lambda v: type(v) is str},
-    FunctionMessage: {"name": lambda v: type(v) is str},
+    ChatMessage: {"role": _text},
+    FunctionMessage: {"name": _text},
     AIMessage: {
         "usage_metadata": lambda v: v is None or _plain_usage(v),
         "invalid_tool_calls": lambda v: v == [],
@@ -239,13 +244,92 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     Only bodies validation would keep unchanged: every field known and of its
     plain type (`_field_checks`), containers copied (the parsed line may be
     cached). The checks and the build are one pass over ``data``: a cold open
-    pays this per message.
+    pays this per message. A body of text fields only (most messages of a chat:
+    type, content, id) is checked and taken in a few C-level steps.
     """
-    checks = _field_checks(cls)
     plan = _construct_plan(cls)
-    if checks is None or plan is None:
+    if plan is None:
         return None
+    fields = _text_fields(plan, data) if _is_text_body(plan, data) else _checked_fields(plan, data)
+    return None if fields is None else _new_message(cls, fields, data.keys())
+
+
+def message_unvalidated(data: Any) -> BaseMessage | None:
+    """The message of a body built without validation (`_constructed`: every field of
+    its plain shape, most messages), as `message_from_json_owned` builds it; ``None``
+    for a body only validation builds (build that one with `message_from_json_owned`).
+
+    Such a message holds no dict or list of the body's (copies, or fresh empty ones),
+    so what it held when built can be told again later from the body alone
+    (`body_fingerprint`), however the message was changed since, while the body was not.
+
+    >>> m = message_unvalidated({"type": "human", "content": "hi", "id": "1"})
+    >>> type(m).__name__, m.content, m.id
+    ('HumanMessage', 'hi', '1')
+    >>> message_unvalidated({"type": "human", "content": "hi", "surprise": 1}) is None
+    True
+    """
+    if type(data) is not dict:
+        return None
+    cls = MESSAGE_CLASSES.get(data.get("type"))  # type: ignore[arg-type]
+    return None if cls is None else _constructed(cls, data)
+
+
+def body_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The field values `message_unvalidated` gave the message of ``data`` (a body it
+    built), in order, each dict or list an equal one of the fingerprint's own (an
+    empty one of a text-only body: a stand-in of `EMPTY_STANDINS`): what
+    ``tuple(message.__dict__.values())`` equals while nobody changed the message.
+
+    >>> body = {"type": "ai", "content": "ok", "tool_calls": [{"name": "f", "args": {}}]}
+    >>> tuple(message_unvalidated(body).__dict__.values()) == body_fingerprint(body)
+    True
+    """
+    plan = _construct_plan(MESSAGE_CLASSES[data["type"]])
+    assert plan is not None
+    if _is_text_body(plan, data):
+        fields = plan.template.copy()
+        fields.update(data)
+        fields.update(plan.standins)
+    else:
+        checked = _checked_fields(plan, data)
+        assert checked is not None, "not a body message_unvalidated built"
+        fields = checked
+    return tuple(fields.values())
+
+
+EMPTY_STANDINS: dict[type, Any] = {dict: {}, list: []}
+"""What a fingerprint holds for an empty dict or list: an empty one of its own (never
+handed out, never changed), not the message's, so that a later fill-in of the
+message's is unequal."""
+
+
+def _is_text_body(plan: _Plan, data: dict[str, Any]) -> bool:
+    """Whether ``data`` is a whole body of text fields only: its class's required
+    fields and content, and fields any string is a plain value of (in C-level steps)."""
+    keys = data.keys()
+    return (
+        keys <= plan.text_keys
+        and _TEXT_ONLY.issuperset(map(type, data.values()))
+        and "content" in keys
+        and plan.required <= keys
+    )
+
+
+def _text_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a message of text fields only (`_constructed`, `body_fingerprint`)."""
     fields = plan.template.copy()  # every field in declaration order, with its default
+    fields.update(data)  # in that order still: every key is a field
+    for name, factory in plan.factories:  # none of them is in ``data``
+        fields[name] = factory()
+    return fields
+
+
+def _checked_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The fields of a message built from ``data`` by `_constructed`, field by field
+    (``None``: validate it)."""
+    checks = plan.checks
+    fields = plan.template.copy()
     for key, value in data.items():
         check = checks.get(key)
         if check is None:
@@ -276,18 +360,39 @@ def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | 
     for name, factory in plan.factories:
         if name not in keys:
             fields[name] = factory()
-    extra = fields["additional_kwargs"] if cls is AIMessage else None
+    extra = fields["additional_kwargs"] if plan.parses_tool_calls else None
     if extra and "tool_calls" in extra and "tool_calls" not in keys:
         return None  # validation would parse these into tool calls
-    m = cls.__new__(cls)
-    _set(m, "__dict__", fields)
-    _set(m, "__pydantic_fields_set__", set(keys))
-    _set(m, "__pydantic_extra__", {})
-    _set(m, "__pydantic_private__", None)
-    return m
+    return fields
 
 
+_TEXT_ONLY = frozenset({str})
 _set = object.__setattr__  # what pydantic's own construction uses (BaseModel's is guarded)
+
+
+def _slot_setter(name: str) -> Any:
+    """The setter of one of `BaseModel`'s slots, as ``_set(m, name, v)`` does it without
+    looking the slot up on every call (a cold open sets four per message)."""
+    slot: Any = BaseModel.__dict__.get(name)
+    if type(slot) in (types.MemberDescriptorType, types.GetSetDescriptorType):
+        return slot.__set__
+    return lambda m, value: _set(m, name, value)  # a pydantic laid out otherwise
+
+
+_SET_DICT = _slot_setter("__dict__")
+_SET_FIELDS_SET = _slot_setter("__pydantic_fields_set__")
+_SET_EXTRA = _slot_setter("__pydantic_extra__")
+_SET_PRIVATE = _slot_setter("__pydantic_private__")
+
+
+def _new_message(cls: type[BaseMessage], fields: dict[str, Any], keys: Any) -> BaseMessage:
+    """A message of ``cls`` holding ``fields``, ``keys`` set, as ``model_construct`` makes it."""
+    m = cls.__new__(cls)
+    _SET_DICT(m, fields)
+    _SET_FIELDS_SET(m, set(keys))
+    _SET_EXTRA(m, {})
+    _SET_PRIVATE(m, None)
+    return m
 _AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_constructed` inlines
 
 
@@ -313,7 +418,12 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
     reproduce (aliases, a post-init hook, an unusual default factory). Building directly:
     pydantic's ``model_construct`` inspects each default factory's signature on every
     call, which costs more than validating."""
-    if cls.__pydantic_post_init__ or cls.model_config.get("extra") != "allow":
+    checks = _field_checks(cls)
+    if (
+        checks is None
+        or cls.__pydantic_post_init__
+        or cls.model_config.get("extra") != "allow"
+    ):
         return None
     template: dict[str, Any] = {}
     required: set[str] = set()
@@ -329,7 +439,19 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
         elif factory is not None:
             factories.append((name, factory))
         template[name] = None if factory is not None or f.is_required() else f.default
-    return _Plan(template, frozenset(template), frozenset(required), tuple(factories))
+    text_keys = frozenset(
+        key for key, check in checks.items() if check in (_AS_IS, _CONTENT, _optional_str, _text)
+    )
+    return _Plan(
+        template,
+        frozenset(template),
+        frozenset(required),
+        tuple(factories),
+        checks,
+        text_keys,
+        cls is AIMessage,
+        {name: EMPTY_STANDINS[factory] for name, factory in factories},
+    )
 
 
 class _Plan(NamedTuple):
@@ -340,6 +462,14 @@ class _Plan(NamedTuple):
     required: frozenset[str]
     factories: tuple[tuple[str, Any], ...]
     """The fields whose default is a fresh ``dict()`` / ``list()`` per message."""
+    checks: dict[str, Any]
+    """`_field_checks` of the class."""
+    text_keys: frozenset[str]
+    """The fields any string is a plain value of (type, content, id, name, ...)."""
+    parses_tool_calls: bool
+    """Whether validation turns ``additional_kwargs["tool_calls"]`` into tool calls."""
+    standins: dict[str, Any]
+    """The `EMPTY_STANDINS` of the fields ``factories`` fills (`body_fingerprint`)."""
 
 
 def message_digest(body: Mapping[str, Any]) -> bytes:

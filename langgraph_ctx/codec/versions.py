@@ -77,6 +77,7 @@ def normalize_version(version: Any) -> Any:
 # ------------------------------------------------------------ in the file
 
 _WIDTH = 32
+_LIMIT = 10**_WIDTH
 
 
 def pack_version(version: Any) -> Any:
@@ -115,10 +116,12 @@ def unpack_version(version: Any) -> Any:
     True
     """
     if type(version) is list:
+        if len(version) == 1 and type(version[0]) is int and 0 <= version[0] < _LIMIT:
+            return str(version[0]).zfill(_WIDTH)  # the usual one, as the f-string below
         if (
             len(version) in (1, 2)
             and type(version[0]) is int
-            and 0 <= version[0] < 10**_WIDTH
+            and 0 <= version[0] < _LIMIT
             and (len(version) == 1 or type(version[1]) is str)
         ):
             counter = f"{version[0]:0{_WIDTH}}"
@@ -142,8 +145,9 @@ def unpack_versions(versions: Mapping[str, Any], *, legacy: bool = False) -> Map
     ``legacy``: integers too become strings (`normalize_version`)."""
     for v in versions.values():
         if type(v) is list or (legacy and type(v) is int):
-            fix = normalize_version if legacy else _same
-            return {ch: fix(unpack_version(v)) for ch, v in versions.items()}
+            if legacy:
+                return {ch: normalize_version(unpack_version(v)) for ch, v in versions.items()}
+            return {ch: unpack_version(v) for ch, v in versions.items()}
     return versions
 
 
@@ -159,6 +163,3 @@ def unpack_seen(seen: Mapping[str, Any], *, legacy: bool = False) -> Mapping[str
                 out[node] = fixed
     return seen if out is None else out
 
-
-def _same(version: Any) -> Any:
-    return version

@@ -488,4 +488,7 @@ def _template_fps(index: _Index, refs: list[int]) -> list[tuple[Any, ...]]:
     entries: list[Any] = list(map(index.templates.get, refs))
     if None in entries:
         return [index.template_fingerprint(o) for o in refs]
-    return [e[1] for e in entries]
+    fps = [e[1] for e in entries]
+    if None in fps:  # decoded by a cold read, fingerprinted when first needed
+        return [index.template_fingerprint(o) for o in refs]
+    return fps

@@ -5,7 +5,7 @@ value; built by reading the log once, then kept up to date with what is
 appended. Lines are parsed through `langgraph_ctx.codec.lines` and values
 decoded through `langgraph_ctx.codec.values`: this module only keeps the
 results and decides what to read. The writer is `langgraph_ctx.saver._batch`.
-It is one module (about 1,200 lines) because indexing, snapshots (where a cold open
+It is one module (about 1,400 lines) because indexing, snapshots (where a cold open
 starts), queries and decoding share the index's structures and caches.
 
 Cold opens: a long log carries ``snap`` lines (`langgraph_ctx.codec.lines.snapshot_line`).
@@ -23,7 +23,11 @@ What a cold ``get_state`` costs is mostly the head's messages: every one of them
 on its own line, spread over the whole file, so the scan reads the file once and the
 head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
 (`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
-returns the same object (`langgraph_ctx.codec.messages`).
+returns the same object (`langgraph_ctx.codec.messages`); a message built so keeps the
+body it was built from, and its fingerprint is made from that body when a later read
+or put first needs one (`_built`). The lines after the snapshot are checked
+and parsed in bulk too (`_bulk_checked`), and of the snapshot chain only the last
+snapshot's heads are parsed.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from langgraph_ctx.codec.lines import (
     checkpoint_from_line,
     checkpoint_metadata,
     checkpoint_ts,
+    checksums_match,
     has_legacy_versions,
     is_list_value,
     line_kind_at,
@@ -74,12 +79,15 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
+    EMPTY_STANDINS,
+    body_fingerprint,
     json_copy,
     like_body,
     message_digest,
     message_digest_without_id,
     message_from_body,
     message_from_json_owned,
+    message_unvalidated,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
@@ -159,7 +167,8 @@ def _collector_paused() -> Iterator[None]:
     A cold open builds thousands of objects that stay (messages, parsed lines, heads)
     and hold no cycles; each collection the allocations trigger walks them again, and a
     full one walks the application's whole heap: in a fresh process that cost more than
-    the decoding itself. The collector is back on (if it was) when the last block ends.
+    the decoding itself. The collector is back on (if it was) when the last block ends,
+    and what was built meanwhile goes straight to the oldest generation (`_promoted`).
     """
     with _gc_guard:
         if _gc_pauses[0] == 0:
@@ -172,7 +181,24 @@ def _collector_paused() -> Iterator[None]:
         with _gc_guard:
             _gc_pauses[0] -= 1
             if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                _promoted()
                 gc.enable()
+
+
+def _promoted() -> None:
+    """Move every object the collector tracks to its oldest generation, unwalked.
+
+    What a paused block built is long-lived (an index, its messages); left in the
+    youngest generation, the next collection would walk all of it at once, and the
+    one after that again (about 0.5 ms of a 400-turn chat's cold ``get_state`` in a
+    fresh process, tests/test_cold_gc.py). The oldest generation is where the collector
+    would move it,
+    and it is walked, as ever, by full collections. Done only when the application
+    froze nothing itself (``gc.freeze``: a pre-fork server's shared pages stay frozen).
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()  # every generation to the permanent one (constant time)
+        gc.unfreeze()  # and all of it to the oldest generation
 
 
 @dataclass(slots=True)
@@ -206,9 +232,8 @@ def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
     )
 
 
-# What a fingerprint holds for an empty dict or list: an empty one of its own (never
-# handed out), not the message's, so that a later fill-in of the message's is unequal.
-_EMPTY: dict[type, Any] = {dict: {}, list: []}
+# What a fingerprint holds for an empty dict or list (see there).
+_EMPTY = EMPTY_STANDINS
 _FIELDS = operator.attrgetter("__dict__")
 
 
@@ -226,6 +251,56 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     return len(messages) >= len(fps) and all(
         map(operator.eq, map(tuple, map(dict.values, map(_FIELDS, messages))), fps)
     )
+
+
+def _built(body: Any, *, copy: bool) -> tuple[Any, ...] | None:
+    """A `_Index.templates` entry for a message body a batch decodes (``None``: the body
+    does not build; `_Index.message` reads it again and names why).
+
+    A body built without validation gives ``(message, None, body)``: its fingerprint is
+    made from the body when first needed (`_Index.template_fingerprint`; a cold
+    ``get_state`` never needs it), ``copy``: a copy of the body is kept (the parsed
+    line's may be cached). A validated one gives ``(message, fingerprint)``.
+    """
+    msg = message_unvalidated(body)
+    if msg is not None:
+        return (msg, None, dict(body) if copy else body)
+    try:
+        msg = message_from_json_owned(body)
+    except CodecError:
+        return None
+    return (msg, _fingerprint(msg))
+
+
+_BULK_LINES = 256
+"""Lines `_bulk_checked` checks and parses at a time (a long scan holds no more parsed)."""
+
+
+def _bulk_checked(
+    lines: Sequence[bytes], order: Iterable[int], first_line: int
+) -> Iterator[tuple[int, Any]]:
+    """``(offset, pre)`` for each offset of ``order``, as `_Index._feed_line` takes it:
+    checksums and parses in bulk (`checksums_match`, `loads_lines`), a few hundred lines
+    at a time. A line that does not pass, or whose chunk of message lines does not, gets
+    ``None``: `_Index._feed_line` reads it alone and names what is wrong with it."""
+    offsets = list(order)
+    if len(offsets) < 16:
+        yield from zip(offsets, itertools.repeat(None))
+        return
+    for i in range(0, len(offsets), _BULK_LINES):
+        chunk = offsets[i : i + _BULK_LINES]
+        raws = [lines[o] for o in chunk]
+        ordinals = [
+            peek_message_ordinal(raw) if first_line + o > 1 else None
+            for o, raw in zip(chunk, raws, strict=True)
+        ]
+        msgs_ok = checksums_match([r for r, o in zip(raws, ordinals, strict=True) if o is not None])
+        parsed = iter(loads_lines([r for r, o in zip(raws, ordinals, strict=True) if o is None]))
+        for offset, ordinal in zip(chunk, ordinals, strict=True):
+            if ordinal is None:
+                yield offset, next(parsed)
+            else:
+                yield offset, ordinal if msgs_ok else None
 
 
 _DECODE_BATCH = 128
@@ -399,12 +474,12 @@ class _Index:
             # A cold scan of a long log keeps no parsed lines: thousands of live dicts
             # would make every garbage collection walk them (and LangGraph's heap) again.
             fresh_tail = len(lines) <= 64
-            for offset in order:
+            for offset, pre in _bulk_checked(lines, order, first_line):
                 raw = lines[offset]
                 n = first_line + offset
                 try:
                     try:
-                        obj = self._feed_line(raw, n)
+                        obj = self._feed_line(raw, n, pre)
                     except (CodecError, KeyError, TypeError, ValueError) as exc:
                         if not self.partial:
                             raise
@@ -457,8 +532,17 @@ class _Index:
         parse_writes_line(obj, n, {target: stand_in})
         return line_kind_at(self.reader([target])[target]) == "ckpt"
 
-    def _feed_line(self, raw: bytes, n: int) -> dict[str, Any] | None:
-        """Index one raw line; returns it parsed (``None``: a message line, unparsed)."""
+    def _feed_line(self, raw: bytes, n: int, pre: Any = None) -> dict[str, Any] | None:
+        """Index one raw line; returns it parsed (``None``: a message line, unparsed).
+
+        ``pre``: what `_bulk_checked` found, the line parsed or, for a message line whose
+        checksum matched, its ordinal (``None``: check and parse it here)."""
+        if pre is not None:
+            if type(pre) is int:
+                self.add_message_line(pre, n)
+                return None
+            self.add(pre, n)
+            return pre  # type: ignore[no-any-return]
         ordinal = peek_message_ordinal(raw) if n > 1 else None
         if ordinal is not None:
             # A message line is parsed when it is first read, not to index it;
@@ -544,7 +628,7 @@ class _Index:
                 obj = loads_line(lines[at - 1])
                 if obj["t"] != "snap":
                     raise CodecError(f"snapshot: 'prev' line {at} is not a snapshot")
-                chain.append(parse_snapshot_line(obj, at))
+                chain.append(parse_snapshot_line(obj, at, heads=not chain))
                 at = chain[-1].prev
             msg_lines: dict[int, int] = {}
             expected = 0
@@ -1027,11 +1111,16 @@ class _Index:
         (`_Batch.value`). ``checked``: ordinals already verified by this read (a
         `list` of many checkpoints verifies each message once).
         """
+        if checked is not None and ordinal in checked:
+            # Verified by this read (decoded by it, or checked once): recent already.
+            entry = self.templates.get(ordinal)
+            if entry is not None:
+                return entry[0]  # type: ignore[no-any-return]
         entry = self.templates.get_hit(ordinal)
         if entry is not None:
-            msg, fp = entry
-            if checked is not None and ordinal in checked:
-                return msg  # type: ignore[no-any-return]
+            msg, fp = entry[0], entry[1]
+            if fp is None:
+                fp = self._fingerprinted(ordinal, entry)
             if _unchanged(msg, fp):
                 if checked is not None:
                     checked.add(ordinal)
@@ -1093,59 +1182,74 @@ class _Index:
         return decoded
 
     def _decode_many(self, wanted: list[int]) -> set[int]:
-        known, lines_of = self.templates, self.msg_lines
-        objs: dict[int, dict[str, Any]] = {}  # line -> parsed line
-        bodies: dict[int, int] = {}  # ordinal -> the ordinal its ``like`` line repeats
-        self._read_parsed({lines_of[o] for o in wanted}, objs)
-        for o in wanted:
-            obj = objs.get(lines_of[o])
-            if obj is not None and "like" in obj and obj.get("n") == o:
-                like = obj["like"]
-                if type(like) is int and like < o and like in lines_of:
-                    bodies[o] = like
-        self._read_parsed({lines_of[b] for b in bodies.values()} - objs.keys(), objs)
-        built: list[tuple[int, tuple[BaseMessage, tuple[Any, ...]]]] = []
-        for o in wanted:
-            obj = objs.get(lines_of[o])
-            if obj is None or obj.get("t") != "msg" or obj.get("n") != o:
+        lines_of = self.msg_lines
+        lines = [lines_of[o] for o in wanted]
+        objs = self._read_parsed(lines)
+        done: list[int] = []
+        built: list[tuple[Any, ...]] = []
+        likes: list[tuple[int, dict[str, Any]]] = []
+        for o, obj in zip(wanted, objs, strict=True):
+            if obj is None or obj.get("n") != o or obj.get("t") != "msg":
                 continue
-            try:
-                if o in bodies:
-                    body_obj = objs.get(lines_of[bodies[o]])
-                    if body_obj is None or body_obj.get("n") != bodies[o]:
-                        continue
-                    body = body_obj.get("msg")
-                    if "like" in body_obj or not isinstance(body, dict):
-                        continue
-                    msg = message_from_json_owned(like_body(dict(body), obj.get("id")))
-                elif "msg" in obj and "like" not in obj:
-                    msg = message_from_json_owned(obj["msg"])
-                else:
-                    continue
-            except CodecError:
+            if "like" in obj:
+                likes.append((o, obj))
                 continue
-            built.append((o, (msg, _fingerprint(msg))))
-        known.put_many(built)
-        return {o for o, _ in built}
+            body = obj.get("msg")
+            if body is None:
+                continue  # a serialized body: `message` decodes it
+            built_one = _built(body, copy=True)
+            if built_one is not None:
+                done.append(o)
+                built.append(built_one)
+        if likes:
+            self._decode_likes(likes, dict(zip(lines, objs, strict=True)), done, built)
+        self.templates.put_many(list(zip(done, built, strict=True)))
+        return set(done)
 
-    def _read_parsed(self, lines: set[int], into: dict[int, dict[str, Any]]) -> None:
-        """Parse ``lines`` into ``into`` (from the parsed-line cache, or read in one call);
-        a line that does not parse is left out."""
-        parsed = self.parsed
-        unread = []
-        for n in lines:
-            obj = parsed.get(n)
-            if obj is None:
-                unread.append(n)
-            else:
-                into[n] = obj
-        if not unread:
-            return
-        raws = self.read_lines(sorted(unread))
-        # A line that does not parse is left out: `message` reads it again, naming why.
-        for n, obj in zip(raws, loads_lines(list(raws.values())), strict=True):
-            if obj is not None:
-                into[n] = obj
+    def _decode_likes(
+        self,
+        likes: list[tuple[int, dict[str, Any]]],
+        by_line: dict[int, dict[str, Any] | None],
+        done: list[int],
+        built: list[tuple[Any, ...]],
+    ) -> None:
+        """The ``like`` lines of a batch, each built from the earlier body it repeats (read
+        with the others not in the batch, in one call); appended to ``done`` / ``built``."""
+        lines_of = self.msg_lines
+        found = []
+        for o, obj in likes:
+            like = obj["like"]
+            if type(like) is int and like < o and like in lines_of:
+                found.append((o, obj, like, lines_of[like]))
+        unread = sorted({n for *_, n in found if n not in by_line})
+        if unread:
+            by_line.update(zip(unread, self._read_parsed(unread), strict=True))
+        for o, obj, like, n in found:
+            body_obj = by_line.get(n)
+            if body_obj is None or body_obj.get("n") != like or "like" in body_obj:
+                continue
+            body = body_obj.get("msg")
+            if not isinstance(body, dict):
+                continue
+            built_one = _built(like_body(dict(body), obj.get("id")), copy=False)
+            if built_one is not None:
+                done.append(o)
+                built.append(built_one)
+
+    def _read_parsed(self, lines: list[int]) -> list[dict[str, Any] | None]:
+        """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
+        ``None`` for a line that does not parse (`message` reads it again, naming why)."""
+        parsed, scan = self.parsed, self.scan
+        cached: list[Any] = list(map(parsed.get, lines)) if parsed else [None] * len(lines)
+        if not any(cached):
+            if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
+                # A cold read: every line is in the scan, none parsed yet.
+                return loads_lines([scan[n - 1] for n in lines])
+        elif None not in cached:
+            return cached
+        raws = self.read_lines([n for n, obj in zip(lines, cached, strict=True) if obj is None])
+        fresh = dict(zip(raws, loads_lines(list(raws.values())), strict=True))
+        return [fresh.get(n) if obj is None else obj for n, obj in zip(lines, cached, strict=True)]
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
@@ -1153,7 +1257,16 @@ class _Index:
         if entry is None:
             self.message(ordinal)
             entry = self.templates.get_hit(ordinal)
+        if entry[1] is None:
+            return self._fingerprinted(ordinal, entry)
         return entry[1]  # type: ignore[no-any-return]
+
+    def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The fingerprint of a template decoded without one (`_built`), made from the
+        body it was built from and kept in its place."""
+        fp = body_fingerprint(entry[2])
+        self.templates[ordinal] = (entry[0], fp)
+        return fp
 
     def remember(
         self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...] | None = None
