@@ -234,3 +234,37 @@ def test_branches_from_one_parent_keep_their_own_messages(tmp_path: Path) -> Non
     edited = [*base[:2], "edited on this branch", *base[3:]]
     assert contents(second) == [*edited, "second branch"]
     assert contents(third) == [*base, "first branch", "after the first"]
+
+
+def test_a_warm_read_decodes_only_what_was_appended_or_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm read of the head takes the messages read before in one pass
+    (`_Index.messages`): `_Index.message` runs for the new and the edited ones only,
+    and what comes back is what a fresh process reads."""
+    from langgraph_ctx.saver._index import _Index
+
+    saver = JsonlSaver(tmp_path)
+    config = _first_put(saver, 300)
+    config, _ = _put_next(saver, config, 1, AIMessage("answer 1"))
+    first = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    config, _ = _put_next(saver, config, 2, HumanMessage("question 2"))
+    one_by_one: list[int] = []
+    message = _Index.message
+
+    def counted(self: Any, ordinal: int, checked: Any = None) -> Any:
+        one_by_one.append(ordinal)
+        return message(self, ordinal, checked)
+
+    monkeypatch.setattr(_Index, "message", counted)
+    read = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert len(one_by_one) == 1  # the message put since the last read
+    assert all(x is y for x, y in zip(first, read[:-1], strict=True))
+    read[5].content = "edited in place"
+    read[9].additional_kwargs["flag"] = "set"
+    again = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    cold = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert [m.model_dump() for m in again] == [m.model_dump() for m in cold]
+    assert again[5] is not read[5] and again[5].content == "question 5"
+    assert again[9] is not read[9] and again[9].additional_kwargs == {}
+    assert all(again[i] is read[i] for i in range(len(read)) if i not in (5, 9))

@@ -29,6 +29,7 @@ returns the same object (`langgraph_ctx.codec.messages`).
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import gc
 import itertools
@@ -210,6 +211,8 @@ def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
 # handed out), not the message's, so that a later fill-in of the message's is unequal.
 _EMPTY: dict[type, Any] = {dict: {}, list: []}
 _FIELDS = operator.attrgetter("__dict__")
+_TEMPLATE_MSG = operator.itemgetter(0)  # of a `_Index.templates` entry: (message, fingerprint)
+_TEMPLATE_FP = operator.itemgetter(1)
 
 
 def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
@@ -1044,6 +1047,34 @@ class _Index:
             checked.add(ordinal)
         return msg
 
+    def messages(self, ordinals: list[int], checked: set[int] | None = None) -> list[BaseMessage]:
+        """``[self.message(o, checked) for o in ordinals]``, in C for the messages decoded
+        before: one lookup of their templates, one comparison with their fingerprints
+        (`_all_unchanged`), one touch of the LRU. A warm read of the head is then linear
+        in C (about 0.2 µs a message) rather than a call of `message` each (about 1 µs);
+        only the messages appended since the last read are decoded, as `message` would.
+        Any template missing (the bound) or changed in place: `message` one by one.
+        """
+        templates = self.templates
+        entries: list[Any] = list(map(templates.get, ordinals))
+        if None in entries:
+            missing = list(itertools.compress(ordinals, map(operator.not_, entries)))
+            fresh = self.decode_many(missing)
+            for o in missing:
+                if o not in fresh:
+                    self.message(o, checked)
+            if checked is not None:
+                checked.update(fresh)
+            entries = list(map(templates.get, ordinals))
+        if None not in entries:
+            msgs: list[BaseMessage] = list(map(_TEMPLATE_MSG, entries))
+            if _all_unchanged(msgs, list(map(_TEMPLATE_FP, entries))):
+                collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
+                if checked is not None:
+                    checked.update(ordinals)
+                return msgs
+        return [self.message(o, checked) for o in ordinals]
+
     def _decode_message(self, ordinal: int) -> BaseMessage:
         line_no, obj = self._message_line(ordinal)
         body_line = line_no
@@ -1233,7 +1264,12 @@ class _Index:
         for channel, line in found:
             present, enc = self.value_enc(line, channel)
             if present:
-                value = values[channel] = self.decode(enc, line, channel, checked)
+                if is_list_value(enc):
+                    value = values[channel] = self.messages(
+                        self.materialize(line, channel), checked
+                    )
+                else:
+                    value = values[channel] = self.decode(enc, line, channel, checked)
                 if is_list_value(enc):
                     kept = self._kept_fps(value, line, channel)
                     self.list_objs.put((line, channel), (value.copy(), kept))
