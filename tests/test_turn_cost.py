@@ -52,11 +52,18 @@ def test_a_line_with_nulls_is_the_bytes_json_writes(obj: dict[str, Any]) -> None
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_nan_or_infinity_anywhere_is_still_refused(bad: float) -> None:
-    for obj in ({"x": bad}, {"x": [1, {"y": (None, bad)}]}):
+    ordinals = list(range(300))  # a message list's refs: scalars only, passed over in C
+    for obj in (
+        {"x": bad},
+        {"x": [1, {"y": (None, bad)}]},
+        {"msgs": [*ordinals, bad]},
+        {"w": [[0, "messages", {"msgs": ordinals}], [1, "c", None], [2, "d", [[bad]]]]},
+    ):
         assert has_nonfinite(obj)
         with pytest.raises(ValueError):
             dumps_line(obj)
     assert not has_nonfinite({"x": [None, 1.0, "nan", {"y": -0.0}]})
+    assert not has_nonfinite({"msgs": ordinals, "w": [[1, "c", None, True]]})
 
 
 def test_message_digests_tell_bodies_apart_as_their_json_does() -> None:
