@@ -1068,6 +1068,8 @@ class _Index:
             entries = list(map(templates.get, ordinals))
         if None not in entries:
             msgs: list[BaseMessage] = list(map(_TEMPLATE_MSG, entries))
+            if checked is not None and checked.issuperset(ordinals):
+                return msgs  # verified by this read already (a `list` of many checkpoints)
             if _all_unchanged(msgs, list(map(_TEMPLATE_FP, entries))):
                 collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
                 if checked is not None:
