@@ -1267,15 +1267,23 @@ class _Index:
             present, enc = self.value_enc(line, channel)
             if present:
                 if is_list_value(enc):
-                    value = values[channel] = self.messages(
-                        self.materialize(line, channel), checked
-                    )
+                    value = values[channel] = self._message_list(line, channel, checked)
                 else:
                     value = values[channel] = self.decode(enc, line, channel, checked)
                 if is_list_value(enc):
                     kept = self._kept_fps(value, line, channel)
                     self.list_objs.put((line, channel), (value.copy(), kept))
         return values
+
+    def _message_list(self, line: int, channel: str, checked: set[int] | None) -> list[Any]:
+        """The message list stored on ``line`` for ``channel`` (`messages`; what `decode`
+        returns for it), an error naming no line named by this one, as `decode` does."""
+        try:
+            return self.messages(self.materialize(line, channel), checked)
+        except CorruptLogError as exc:
+            if exc.line is not None:
+                raise
+            raise self.corrupt(line, f"channel {channel!r}: {exc.reason}") from None
 
     def _kept_fps(
         self, value: list[Any], line: int, channel: str
