@@ -1051,8 +1051,9 @@ class _Index:
         """``[self.message(o, checked) for o in ordinals]``, in C for the messages decoded
         before: one lookup of their templates, one comparison with their fingerprints
         (`_all_unchanged`), one touch of the LRU. A warm read of the head is then linear
-        in C (about 0.2 µs a message) rather than a call of `message` each (about 1 µs);
-        only the messages appended since the last read are decoded, as `message` would.
+        in C (0.2-0.8 µs a message, as much a matter of cache misses as of work) rather
+        than a Python call of `message` each (1-2 µs); only the messages appended since
+        the last read are decoded, as `message` would.
         Any template missing (the bound) or changed in place: `message` one by one.
         """
         templates = self.templates
