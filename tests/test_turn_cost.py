@@ -11,6 +11,10 @@ what it must not change:
   the messages the read decoded anew. An edit in place is still seen and saved.
 * ``writes`` lines are not kept parsed after a put (a checkpoint's pending writes are
   read again from the log when asked for); what a reader gets is unchanged.
+
+And one of the read: the head's messages read before come back in one C-level pass
+(`_Index.messages`); only the messages appended or edited since are decoded, and what
+comes back is what a fresh process reads.
 """
 
 from __future__ import annotations
