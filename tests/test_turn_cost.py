@@ -279,3 +279,30 @@ def test_a_warm_read_decodes_only_what_was_appended_or_edited(
     assert again[5] is not read[5] and again[5].content == "question 5"
     assert again[9] is not read[9] and again[9].additional_kwargs == {}
     assert all(again[i] is read[i] for i in range(len(read)) if i not in (5, 9))
+
+
+def test_a_template_evicted_during_a_read_costs_only_its_next_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers share the lock: another one's decoding may evict a template between this
+    read's lookup and its touch of the LRU. The read still returns its messages; the
+    evicted one is decoded again by the next read."""
+    import langgraph_ctx.saver._index as index_module
+
+    saver = JsonlSaver(tmp_path)
+    config = _first_put(saver, 40)
+    first = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    index = saver._indexes["t"]
+    real = index_module._all_unchanged
+
+    def another_reader_evicts(messages: Any, fps: Any) -> bool:
+        index.templates.pop(7)
+        return real(messages, fps)
+
+    monkeypatch.setattr(index_module, "_all_unchanged", another_reader_evicts)
+    read = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert all(x is y for x, y in zip(first, read, strict=True))
+    monkeypatch.setattr(index_module, "_all_unchanged", real)
+    again = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert again[7] is not first[7] and again[7].content == "question 7"
+    assert all(again[i] is first[i] for i in range(40) if i != 7)

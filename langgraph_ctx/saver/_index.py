@@ -1072,7 +1072,10 @@ class _Index:
             if checked is not None and checked.issuperset(ordinals):
                 return msgs  # verified by this read already (a `list` of many checkpoints)
             if _all_unchanged(msgs, list(map(_TEMPLATE_FP, entries))):
-                collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
+                # One is gone if another reader's decoding evicted it meanwhile (readers
+                # share the lock): only the LRU's order is at stake, not what is returned.
+                with contextlib.suppress(KeyError):
+                    collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
                 if checked is not None:
                     checked.update(ordinals)
                 return msgs
