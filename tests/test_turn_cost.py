@@ -11,6 +11,10 @@ what it must not change:
   the messages the read decoded anew. An edit in place is still seen and saved.
 * ``writes`` lines are not kept parsed after a put (a checkpoint's pending writes are
   read again from the log when asked for); what a reader gets is unchanged.
+
+And one of the read: the head's messages read before come back in one C-level pass
+(`_Index.messages`); only the messages appended or edited since are decoded, and what
+comes back is what a fresh process reads.
 """
 
 from __future__ import annotations
@@ -52,11 +56,18 @@ def test_a_line_with_nulls_is_the_bytes_json_writes(obj: dict[str, Any]) -> None
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_nan_or_infinity_anywhere_is_still_refused(bad: float) -> None:
-    for obj in ({"x": bad}, {"x": [1, {"y": (None, bad)}]}):
+    ordinals = list(range(300))  # a message list's refs: scalars only, passed over in C
+    for obj in (
+        {"x": bad},
+        {"x": [1, {"y": (None, bad)}]},
+        {"msgs": [*ordinals, bad]},
+        {"w": [[0, "messages", {"msgs": ordinals}], [1, "c", None], [2, "d", [[bad]]]]},
+    ):
         assert has_nonfinite(obj)
         with pytest.raises(ValueError):
             dumps_line(obj)
     assert not has_nonfinite({"x": [None, 1.0, "nan", {"y": -0.0}]})
+    assert not has_nonfinite({"msgs": ordinals, "w": [[1, "c", None, True]]})
 
 
 def test_message_digests_tell_bodies_apart_as_their_json_does() -> None:
@@ -234,3 +245,64 @@ def test_branches_from_one_parent_keep_their_own_messages(tmp_path: Path) -> Non
     edited = [*base[:2], "edited on this branch", *base[3:]]
     assert contents(second) == [*edited, "second branch"]
     assert contents(third) == [*base, "first branch", "after the first"]
+
+
+def test_a_warm_read_decodes_only_what_was_appended_or_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm read of the head takes the messages read before in one pass
+    (`_Index.messages`): `_Index.message` runs for the new and the edited ones only,
+    and what comes back is what a fresh process reads."""
+    from langgraph_ctx.saver._index import _Index
+
+    saver = JsonlSaver(tmp_path)
+    config = _first_put(saver, 300)
+    config, _ = _put_next(saver, config, 1, AIMessage("answer 1"))
+    first = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    config, _ = _put_next(saver, config, 2, HumanMessage("question 2"))
+    one_by_one: list[int] = []
+    message = _Index.message
+
+    def counted(self: Any, ordinal: int, checked: Any = None) -> Any:
+        one_by_one.append(ordinal)
+        return message(self, ordinal, checked)
+
+    monkeypatch.setattr(_Index, "message", counted)
+    read = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert len(one_by_one) == 1  # the message put since the last read
+    assert all(x is y for x, y in zip(first, read[:-1], strict=True))
+    read[5].content = "edited in place"
+    read[9].additional_kwargs["flag"] = "set"
+    again = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    cold = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert [m.model_dump() for m in again] == [m.model_dump() for m in cold]
+    assert again[5] is not read[5] and again[5].content == "question 5"
+    assert again[9] is not read[9] and again[9].additional_kwargs == {}
+    assert all(again[i] is read[i] for i in range(len(read)) if i not in (5, 9))
+
+
+def test_a_template_evicted_during_a_read_costs_only_its_next_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers share the lock: another one's decoding may evict a template between this
+    read's lookup and its touch of the LRU. The read still returns its messages; the
+    evicted one is decoded again by the next read."""
+    import langgraph_ctx.saver._index as index_module
+
+    saver = JsonlSaver(tmp_path)
+    config = _first_put(saver, 40)
+    first = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    index = saver._indexes["t"]
+    real = index_module._all_unchanged
+
+    def another_reader_evicts(messages: Any, fps: Any) -> bool:
+        index.templates.pop(7)
+        return real(messages, fps)
+
+    monkeypatch.setattr(index_module, "_all_unchanged", another_reader_evicts)
+    read = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert all(x is y for x, y in zip(first, read, strict=True))
+    monkeypatch.setattr(index_module, "_all_unchanged", real)
+    again = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert again[7] is not first[7] and again[7].content == "question 7"
+    assert all(again[i] is first[i] for i in range(40) if i != 7)

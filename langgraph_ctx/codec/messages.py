@@ -498,10 +498,20 @@ def has_nonfinite(value: Any) -> bool:
     if kind is float:
         return not math.isfinite(value)
     if kind is dict:
-        return any(map(has_nonfinite, value.values()))
-    if kind is list or kind is tuple:
-        return any(map(has_nonfinite, value))
-    return False
+        items: Any = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return False
+    # A container of scalars only (a message list's ordinals, most often) is passed
+    # over in C, without a call per item.
+    if _SCALARS.issuperset(map(type, items)):
+        return False
+    return any(map(has_nonfinite, items))
+
+
+# What can hold no float (exact types: a float subclass is not JSON to orjson either).
+_SCALARS = frozenset({int, str, bool, type(None)})
 
 
 def message_digest_without_id(body: Mapping[str, Any]) -> bytes | None:

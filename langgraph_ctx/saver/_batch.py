@@ -9,6 +9,7 @@ then tells the index (`langgraph_ctx.saver._index`) what now sits where.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -460,10 +461,10 @@ def _writes_by_task(
 
 
 def _prefix(value: list[Any], objs: list[Any]) -> int:
-    """How many leading items of ``value`` are those of ``objs`` (compared in C:
-    identical objects are equal without calling their ``__eq__``)."""
+    """How many leading items of ``value`` are those of ``objs``, the very objects
+    (compared in C by identity: no ``__eq__`` called, no slice of either list taken)."""
     limit = min(len(value), len(objs))
-    if value[:limit] == objs[:limit]:
+    if all(map(operator.is_, value, objs)):  # stops at the shorter list; no slices
         return limit
     shared = 0
     while shared < limit and value[shared] is objs[shared]:

@@ -33,6 +33,7 @@ snapshot's heads are parsed.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import gc
 import itertools
@@ -235,6 +236,8 @@ def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
 # What a fingerprint holds for an empty dict or list (see there).
 _EMPTY = EMPTY_STANDINS
 _FIELDS = operator.attrgetter("__dict__")
+_TEMPLATE_MSG = operator.itemgetter(0)  # of a `_Index.templates` entry: (message, fingerprint)
+_TEMPLATE_FP = operator.itemgetter(1)
 
 
 def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
@@ -1133,6 +1136,40 @@ class _Index:
             checked.add(ordinal)
         return msg
 
+    def messages(self, ordinals: list[int], checked: set[int] | None = None) -> list[BaseMessage]:
+        """``[self.message(o, checked) for o in ordinals]``, in C for the messages decoded
+        before: one lookup of their templates, one comparison with their fingerprints
+        (`_all_unchanged`), one touch of the LRU. A warm read of the head is then linear
+        in C (0.2-0.8 µs a message, as much a matter of cache misses as of work) rather
+        than a Python call of `message` each (1-2 µs); only the messages appended since
+        the last read are decoded, as `message` would.
+        Any template missing (the bound) or changed in place: `message` one by one.
+        """
+        templates = self.templates
+        entries: list[Any] = list(map(templates.get, ordinals))
+        if None in entries:
+            missing = list(itertools.compress(ordinals, map(operator.not_, entries)))
+            fresh = self.decode_many(missing)
+            for o in missing:
+                if o not in fresh:
+                    self.message(o, checked)
+            if checked is not None:
+                checked.update(fresh)
+            entries = list(map(templates.get, ordinals))
+        if None not in entries:
+            msgs: list[BaseMessage] = list(map(_TEMPLATE_MSG, entries))
+            if checked is not None and checked.issuperset(ordinals):
+                return msgs  # verified by this read already (a `list` of many checkpoints)
+            if _all_unchanged(msgs, list(map(_TEMPLATE_FP, entries))):
+                # One is gone if another reader's decoding evicted it meanwhile (readers
+                # share the lock): only the LRU's order is at stake, not what is returned.
+                with contextlib.suppress(KeyError):
+                    collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
+                if checked is not None:
+                    checked.update(ordinals)
+                return msgs
+        return [self.message(o, checked) for o in ordinals]
+
     def _decode_message(self, ordinal: int) -> BaseMessage:
         line_no, obj = self._message_line(ordinal)
         body_line = line_no
@@ -1346,11 +1383,24 @@ class _Index:
         for channel, line in found:
             present, enc = self.value_enc(line, channel)
             if present:
-                value = values[channel] = self.decode(enc, line, channel, checked)
+                if is_list_value(enc):
+                    value = values[channel] = self._message_list(line, channel, checked)
+                else:
+                    value = values[channel] = self.decode(enc, line, channel, checked)
                 if is_list_value(enc):
                     kept = self._kept_fps(value, line, channel)
                     self.list_objs.put((line, channel), (value.copy(), kept))
         return values
+
+    def _message_list(self, line: int, channel: str, checked: set[int] | None) -> list[Any]:
+        """The message list stored on ``line`` for ``channel`` (`messages`; what `decode`
+        returns for it), an error naming no line named by this one, as `decode` does."""
+        try:
+            return self.messages(self.materialize(line, channel), checked)
+        except CorruptLogError as exc:
+            if exc.line is not None:
+                raise
+            raise self.corrupt(line, f"channel {channel!r}: {exc.reason}") from None
 
     def _kept_fps(
         self, value: list[Any], line: int, channel: str
