@@ -1147,20 +1147,31 @@ class _Index:
         """
         templates = self.templates
         entries: list[Any] = list(map(templates.get, ordinals))
+        done: set[int] = set() if checked is None else checked  # verified by this read
         if None in entries:
             missing = list(itertools.compress(ordinals, map(operator.not_, entries)))
             fresh = self.decode_many(missing)
             for o in missing:
                 if o not in fresh:
                     self.message(o, checked)
-            if checked is not None:
-                checked.update(fresh)
+            done.update(fresh)  # built just now: nobody can have changed them
             entries = list(map(templates.get, ordinals))
         if None not in entries:
             msgs: list[BaseMessage] = list(map(_TEMPLATE_MSG, entries))
-            if checked is not None and checked.issuperset(ordinals):
-                return msgs  # verified by this read already (a `list` of many checkpoints)
-            if _all_unchanged(msgs, list(map(_TEMPLATE_FP, entries))):
+            if done.issuperset(ordinals):
+                # Verified by this read already (a `list` of many checkpoints), or decoded
+                # by it (a cold read: their fingerprints are left to when needed).
+                return msgs
+            fps = list(map(_TEMPLATE_FP, entries))
+            if None in fps:  # decoded by an earlier read, fingerprint not made yet
+                for k in [k for k, fp in enumerate(fps) if fp is None]:
+                    o = ordinals[k]
+                    fps[k] = (
+                        tuple(msgs[k].__dict__.values())  # decoded by this call: as it is
+                        if o in done
+                        else self._fingerprinted(o, entries[k])
+                    )
+            if _all_unchanged(msgs, fps):
                 # One is gone if another reader's decoding evicted it meanwhile (readers
                 # share the lock): only the LRU's order is at stake, not what is returned.
                 with contextlib.suppress(KeyError):
