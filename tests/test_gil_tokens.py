@@ -123,7 +123,8 @@ def test_a_counter_keeps_the_gil_for_a_few_new_messages_only(monkeypatch) -> Non
 def test_ascii_text_splits_into_the_pieces_of_the_encodings_own_pattern(model: str) -> None:
     """`Encoder.bpe` splits ASCII text with `re` (`ascii_pattern`): the same pieces as
     the encoding's `regex` pattern, for every ASCII character (controls, U+001C..U+001F,
-    which `re`'s `\\s` matches and `regex`'s does not, apostrophes, case)."""
+    which `re`'s `\\s` matches and `regex`'s does not, apostrophes, case), and with the
+    previews' "…" among them."""
     import re
 
     import regex
@@ -137,7 +138,7 @@ def test_ascii_text_splits_into_the_pieces_of_the_encodings_own_pattern(model: s
     slow = regex.compile(enc._pat_str).findall
     rng = random.Random(29)
     every = [chr(c) for c in range(128)]
-    common = list("aAzZ09 '\n\r\t\x0b\x0c\x1c\x1f/.,-sStTdDmMlLvVrReE")
+    common = list("aAzZ09 '\n\r\t\x0b\x0c\x1c\x1f/.,-sStTdDmMlLvVrReE\u2026")
     def text() -> str:
         size = rng.randint(0, 40)
         return "".join(rng.choice(every if rng.random() < 0.3 else common) for _ in range(size))
@@ -145,6 +146,7 @@ def test_ascii_text_splits_into_the_pieces_of_the_encodings_own_pattern(model: s
     texts = [text() for _ in range(20000)]
     texts += [t for t in _texts(random.Random(30), 3000) if t.isascii()]
     texts += ["don't\n/usr/bin", "x.\n/y", "A\r\n\r\n  B", "  \n", "1234567", "I'LL we'Re"]
+    texts += ["[\u2026 40 lines omitted \u2026]\nabc\u2026", "x\u2026\n\u2026/", "\u2026's \u2026S"]
     encoder = Encoder(model_family(model))
     for text in texts:
         assert fast(text) == slow(text), repr(text)

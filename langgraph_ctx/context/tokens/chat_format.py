@@ -126,6 +126,11 @@ _ASCII_CLASSES: Final[dict[str, str]] = {
     r"\p{N}": "0-9",
     r"\s": "\\t\\n\\x0b\\x0c\\r ",
 }
+_ELLIPSIS: Final = "\u2026"
+"""The one non-ASCII character of the previews' own notes (``[… 40 lines omitted …]``):
+punctuation (not a letter, number, mark or space), which every class of an encoding's
+pattern treats as `ascii_pattern`'s translation does, so a text that is ASCII besides it
+splits the same with `re` (`tests/test_gil_tokens.py`)."""
 _CLASS_ESCAPE = re.compile(r"\\p\{\w+\}|\\[sS]")
 
 
@@ -255,7 +260,9 @@ class Encoder:
         pieces = self._pieces
         if len(pieces) >= _PIECES:
             pieces = self._pieces = {}
-        if text.isascii() and self._split_ascii is not None:
+        if self._split_ascii is not None and (
+            text.isascii() or (_ELLIPSIS in text and text.replace(_ELLIPSIS, "").isascii())
+        ):
             split = self._split_ascii(text)  # `re` holds the GIL, and is faster on ASCII
         else:
             split = self._split(text, concurrent=False)
