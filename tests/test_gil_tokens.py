@@ -117,3 +117,49 @@ def test_a_counter_keeps_the_gil_for_a_few_new_messages_only(monkeypatch) -> Non
     seen.clear()
     counter.count_many([*history, HumanMessage("one more " * 10, id="new")])
     assert seen and all(seen)  # the step's new message: the GIL kept
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+def test_ascii_text_splits_into_the_pieces_of_the_encodings_own_pattern(model: str) -> None:
+    """`Encoder.bpe` splits ASCII text with `re` (`ascii_pattern`): the same pieces as
+    the encoding's `regex` pattern, for every ASCII character (controls, U+001C..U+001F,
+    which `re`'s `\\s` matches and `regex`'s does not, apostrophes, case), and with the
+    previews' "…" among them."""
+    import re
+
+    import regex
+
+    from langgraph_ctx.context.tokens.chat_format import ascii_pattern
+
+    enc = load_encoding(model_family(model).encoding)
+    converted = ascii_pattern(enc._pat_str)
+    assert converted is not None
+    fast = re.compile(converted).findall
+    slow = regex.compile(enc._pat_str).findall
+    rng = random.Random(29)
+    every = [chr(c) for c in range(128)]
+    common = list("aAzZ09 '\n\r\t\x0b\x0c\x1c\x1f/.,-sStTdDmMlLvVrReE\u2026")
+    def text() -> str:
+        size = rng.randint(0, 40)
+        return "".join(rng.choice(every if rng.random() < 0.3 else common) for _ in range(size))
+
+    texts = [text() for _ in range(20000)]
+    texts += [t for t in _texts(random.Random(30), 3000) if t.isascii()]
+    texts += ["don't\n/usr/bin", "x.\n/y", "A\r\n\r\n  B", "  \n", "1234567", "I'LL we'Re"]
+    texts += ["[\u2026 40 lines omitted \u2026]\nabc\u2026", "x\u2026\n\u2026/", "\u2026's \u2026S"]
+    encoder = Encoder(model_family(model))
+    for text in texts:
+        assert fast(text) == slow(text), repr(text)
+        with keeping_gil():
+            assert encoder.bpe(text) == len(enc.encode_ordinary(text)), repr(text)
+
+
+def test_a_pattern_with_a_class_it_cannot_translate_stays_with_regex() -> None:
+    from langgraph_ctx.context.tokens.chat_format import ascii_pattern
+
+    assert ascii_pattern(r"\p{Han}+|\s+") is None  # not a class of the encodings
+    assert ascii_pattern(r"\p{Lo}+") is None  # no ASCII character: an empty class
+    assert ascii_pattern(r"[\S]+") is None
+    assert ascii_pattern(r" ?\p{L}+|\s+(?!\S)") == (
+        r" ?[A-Za-z]+|[\t\n\x0b\x0c\r ]+(?![^\t\n\x0b\x0c\r ])"
+    )

@@ -80,7 +80,7 @@ class Postings(dict[str, tuple[tuple[int, int], ...]]):
     def __missing__(self, term: str) -> tuple[tuple[int, int], ...]:
         found: tuple[tuple[int, int], ...] = ()
         if term in self._vocabulary:
-            found = tuple((i, bag[term]) for i, bag in enumerate(self._bags) if term in bag)
+            found = tuple([(i, bag[term]) for i, bag in enumerate(self._bags) if term in bag])
         self[term] = found
         return found
 
@@ -377,12 +377,14 @@ def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
 
     A term's part of a line's score depends on that message and term alone, so it is
     kept in the index (`MessageIndex.line_parts`): a preview made again for a request
-    that shares terms with an earlier one only adds them up.
+    that shares terms with an earlier one only adds them up. A term new to the message
+    gets its postings one term at a time (a dict lookup per passage): for the dozen
+    terms of a request that is cheaper than `Postings.fill`'s set intersection per
+    passage (about 0.06 ms less per preview of a 20 KB result).
     """
     scores: dict[int, float] = {}
     get = scores.get
     parts = ix.line_parts
-    ix.postings.fill([t for t in terms if t not in parts])
     for term in terms:
         made = parts.get(term)
         if made is None:
@@ -394,14 +396,13 @@ def _line_scores(ix: MessageIndex, terms: Sequence[str]) -> dict[int, float]:
 
 def _line_parts(ix: MessageIndex, term: str) -> tuple[tuple[int, float], ...]:
     """(line, `term`'s BM25 part of that line's score), for each passage with `term`."""
-    postings = ix.postings[term]
+    postings = ix.postings[term]  # made now if new: one scan of the passages
     if not postings:
         return ()
     weight = inverse_frequency(len(ix.passages) or 1, len(postings))
     lines, norms = ix.lines, ix.passage_norms
     return tuple(
-        (lines[passage], weight * tf * _K1_PLUS_1 / (tf + norms[passage]))
-        for passage, tf in postings
+        [(lines[p], weight * tf * _K1_PLUS_1 / (tf + norms[p])) for p, tf in postings]
     )
 
 
@@ -422,9 +423,11 @@ def _ranked_lines(lines: list[str], scores: dict[int, float]) -> list[tuple[int,
     head_n = min(2, len(lines))
     tail_n = 1 if len(lines) > head_n else 0
     middle = {i: s for i, s in scores.items() if head_n <= i < len(lines) - tail_n}
+    # best score first, ties in line order: a stable sort by score, reversed (Python's
+    # `reverse=True` keeps equal keys in their order), of the lines in order
     return [
         (i, min(len(lines[i].strip()), _LINE_CLIP) + 1)
-        for i in sorted(middle, key=lambda i: (-middle[i], i))
+        for i in sorted(sorted(middle), key=middle.__getitem__, reverse=True)
     ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -112,6 +113,82 @@ _PAST_CHARS_PER_TOKEN = 5
 and logs hold about 4; a prefix that falls short grows at the rate it showed)."""
 
 
+# What each Unicode class the encodings' patterns use matches among ASCII characters
+# (`regex`'s `\s` is the White_Space property: not U+001C..U+001F, which `re`'s is).
+_ASCII_CLASSES: Final[dict[str, str]] = {
+    r"\p{L}": "A-Za-z",
+    r"\p{Lu}": "A-Z",
+    r"\p{Ll}": "a-z",
+    r"\p{Lt}": "",
+    r"\p{Lm}": "",
+    r"\p{Lo}": "",
+    r"\p{M}": "",
+    r"\p{N}": "0-9",
+    r"\s": "\\t\\n\\x0b\\x0c\\r ",
+}
+_ELLIPSIS: Final = "\u2026"
+"""The one non-ASCII character of the previews' own notes (``[… 40 lines omitted …]``):
+punctuation (not a letter, number, mark or space), which every class of an encoding's
+pattern treats as `ascii_pattern`'s translation does, so a text that is ASCII besides it
+splits the same with `re` (`tests/test_gil_tokens.py`)."""
+_CLASS_ESCAPE = re.compile(r"\\p\{\w+\}|\\[sS]")
+
+
+def ascii_pattern(pattern: str) -> str | None:
+    r"""`pattern` (an encoding's `regex` pattern) for ASCII text only, in `re`'s syntax.
+
+    Why: `Encoder.bpe` splits texts in Python to keep the GIL (see `_GIL_TEXT`), and
+    `re` splits ASCII text about twice as fast as `regex` with its Unicode classes
+    (`\p{L}` and the like are looked up per character). Among ASCII characters each
+    class is a fixed set of ranges, so the translated pattern finds the same pieces in
+    an ASCII text (`tests/test_gil_tokens.py` compares both on random ASCII text).
+    None when the pattern uses a class not in `_ASCII_CLASSES` (then `regex` splits).
+
+    Example:
+        ```python
+        ascii_pattern(r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+")
+        # '[0-9]{1,3}| ?[^\\t\\n\\x0b\\x0c\\r A-Za-z0-9]+'
+        ```
+    """
+    out: list[str] = []
+    at = 0
+    inside = False  # within [...]: the patterns nest no brackets
+    for m in _CLASS_ESCAPE.finditer(pattern):
+        before = pattern[at : m.start()]
+        for i, ch in enumerate(before):
+            if ch == "[" and (i == 0 or before[i - 1] != "\\"):
+                inside = True
+            elif ch == "]" and (i == 0 or before[i - 1] != "\\"):
+                inside = False
+        out.append(before)
+        name = m.group()
+        if name == r"\S":
+            chars = _ASCII_CLASSES[r"\s"]
+            if inside:
+                return None  # a negated class inside a set: not used by the encodings
+            out.append(f"[^{chars}]")
+        else:
+            chars = _ASCII_CLASSES.get(name)  # type: ignore[assignment]
+            if chars is None:
+                return None
+            if inside:
+                out.append(chars)
+            elif chars:
+                out.append(f"[{chars}]")
+            else:
+                return None  # an empty class outside a set: not used by the encodings
+        at = m.end()
+    out.append(pattern[at:])
+    converted = "".join(out)
+    if "[]" in converted or "[^]" in converted:
+        return None
+    try:
+        re.compile(converted)
+    except re.error:
+        return None
+    return converted
+
+
 @contextmanager
 def keeping_gil() -> Iterator[None]:
     """Count short texts without releasing the GIL in this block (see `_GIL_TEXT`)."""
@@ -149,7 +226,7 @@ class Encoder:
     rather than one per part (each call also lets other threads take the GIL).
     """
 
-    __slots__ = ("_piece", "_pieces", "_short", "_split", "enc", "family")
+    __slots__ = ("_piece", "_pieces", "_short", "_split", "_split_ascii", "enc", "family")
 
     def __init__(self, family: ModelFamily) -> None:
         self.family = family
@@ -157,6 +234,8 @@ class Encoder:
         self._short: dict[str, int] = {}
         self._pieces: dict[str, int] = {}
         self._split = regex.compile(self.enc._pat_str).findall
+        ascii_only = ascii_pattern(self.enc._pat_str)
+        self._split_ascii = re.compile(ascii_only).findall if ascii_only else None
         self._piece = self.enc._core_bpe.encode_single_piece
 
     def text(self, text: Any) -> int:
@@ -181,7 +260,12 @@ class Encoder:
         pieces = self._pieces
         if len(pieces) >= _PIECES:
             pieces = self._pieces = {}
-        split = self._split(text, concurrent=False)
+        if self._split_ascii is not None and (
+            text.isascii() or (_ELLIPSIS in text and text.replace(_ELLIPSIS, "").isascii())
+        ):
+            split = self._split_ascii(text)  # `re` holds the GIL, and is faster on ASCII
+        else:
+            split = self._split(text, concurrent=False)
         counts = list(map(pieces.get, split))  # most pieces are known words: in C
         if None in counts:
             try:
