@@ -14,7 +14,16 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_ctx import JsonlSaver
-from langgraph_ctx.codec.lines import Snapshot, dumps_line, loads_line
+from langgraph_ctx.codec.lines import (
+    GAPS,
+    Snapshot,
+    _gaps,
+    _ungaps,
+    dumps_line,
+    loads_line,
+    parse_snapshot_line,
+    snapshot_line,
+)
 from langgraph_ctx.errors import CodecError, CorruptLineWarning
 from langgraph_ctx.saver import _batch, _index
 from tests.test_cold_open import snap_lines, tuple_view
@@ -138,7 +147,7 @@ def test_a_long_chain_reads_as_the_warm_index(
     assert index.snap_lists == full.snap_lists
     trimmed, sizes = 0, []
     for n in snaps:  # lists that keep only a start of their base: the trims were written
-        lists = loads_line(lines[n - 1])["lists"]
+        lists = parse_snapshot_line(loads_line(lines[n - 1]), n).lists
         trimmed += sum(base >= 0 and keep < sizes[base] for _, _, base, keep, _ in lists)
         sizes = [(keep if base >= 0 else 0) + len(refs) for _, _, base, keep, refs in lists]
     assert trimmed
@@ -173,3 +182,99 @@ def test_a_bad_snapshot_deep_in_a_long_chain_is_passed_over(
         got = cold.get_tuple(config)
     assert not cold._indexes["t"].partial
     assert tuple_view(got) == expected
+
+
+# ------------------------------------------------- snapshots written before the gaps
+
+
+def test_gaps_round_trip() -> None:
+    for values in ([], [5], [16006, 16009, 16011], [388, 387, 390], [None], [7, None, 9, None]):
+        assert _ungaps(_gaps(values)) == values
+    assert snapshot_line(3, 0, [5, None, 9], [], [(4, "m", -1, 0, [2, 1])])["msgs"] == [
+        0, GAPS, [5, None, 4]
+    ]
+
+
+def written_plain(obj: dict) -> dict:
+    """A ``snap`` line as snapshots were written before the gaps: the numbers."""
+    msgs = obj["msgs"]
+    obj["msgs"] = [msgs[0], _ungaps(msgs[2])]
+    obj["lists"] = [[*x[:4], _ungaps(x[5])] for x in obj["lists"]]
+    return obj
+
+
+@pytest.mark.parametrize("which", ["all", "older", "newest"])
+def test_snapshots_written_as_numbers_still_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """A log whose snapshots (all of them, or some of the chain) hold the numbers, as
+    logs written before the gaps do: a cold open reads from the last one without a
+    warning, as the writer reads, `verify` finds them exact, and writing goes on
+    (the next snapshot, as gaps, builds on them)."""
+    from langgraph_ctx.cli.verify import verify_file
+
+    monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 9)
+    writer = JsonlSaver(tmp_path)
+    graph = trimming_graph(writer)
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(25):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
+    expected = tuple_view(writer.get_tuple(config))  # the writer is not used after
+    path = Path(writer.path("t"))
+    lines = path.read_bytes().split(b"\n")[:-1]
+    snaps = snap_lines(lines)
+    assert len(snaps) >= 6
+    rewrite = {"all": snaps, "older": snaps[:-1], "newest": snaps[-1:]}[which]
+    for n in rewrite:
+        plain = written_plain(loads_line(lines[n - 1]))
+        assert all(type(m) is int for m in plain["msgs"][1])
+        lines[n - 1] = dumps_line(plain)[:-1]
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    assert verify_file(path).problems == []
+
+    cold = JsonlSaver(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorruptLineWarning)
+        got = cold.get_tuple(config)
+        index = cold._indexes["t"]
+        assert index.partial and index.snap_line == snaps[-1]
+        assert tuple_view(got) == expected
+        more = trimming_graph(cold)
+        for i in range(25, 40):
+            more.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
+        again = JsonlSaver(tmp_path).get_tuple(config)
+    assert tuple_view(again) == tuple_view(cold.get_tuple(config))
+    assert len(snap_lines(path.read_bytes().split(b"\n")[:-1])) > len(snaps)
+    assert verify_file(path).problems == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda obj: obj["msgs"].__setitem__(2, "3,4"),
+        lambda obj: obj["msgs"][2].__setitem__(0, 1.5),
+        lambda obj: obj["msgs"][2].__setitem__(0, -10**6),  # a line before the first
+        lambda obj: obj["lists"][0].__setitem__(5, [1, "x"]),
+        lambda obj: obj["lists"][0].__setitem__(5, [-10**6]),  # a negative ordinal
+    ],
+    ids=["msgs-not-a-list", "msgs-float", "msgs-below-1", "list-str", "list-negative"],
+)
+def test_malformed_gaps_pass_the_snapshot_over(tmp_path: Path, change: Any) -> None:
+    writer = JsonlSaver(tmp_path)
+    graph = trimming_graph(writer)
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(60):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
+    expected = tuple_view(writer.get_tuple(config))
+    path = Path(writer.path("t"))
+    lines = path.read_bytes().split(b"\n")[:-1]
+    n = snap_lines(lines)[-1]
+    obj = loads_line(lines[n - 1])
+    change(obj)
+    lines[n - 1] = dumps_line(obj)[:-1]
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    cold = JsonlSaver(tmp_path)
+    with pytest.warns(CorruptLineWarning, match=f":{n}: snapshot"):
+        got = cold.get_tuple(config)
+    assert tuple_view(got) == expected
+    assert not cold._indexes["t"].partial
