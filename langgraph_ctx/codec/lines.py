@@ -948,7 +948,7 @@ def _gaps(values: Sequence[int | None]) -> list[int | None]:
     ([16006, 3, None, 2], [16006, 16009, None, 16011])
     """
     if None not in values:
-        return list(map(operator.sub, values, [0, *values[:-1]]))  # type: ignore[list-item]
+        return list(map(operator.sub, values, [0, *values[:-1]]))
     out: list[int | None] = []
     last = 0
     for v in values:
