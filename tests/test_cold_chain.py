@@ -4,6 +4,7 @@ the one before it did, with the same checks (issue #16, item 2)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import warnings
 from pathlib import Path
@@ -278,3 +279,23 @@ def test_malformed_gaps_pass_the_snapshot_over(tmp_path: Path, change: Any) -> N
         got = cold.get_tuple(config)
     assert tuple_view(got) == expected
     assert not cold._indexes["t"].partial
+
+
+def test_snapshots_come_half_as_often_in_a_long_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``SNAPSHOT_EVERY`` lines, every twice that once the log is 32 times as long:
+    the chain a cold open parses grows half as fast there (`snapshot_due`)."""
+    monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 5)
+    writer = JsonlSaver(tmp_path)
+    graph = trimming_graph(writer)
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(70):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
+    snaps = snap_lines(Path(writer.path("t")).read_bytes().split(b"\n")[:-1])
+    spacing = [(b, b - a) for a, b in itertools.pairwise(snaps)]
+    short = [gap for line, gap in spacing if line <= 160]
+    long = [gap for line, gap in spacing if line - gap > 161]
+    assert short and long
+    assert min(short) >= 5 and sorted(short)[len(short) // 2] < 10
+    assert min(long) >= 10

@@ -863,7 +863,27 @@ since the last one. A cold open parses the last snapshot, the snapshots before i
 (small: each holds what changed since its predecessor) and at most about this many
 lines after it; each snapshot costs about 1 KB (its numbers written as gaps), so
 storage grows by ~1-2%. 128 rather than 256: half the lines after the last snapshot to
-index on a cold open, for about the bytes 256 cost before the gaps."""
+index on a cold open, for about the bytes 256 cost before the gaps; 256 again once the
+log is long (`snapshot_due`)."""
+
+
+
+def snapshot_due(lines: int, snap_line: int | None, every: int = SNAPSHOT_EVERY) -> bool:
+    """Whether the next checkpoint's batch starts with a ``snap`` line: ``every`` lines
+    since the last one, twice that once the log is ``32 * every`` lines long.
+
+    A cold open indexes the lines after the last snapshot (about 4 us each, half the
+    interval on average) and parses every snapshot of the chain (about 15 us each, one
+    per interval of the log): the shorter interval wins on a short log, the longer one
+    on a long log, whose chain it keeps from growing twice as fast.
+
+    >>> snapshot_due(300, 170), snapshot_due(5000, 4870), snapshot_due(5000, 4700)
+    (True, False, True)
+    """
+    if lines >= 32 * every:
+        every *= 2
+    return lines - (snap_line or 0) >= every
+
 
 SNAP_PREFIX = b'{"v":2,"t":"snap",'
 """How every ``snap`` line begins (`dumps_line` keeps key order): a reader finds the
