@@ -24,7 +24,14 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.cli.verify import verify_file
-from langgraph_ctx.codec.lines import SNAP_PREFIX, dumps_line, loads_line
+from langgraph_ctx.codec.lines import (
+    GAPS,
+    SNAP_PREFIX,
+    _gaps,
+    _ungaps,
+    dumps_line,
+    loads_line,
+)
 from langgraph_ctx.codec.messages import (
     MESSAGE_CLASSES,
     _constructed,
@@ -373,11 +380,30 @@ def test_a_log_without_snapshots_still_reads(
     assert not cold._indexes["old"].partial
 
 
+def plain_numbers(obj: dict) -> dict:
+    """A ``snap`` line with its gaps (``"d"``) turned into the numbers, for a change."""
+    msgs = obj["msgs"]
+    if len(msgs) == 3:
+        obj["msgs"] = [msgs[0], _ungaps(msgs[2])]
+    obj["lists"] = [[*x[:4], _ungaps(x[5])] if len(x) == 6 else x for x in obj["lists"]]
+    return obj
+
+
+def as_gaps(obj: dict) -> dict:
+    """The numbers of `plain_numbers` written as gaps again, as a snapshot is written."""
+    obj["msgs"] = [obj["msgs"][0], GAPS, _gaps(obj["msgs"][1])]
+    obj["lists"] = [[*x[:4], GAPS, _gaps(x[4])] for x in obj["lists"]]
+    return obj
+
+
 def rewrite_last_snapshot(path: Path, change: Any) -> int:
+    """Change the last snapshot (its numbers plain while ``change`` sees them) and write
+    it back, as gaps, with a valid checksum."""
     lines = path.read_bytes().split(b"\n")[:-1]
     n = snap_lines(lines)[-1]
-    obj = loads_line(lines[n - 1])
+    obj = plain_numbers(loads_line(lines[n - 1]))
     change(obj)
+    as_gaps(obj)
     lines[n - 1] = dumps_line(obj)[:-1]  # a valid checksum: tampered, not damaged
     path.write_bytes(b"".join(raw + b"\n" for raw in lines))
     return n

@@ -21,8 +21,10 @@ from langgraph_ctx.storage.base import PartialLines
 
 from .backends import RedisBackend
 from .test_cold_open import (
+    as_gaps,
     chat,
     late_writes,
+    plain_numbers,
     point_head_elsewhere,
     snap_lines,
     swap_messages,
@@ -95,8 +97,9 @@ def tamper(rb: RedisBackend, thread_id: str, change: Any) -> int:
     is well formed, what it says is wrong); returns its line number."""
     key = rb._key(thread_id)
     n = last_snapshot(rb, thread_id)
-    obj = loads_line(rb.client.lindex(key, n - 1))
+    obj = plain_numbers(loads_line(rb.client.lindex(key, n - 1)))
     change(obj)
+    as_gaps(obj)
     rb.client.lset(key, n - 1, dumps_line(obj)[:-1])
     return n
 

@@ -61,6 +61,7 @@ from langgraph_ctx.codec.lines import (
     parse_checkpoint_line,
     parse_snapshot_line,
     parse_writes_line,
+    snapshot_as_gaps,
 )
 from langgraph_ctx.codec.messages import message_from_body
 from langgraph_ctx.codec.values import PACKAGE_MODELS, message_refs, refs_of
@@ -447,7 +448,7 @@ class _Decoder:
         """A snapshot must say exactly what the lines before it say: it is compared
         with the one the saver would write there (a cold open trusts it)."""
         expected = self.index.snapshot()
-        found = {k: v for k, v in obj.items() if k != "c"}
+        found = snapshot_as_gaps({k: v for k, v in obj.items() if k != "c"})
         if expected is None or expected != found:
             diff = sorted(
                 k for k in set(found) | set(expected or {})

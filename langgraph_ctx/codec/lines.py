@@ -39,6 +39,7 @@ every line shares next to both, so a change to the grammar is one diff.) Values 
 from __future__ import annotations
 
 import binascii
+import contextlib
 import copy
 import json
 import operator
@@ -49,7 +50,7 @@ import zlib
 from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from itertools import repeat
+from itertools import accumulate, repeat
 from typing import Any
 
 import orjson
@@ -856,11 +857,33 @@ def list_link(enc: Mapping[str, Any], n: int) -> tuple[str, int | None]:
 
 # ------------------------------------------------------------------------ snap
 
-SNAPSHOT_EVERY = 256
+SNAPSHOT_EVERY = 128
 """A checkpoint's batch starts with a ``snap`` line when this many lines were written
 since the last one. A cold open parses the last snapshot, the snapshots before it
 (small: each holds what changed since its predecessor) and at most about this many
-lines after it; each snapshot costs about 1-2 KB, so storage grows by ~1-2%."""
+lines after it; each snapshot costs about 1 KB (its numbers written as gaps), so
+storage grows by ~1-2%. 128 rather than 256: half the lines after the last snapshot to
+index on a cold open, for about the bytes 256 cost before the gaps; 256 again once the
+log is long (`snapshot_due`)."""
+
+
+
+def snapshot_due(lines: int, snap_line: int | None, every: int = SNAPSHOT_EVERY) -> bool:
+    """Whether the next checkpoint's batch starts with a ``snap`` line: ``every`` lines
+    since the last one, twice that once the log is ``32 * every`` lines long.
+
+    A cold open indexes the lines after the last snapshot (about 4 us each, half the
+    interval on average) and parses every snapshot of the chain (about 15 us each, one
+    per interval of the log): the shorter interval wins on a short log, the longer one
+    on a long log, whose chain it keeps from growing twice as fast.
+
+    >>> snapshot_due(300, 170), snapshot_due(5000, 4870), snapshot_due(5000, 4700)
+    (True, False, True)
+    """
+    if lines >= 32 * every:
+        every *= 2
+    return lines - (snap_line or 0) >= every
+
 
 SNAP_PREFIX = b'{"v":2,"t":"snap",'
 """How every ``snap`` line begins (`dumps_line` keeps key order): a reader finds the
@@ -907,12 +930,18 @@ def snapshot_line(
     """A ``snap`` line: what the lines before it say that reading the latest state needs.
 
     * ``prev``: the line of the previous snapshot (snapshots form a chain);
-    * ``msgs``: ``[first ordinal, [line, ...]]``, the lines of the messages defined
+    * ``msgs``: ``[first ordinal, "d", [gap, ...]]``, the lines of the messages defined
       since the previous snapshot (``null`` for one that was skipped as corrupt);
     * ``heads``: the latest checkpoint of each namespace, in full (`SnapshotHead`);
     * ``lists``: the message lists those checkpoints hold, each
-      ``[line, channel, base, keep, [ordinal, ...]]``: the first ``keep`` ordinals of
+      ``[line, channel, base, keep, "d", [gap, ...]]``: the first ``keep`` ordinals of
       list number ``base`` of the previous snapshot (``-1``: none), then these.
+
+    Line numbers and ordinals are written as gaps (``"d"``, `_gaps`): each the
+    difference from the one before (the first from 0), a digit or two where the
+    number takes five. Snapshots written before that hold the numbers themselves
+    (``[first ordinal, [line, ...]]``, ``[line, channel, base, keep, [ordinal, ...]]``)
+    and read as before.
 
     Every part is a change from the previous snapshot or bounded by the latest
     state's own size (heads, their writes), so the snapshots of a log grow with it
@@ -921,10 +950,78 @@ def snapshot_line(
     line: dict[str, Any] = {"v": FORMAT_VERSION, "t": "snap"}
     if prev is not None:
         line["prev"] = prev
-    line["msgs"] = [first_msg, list(msg_lines)]
+    line["msgs"] = [first_msg, GAPS, _gaps(msg_lines)]
     line["heads"] = [_snapshot_head(h) for h in heads]
-    line["lists"] = [[n, ch, base, keep, list(refs)] for n, ch, base, keep, refs in lists]
+    line["lists"] = [[n, ch, base, keep, GAPS, _gaps(refs)] for n, ch, base, keep, refs in lists]
     return line
+
+
+GAPS = "d"
+"""The mark of a snapshot part written as gaps (`_gaps`) rather than the numbers."""
+
+
+def _gaps(values: Sequence[int | None]) -> list[int | None]:
+    """``values`` as differences, each from the number before it (the first from 0;
+    a ``None`` stays ``None`` and the next differs from the number before it).
+
+    >>> _gaps([16006, 16009, None, 16011]), _ungaps([16006, 3, None, 2])
+    ([16006, 3, None, 2], [16006, 16009, None, 16011])
+    """
+    if None not in values:
+        return list(map(operator.sub, values, [0, *values[:-1]]))
+    out: list[int | None] = []
+    last = 0
+    for v in values:
+        if v is None:
+            out.append(None)
+        else:
+            out.append(v - last)
+            last = v
+    return out
+
+
+def snapshot_as_gaps(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``snap`` line as `snapshot_line` writes it now: the numbers of one written
+    before the gaps turned into gaps (what `verify` compares with the line it expects);
+    anything else as it is."""
+    out = dict(obj)
+    msgs = out.get("msgs")
+    if type(msgs) is list and len(msgs) == 2 and type(msgs[1]) is list:
+        with contextlib.suppress(TypeError):
+            out["msgs"] = [msgs[0], GAPS, _gaps(msgs[1])]
+    lists = out.get("lists")
+    if type(lists) is list:
+        out["lists"] = [
+            [*x[:4], GAPS, _gaps(x[4])]
+            if type(x) is list and len(x) == 5 and type(x[4]) is list
+            and set(map(type, x[4])) <= {int}
+            else x
+            for x in lists
+        ]
+    return out
+
+
+def _ungaps(gaps: Any) -> list[Any]:
+    """The numbers of `_gaps` (in C for a part without ``None``); raises `CodecError`
+    unless ``gaps`` is a list of integers (and ``None``)."""
+    if type(gaps) is not list:
+        raise CodecError("snapshot: gaps must be a list")
+    if not gaps:
+        return []
+    kinds = set(map(type, gaps))
+    if kinds == {int}:
+        return list(accumulate(gaps))
+    if not kinds <= {int, type(None)}:
+        raise CodecError("snapshot: gaps must be integers")
+    out: list[Any] = []
+    last = 0
+    for g in gaps:
+        if g is None:
+            out.append(None)
+        else:
+            last += g
+            out.append(last)
+    return out
 
 
 def _snapshot_head(h: SnapshotHead) -> dict[str, Any]:
@@ -982,6 +1079,8 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
     if prev is not None:
         prev = _line_no(prev, n, "'prev'")
     msgs = obj.get("msgs")
+    if type(msgs) is list and len(msgs) == 3 and msgs[1] == GAPS:
+        msgs = [msgs[0], _ungaps(msgs[2])]
     if not (
         type(msgs) is list
         and len(msgs) == 2
@@ -989,7 +1088,7 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
         and msgs[0] >= 0
         and type(msgs[1]) is list
     ):
-        raise CodecError("snapshot: 'msgs' must be [first ordinal, [line, ...]]")
+        raise CodecError("snapshot: 'msgs' must be [first ordinal, \"d\", [gap, ...]]")
     msg_lines = msgs[1]
     if not _all_lines_before(msg_lines, n):  # say which one
         msg_lines = [None if m is None else _line_no(m, n, "message line") for m in msg_lines]
@@ -999,6 +1098,8 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
     heads_of = [_parse_snapshot_head(h, n) for h in heads_raw] if heads else []
     lists = []
     for item in lists_raw:
+        if type(item) is list and len(item) == 6 and item[4] == GAPS:
+            item = [*item[:4], _ungaps(item[5])]
         if not (type(item) is list and len(item) == 5 and isinstance(item[1], str)):
             raise CodecError("snapshot: each list must be [line, channel, base, keep, ordinals]")
         line_no = _line_no(item[0], n, "list line")

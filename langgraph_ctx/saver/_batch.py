@@ -24,6 +24,7 @@ from langgraph_ctx.codec.lines import (
     like_line,
     list_value,
     message_line,
+    snapshot_due,
     thread_line,
     writes_line,
     writes_readable,
@@ -276,7 +277,7 @@ def checkpoint_batch(
     log. ``delta_base``: `DeltaChannel` histories to fold into the line.
     """
     batch = _Batch(index, serde)
-    if index.lines - (index.snap_line or 0) >= SNAPSHOT_EVERY:
+    if snapshot_due(index.lines, index.snap_line, SNAPSHOT_EVERY):
         snap = index.snapshot()  # first: every line it names is already written
         if snap is not None:
             batch.lines.append(snap)

@@ -306,6 +306,48 @@ def _bulk_checked(
                 yield offset, ordinal if msgs_ok else None
 
 
+def _fold_chain(chain: Sequence[Snapshot]) -> list[tuple[int, str, list[int]]]:
+    """The message lists of the newest snapshot of ``chain`` (newest first, each one's
+    ``prev`` the next), each ``(line, channel, ordinals)``, as folding every snapshot
+    onto the one before it (`_Index._fold_snapshot`) gives them, with its checks.
+
+    Every list of every snapshot is checked against the lengths of the lists before it,
+    but only the newest snapshot's lists are built, each once from the parts the chain
+    holds of it: a chain of ``k`` snapshots costs its own size plus the latest lists',
+    where folding copied each snapshot's lists (``k`` times a message list).
+    """
+    sizes: list[int] | None = None
+    for snap in reversed(chain):
+        known = sizes
+        sizes = []
+        for _, _, base, keep, refs in snap.lists:
+            if base >= 0:
+                if known is None or base >= len(known):
+                    raise CodecError(f"snapshot: list {base} of the previous snapshot is unknown")
+                if keep > known[base]:
+                    raise CodecError("snapshot: 'keep' is longer than the base list")
+                sizes.append(keep + len(refs))
+            else:
+                sizes.append(len(refs))
+    lists: list[tuple[int, str, list[int]]] = []
+    for i, (line_no, channel, *_) in enumerate(chain[0].lists):
+        assert sizes is not None
+        want, level, at = sizes[i], 0, i
+        parts: list[list[int]] = []  # the list's tails, the newest snapshot's first
+        while want:
+            _, _, base, keep, refs = chain[level].lists[at]
+            kept = keep if base >= 0 else 0
+            if want > kept:
+                parts.append(refs[: want - kept])
+                want = kept
+            level, at = level + 1, base
+        ordinals: list[int] = []
+        for part in reversed(parts):
+            ordinals += part
+        lists.append((line_no, channel, ordinals))
+    return lists
+
+
 _DECODE_BATCH = 128
 """Messages `_Index.decode_many` parses and builds at a time (see there)."""
 
@@ -635,7 +677,6 @@ class _Index:
                 at = chain[-1].prev
             msg_lines: dict[int, int] = {}
             expected = 0
-            lists: list[tuple[int, str, list[int]]] | None = None
             for snap in reversed(chain):
                 if snap.first_msg != expected:
                     raise CodecError("snapshot: its messages do not follow the previous one's")
@@ -650,8 +691,8 @@ class _Index:
                     raise CodecError(f"snapshot: message line {max(named)} is past the end")
                 msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
-                self._fold_snapshot(snap, lists)
-                lists = self.snap_lists
+            self.snap_line, self.snap_next = chain[0].line, chain[0].next_msg
+            self.snap_lists = _fold_chain(chain)
             top = chain[0]
             for h in top.heads:
                 self._check_head(h, lines)
