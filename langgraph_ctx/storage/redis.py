@@ -328,9 +328,10 @@ return 0
 _COLD = [8 * SNAPSHOT_EVERY, 4 * SNAPSHOT_EVERY, SNAP_PREFIX, 64]
 """The snapshot script's cold-read arguments: how many lines from the end it looks for a
 ``snap`` line in (snapshots come every `SNAPSHOT_EVERY` lines or so, twice that in a long
-log, after a whole batch: `snapshot_due`); the shortest log it does so for (a shorter one is read whole: fewer round trips
-than its snapshot's checks would take); how a snapshot line begins; and how many lines
-before the snapshot come along (the checkpoints it names, which its reader checks)."""
+log, after a whole batch: `snapshot_due`); the shortest log it does so for (a shorter one
+is read whole: fewer round trips than its snapshot's checks would take); how a snapshot
+line begins; and how many lines before the snapshot come along (the checkpoints it names,
+which its reader checks)."""
 
 _SCRIPTS = {
     "snapshot": _SNAPSHOT,
