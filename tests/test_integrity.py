@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import uuid
 import warnings
 from pathlib import Path
@@ -324,12 +325,16 @@ def test_verify_parses_each_line_once_and_decodes_each_message_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counts = {"parse": 0, "message": 0}
+    # `verify` runs on this thread; a worker thread an earlier test left running (an
+    # `asyncio.to_thread` call outliving its cancelled task) must not add to the counts.
+    this_thread = threading.get_ident()
 
     def counting(module: Any, name: str, key: str) -> None:
         original = getattr(module, name)
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            counts[key] += 1
+            if threading.get_ident() == this_thread:
+                counts[key] += 1
             return original(*args, **kwargs)
 
         monkeypatch.setattr(module, name, wrapper)
