@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import random
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +111,48 @@ def trimming_graph(saver: Any) -> Any:
     def chatbot(state: MessagesState) -> dict:
         out: list[Any] = [AIMessage(f"reply {len(state['messages'])} " + "w " * rng.randint(1, 9))]
         if len(state["messages"]) > 12 and rng.random() < 0.3:
-            out.append(RemoveMessage(id=state["messages"][-3].id))
+            out.append(RemoveMessage(id=str(state["messages"][-3].id)))
         return {"messages": out}
 
     builder = StateGraph(MessagesState)
     builder.add_node("chatbot", chatbot)
     builder.add_edge(START, "chatbot")
     return builder.compile(checkpointer=saver)
+
+
+CONFIG: Any = {"configurable": {"thread_id": "t"}}
+
+
+def chatted(tmp_path: Path, turns: int) -> tuple[JsonlSaver, Path, list[bytes]]:
+    """``turns`` turns of `trimming_graph` on a saver of ``tmp_path``: the saver, the
+    thread's file and its lines."""
+    writer = JsonlSaver(tmp_path)
+    graph = trimming_graph(writer)
+    for i in range(turns):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, CONFIG)
+    path = Path(writer.path("t"))
+    return writer, path, path.read_bytes().split(b"\n")[:-1]
+
+
+def opened_at_snapshot(tmp_path: Path, snap: int) -> tuple[JsonlSaver, Any]:
+    """A fresh saver on ``tmp_path`` and its first `get_tuple`, read from the snapshot on
+    line ``snap`` without a warning."""
+    cold = JsonlSaver(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorruptLineWarning)
+        got = cold.get_tuple(CONFIG)
+    index = cold._indexes["t"]
+    assert index.partial and index.snap_line == snap
+    return cold, got
+
+
+def rewritten(path: Path, lines: list[bytes], n: int, change: Callable[[Any], Any]) -> None:
+    """Line ``n`` parsed, changed in place by ``change``, sealed again, and the file
+    written with it."""
+    obj = loads_line(lines[n - 1])
+    change(obj)
+    lines[n - 1] = dumps_line(obj)[:-1]
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
 
 
 def test_a_long_chain_reads_as_the_warm_index(
@@ -126,35 +162,26 @@ def test_a_long_chain_reads_as_the_warm_index(
     saver opens from the last snapshot, its lists equal a full scan's, and every read
     equals the writer's."""
     monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 7)
-    writer = JsonlSaver(tmp_path)
-    graph = trimming_graph(writer)
-    config = {"configurable": {"thread_id": "t"}}
-    for i in range(60):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
-    lines = Path(writer.path("t")).read_bytes().split(b"\n")[:-1]
+    writer, _, lines = chatted(tmp_path, 60)
     snaps = snap_lines(lines)
     assert len(snaps) >= 30
     # The chain really is one chain of them all.
     assert loads_line(lines[snaps[-1] - 1])["prev"] == snaps[-2]
 
-    cold = JsonlSaver(tmp_path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CorruptLineWarning)
-        got = cold.get_tuple(config)
+    cold, got = opened_at_snapshot(tmp_path, snaps[-1])
     index = cold._indexes["t"]
-    assert index.partial and index.snap_line == snaps[-1]
     full = _index._Index(where="t", reader=None, serde=writer.serde)
     full.feed(1, lines, skip_corrupt=False, snapshots=False)
     assert index.snap_lists == full.snap_lists
-    trimmed, sizes = 0, []
+    trimmed, sizes = 0, list[int]()
     for n in snaps:  # lists that keep only a start of their base: the trims were written
         lists = parse_snapshot_line(loads_line(lines[n - 1]), n).lists
         trimmed += sum(base >= 0 and keep < sizes[base] for _, _, base, keep, _ in lists)
         sizes = [(keep if base >= 0 else 0) + len(refs) for _, _, base, keep, refs in lists]
     assert trimmed
-    assert tuple_view(got) == tuple_view(writer.get_tuple(config))
-    assert [tuple_view(t) for t in cold.list(config)] == [
-        tuple_view(t) for t in writer.list(config)
+    assert tuple_view(got) == tuple_view(writer.get_tuple(CONFIG))
+    assert [tuple_view(t) for t in cold.list(CONFIG)] == [
+        tuple_view(t) for t in writer.list(CONFIG)
     ]
 
 
@@ -164,23 +191,15 @@ def test_a_bad_snapshot_deep_in_a_long_chain_is_passed_over(
     """A snapshot in the middle of the chain whose list keeps more than its base holds:
     the last snapshot is passed over with a warning, the whole log is read instead."""
     monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 7)
-    writer = JsonlSaver(tmp_path)
-    graph = trimming_graph(writer)
-    config = {"configurable": {"thread_id": "t"}}
-    for i in range(30):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
-    expected = tuple_view(writer.get_tuple(config))
-    path = Path(writer.path("t"))
-    lines = path.read_bytes().split(b"\n")[:-1]
+    writer, path, lines = chatted(tmp_path, 30)
+    expected = tuple_view(writer.get_tuple(CONFIG))
     snaps = snap_lines(lines)
     middle = snaps[len(snaps) // 2]
-    obj = loads_line(lines[middle - 1])
-    obj["lists"][0][3] = 10**6  # keeps more than any list holds
-    lines[middle - 1] = dumps_line(obj)[:-1]
-    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    # keeps more than any list holds
+    rewritten(path, lines, middle, lambda obj: obj["lists"][0].__setitem__(3, 10**6))
     cold = JsonlSaver(tmp_path)
     with pytest.warns(CorruptLineWarning, match=f":{snaps[-1]}: snapshot: 'keep'"):
-        got = cold.get_tuple(config)
+        got = cold.get_tuple(CONFIG)
     assert not cold._indexes["t"].partial
     assert tuple_view(got) == expected
 
@@ -215,14 +234,8 @@ def test_snapshots_written_as_numbers_still_read(
     from langgraph_ctx.cli.verify import verify_file
 
     monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 9)
-    writer = JsonlSaver(tmp_path)
-    graph = trimming_graph(writer)
-    config = {"configurable": {"thread_id": "t"}}
-    for i in range(25):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
-    expected = tuple_view(writer.get_tuple(config))  # the writer is not used after
-    path = Path(writer.path("t"))
-    lines = path.read_bytes().split(b"\n")[:-1]
+    writer, path, lines = chatted(tmp_path, 25)
+    expected = tuple_view(writer.get_tuple(CONFIG))  # the writer is not used after
     snaps = snap_lines(lines)
     assert len(snaps) >= 6
     rewrite = {"all": snaps, "older": snaps[:-1], "newest": snaps[-1:]}[which]
@@ -233,18 +246,15 @@ def test_snapshots_written_as_numbers_still_read(
     path.write_bytes(b"".join(raw + b"\n" for raw in lines))
     assert verify_file(path).problems == []
 
-    cold = JsonlSaver(tmp_path)
+    cold, got = opened_at_snapshot(tmp_path, snaps[-1])
+    assert tuple_view(got) == expected
     with warnings.catch_warnings():
         warnings.simplefilter("error", CorruptLineWarning)
-        got = cold.get_tuple(config)
-        index = cold._indexes["t"]
-        assert index.partial and index.snap_line == snaps[-1]
-        assert tuple_view(got) == expected
         more = trimming_graph(cold)
         for i in range(25, 40):
-            more.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
-        again = JsonlSaver(tmp_path).get_tuple(config)
-    assert tuple_view(again) == tuple_view(cold.get_tuple(config))
+            more.invoke({"messages": [HumanMessage(f"turn {i}")]}, CONFIG)
+        again = JsonlSaver(tmp_path).get_tuple(CONFIG)
+    assert tuple_view(again) == tuple_view(cold.get_tuple(CONFIG))
     assert len(snap_lines(path.read_bytes().split(b"\n")[:-1])) > len(snaps)
     assert verify_file(path).problems == []
 
@@ -261,22 +271,13 @@ def test_snapshots_written_as_numbers_still_read(
     ids=["msgs-not-a-list", "msgs-float", "msgs-below-1", "list-str", "list-negative"],
 )
 def test_malformed_gaps_pass_the_snapshot_over(tmp_path: Path, change: Any) -> None:
-    writer = JsonlSaver(tmp_path)
-    graph = trimming_graph(writer)
-    config = {"configurable": {"thread_id": "t"}}
-    for i in range(60):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
-    expected = tuple_view(writer.get_tuple(config))
-    path = Path(writer.path("t"))
-    lines = path.read_bytes().split(b"\n")[:-1]
+    writer, path, lines = chatted(tmp_path, 60)
+    expected = tuple_view(writer.get_tuple(CONFIG))
     n = snap_lines(lines)[-1]
-    obj = loads_line(lines[n - 1])
-    change(obj)
-    lines[n - 1] = dumps_line(obj)[:-1]
-    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    rewritten(path, lines, n, change)
     cold = JsonlSaver(tmp_path)
     with pytest.warns(CorruptLineWarning, match=f":{n}: snapshot"):
-        got = cold.get_tuple(config)
+        got = cold.get_tuple(CONFIG)
     assert tuple_view(got) == expected
     assert not cold._indexes["t"].partial
 
@@ -287,12 +288,7 @@ def test_snapshots_come_half_as_often_in_a_long_log(
     """Every ``SNAPSHOT_EVERY`` lines, every twice that once the log is 32 times as long:
     the chain a cold open parses grows half as fast there (`snapshot_due`)."""
     monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 5)
-    writer = JsonlSaver(tmp_path)
-    graph = trimming_graph(writer)
-    config = {"configurable": {"thread_id": "t"}}
-    for i in range(70):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)
-    snaps = snap_lines(Path(writer.path("t")).read_bytes().split(b"\n")[:-1])
+    snaps = snap_lines(chatted(tmp_path, 70)[2])
     spacing = [(b, b - a) for a, b in itertools.pairwise(snaps)]
     short = [gap for line, gap in spacing if line <= 160]
     long = [gap for line, gap in spacing if line - gap > 161]
