@@ -26,6 +26,7 @@ from langgraph_ctx.context.compaction import HybridSummary
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, CompactionState
 from langgraph_ctx.testing import ExtractiveSummaryModel
+from tests.graphs import single_node
 
 CITIES = ["Lisbon", "Porto", "Madrid", "Seville", "Valencia", "Bilbao", "Granada", "Malaga"]
 
@@ -87,10 +88,7 @@ def chat_graph(saver: Any) -> Any:
     def chatbot(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage(content=f"you said: {state['messages'][-1].content}")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node(chatbot)
-    builder.add_edge(START, "chatbot")
-    return builder.compile(checkpointer=saver)
+    return single_node(saver, chatbot)
 
 
 def approval_graph(saver: Any) -> Any:

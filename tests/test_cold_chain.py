@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.codec.lines import (
@@ -28,6 +28,7 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.errors import CodecError, CorruptLineWarning
 from langgraph_ctx.saver import _batch, _index
+from tests.graphs import single_node
 from tests.test_cold_open import snap_lines, tuple_view
 
 
@@ -114,10 +115,7 @@ def trimming_graph(saver: Any) -> Any:
             out.append(RemoveMessage(id=str(state["messages"][-3].id)))
         return {"messages": out}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("chatbot", chatbot)
-    builder.add_edge(START, "chatbot")
-    return builder.compile(checkpointer=saver)
+    return single_node(saver, chatbot)
 
 
 CONFIG: Any = {"configurable": {"thread_id": "t"}}

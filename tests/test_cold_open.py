@@ -20,7 +20,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.cli.verify import verify_file
@@ -41,6 +41,7 @@ from langgraph_ctx.codec.messages import (
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.saver import _index
 from tests.backends import Backend
+from tests.graphs import single_node
 
 MESSAGES: list[BaseMessage] = [
     HumanMessage("hi"),
@@ -158,10 +159,7 @@ def chat_graph(saver: Any) -> Any:
     def chatbot(state: MessagesState) -> dict:
         return {"messages": [AIMessage(" ".join(rng.choice(WORDS) for _ in range(30)))]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("chatbot", chatbot)
-    builder.add_edge(START, "chatbot")
-    return builder.compile(checkpointer=saver)
+    return single_node(saver, chatbot)
 
 
 def chat(saver: Any, thread_id: str, turns: int, start: int = 0) -> Any:

@@ -18,6 +18,7 @@ from langgraph.graph import START, StateGraph
 from langgraph_ctx import BudgetNode
 from langgraph_ctx.nodes.state import BudgetState
 from tests.backends import Backend
+from tests.graphs import single_node
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -73,10 +74,7 @@ def _chat(saver: Any) -> Any:
     def bot(state: BudgetState) -> dict[str, Any]:
         return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
 
-    builder = StateGraph(BudgetState)
-    builder.add_node(bot)
-    builder.add_edge(START, "bot")
-    return builder.compile(checkpointer=saver)
+    return single_node(saver, bot, BudgetState)
 
 
 def _contents(saver: Any, thread_id: str) -> list[str]:

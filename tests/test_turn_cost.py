@@ -34,6 +34,7 @@ import langgraph_ctx.saver._batch as batch_module
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.codec.lines import dumps_line, loads_sealed
 from langgraph_ctx.codec.messages import has_nonfinite, message_digest
+from tests.graphs import single_node
 
 CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
@@ -179,10 +180,7 @@ def _chat(saver: Any) -> Any:
     def chat(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node(chat)
-    builder.add_edge(START, "chat")
-    return builder.compile(checkpointer=saver)
+    return single_node(saver, chat)
 
 
 def test_a_put_lets_go_of_the_lines_its_checkpoint_supersedes(tmp_path: Path) -> None:
