@@ -393,6 +393,8 @@ def _new_message(cls: type[BaseMessage], fields: dict[str, Any], keys: Any) -> B
     _SET_EXTRA(m, {})
     _SET_PRIVATE(m, None)
     return m
+
+
 _AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_constructed` inlines
 
 
