@@ -232,6 +232,7 @@ def test_snapshots_written_as_numbers_still_read(
     from langgraph_ctx.cli.verify import verify_file
 
     monkeypatch.setattr(_batch, "SNAPSHOT_EVERY", 9)
+    monkeypatch.setattr(_index, "SNAPSHOT_EVERY", 9)  # a log this short opens from one
     writer, path, lines = chatted(tmp_path, 25)
     expected = tuple_view(writer.get_tuple(CONFIG))  # the writer is not used after
     snaps = snap_lines(lines)
