@@ -166,6 +166,9 @@ class _ThreadLock(ThreadLock):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
 
+    def _acquire_now(self, exclusive: bool) -> bool:
+        return self._lock_file(exclusive, blocking=False)
+
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
         """Take the flock; ``False`` if not ``blocking`` and another process holds it."""
         if self.forks != _FORKS[0]:  # a forked child: the parent's flocks are not ours
@@ -625,7 +628,7 @@ class JsonlStorage(LogStorage):
 
     def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
         path = self.path(thread_id)
-        state = self._states.setdefault(thread_id, _FileState())
+        state = self._states.get(thread_id) or self._states.setdefault(thread_id, _FileState())
         data = b"".join(lines)
         lock = self._held(thread_id)
         if lock is not None:
