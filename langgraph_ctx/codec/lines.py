@@ -50,7 +50,7 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate, repeat
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -638,7 +638,7 @@ def checkpoint_metadata(
 ) -> dict[str, Any]:
     """The metadata of a ``ckpt`` line (a fresh copy when the head holds it)."""
     if head.meta is not None:
-        return json_copy(head.meta)  # parsed JSON: what deepcopy gives, several times faster
+        return cast(dict[str, Any], json_copy(head.meta))  # parsed JSON: as deepcopy, faster
     return metadata_from_fields(line, serde)
 
 
