@@ -97,10 +97,18 @@ def is_plain_json(value: Any) -> bool:
     if kind is float:
         return math.isfinite(value)
     if kind is list or kind is tuple:
-        return all(is_plain_json(v) for v in value)
-    if kind is dict:
-        return all(type(k) is str and is_plain_json(v) for k, v in value.items())
-    return False
+        items: Any = value
+    elif kind is dict:
+        if not all(type(k) is str for k in value):
+            return False
+        items = value.values()
+    else:
+        return False
+    for v in items:  # a loop, not a generator: every put checks its metadata
+        vk = type(v)
+        if not (vk is str or vk is int or vk is bool or v is None or is_plain_json(v)):
+            return False
+    return True
 
 
 def _is_exact_json(value: Any) -> bool:
@@ -111,10 +119,18 @@ def _is_exact_json(value: Any) -> bool:
     if kind is float:
         return math.isfinite(value)
     if kind is list:
-        return all(_is_exact_json(v) for v in value)
-    if kind is dict:
-        return all(type(k) is str and _is_exact_json(v) for k, v in value.items())
-    return False
+        items: Any = value
+    elif kind is dict:
+        if not all(type(k) is str for k in value):
+            return False
+        items = value.values()
+    else:
+        return False
+    for v in items:
+        vk = type(v)
+        if not (vk is str or vk is int or vk is bool or v is None or _is_exact_json(v)):
+            return False
+    return True
 
 
 # ------------------------------------------------------------------------- serde

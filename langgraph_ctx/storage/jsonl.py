@@ -305,13 +305,22 @@ class _OpenFds:
         self.guard = threading.Lock()
 
     def touch(self, lock: _ThreadLock) -> None:
+        locks = self.locks
+        if len(locks) < self.limit:  # nothing to close: only the order to keep
+            try:
+                locks.move_to_end(lock)  # one C call, atomic as `guard` would make it
+                return
+            except KeyError:
+                pass  # new (or forgotten meanwhile): added under the guard
         with self.guard:
             self.locks[lock] = None
             self.locks.move_to_end(lock)
             over = len(self.locks) - self.limit
             if over <= 0:
                 return
-            idle = list(itertools.islice((lk for lk in self.locks if lk is not lock), over + 8))
+            # Taken in one C call: `touch`'s unguarded move_to_end cannot cut into it.
+            oldest = list(itertools.islice(self.locks, over + 9))
+            idle = [lk for lk in oldest if lk is not lock][: over + 8]
         for other in idle:  # not under the guard: closing may flush
             _close_if_idle(other)
 
