@@ -589,12 +589,14 @@ def checkpoint_line(
     if checkpoint.get("v", DEFAULT_CHECKPOINT_VERSION) != DEFAULT_CHECKPOINT_VERSION:
         line["cv"] = checkpoint["v"]
     line["ts"] = _short_ts(checkpoint["ts"], checkpoint["id"])
-    versions = dict(checkpoint.get("channel_versions") or {})
+    versions = checkpoint.get("channel_versions") or {}
+    if type(versions) is not dict:
+        versions = dict(versions)
     derived = {**parent.versions, **new_versions} if parent else dict(new_versions)
     if versions != derived:
         line["versions"] = pack_versions(versions)
     seen = checkpoint.get("versions_seen") or {}
-    if parent is None or not set(parent.seen) <= set(seen):
+    if parent is None or not parent.seen.keys() <= seen.keys():
         line["seen"] = pack_seen(seen)
     else:
         delta = {node: vs for node, vs in seen.items() if parent.seen.get(node) != vs}
@@ -753,6 +755,8 @@ def writes_readable(serde: SerializerProtocol) -> bool:
 
 def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
     """Checkpoint keys LangGraph may add later, kept under ``extra`` / ``extra_serde``."""
+    if KNOWN_CHECKPOINT_KEYS.issuperset(checkpoint):  # LangGraph's own keys only (most)
+        return {}
     extra = {
         k: v
         for k, v in checkpoint.items()

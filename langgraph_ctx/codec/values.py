@@ -99,9 +99,13 @@ def is_plain_json(value: Any) -> bool:
     if kind is list or kind is tuple:
         items: Any = value
     elif kind is dict:
-        if not all(type(k) is str for k in value):
-            return False
-        items = value.values()
+        for k, v in value.items():
+            vk = type(v)
+            if type(k) is not str or not (
+                vk is str or vk is int or vk is bool or v is None or is_plain_json(v)
+            ):
+                return False
+        return True
     else:
         return False
     for v in items:  # a loop, not a generator: every put checks its metadata
@@ -121,9 +125,13 @@ def _is_exact_json(value: Any) -> bool:
     if kind is list:
         items: Any = value
     elif kind is dict:
-        if not all(type(k) is str for k in value):
-            return False
-        items = value.values()
+        for k, v in value.items():
+            vk = type(v)
+            if type(k) is not str or not (
+                vk is str or vk is int or vk is bool or v is None or _is_exact_json(v)
+            ):
+                return False
+        return True
     else:
         return False
     for v in items:
