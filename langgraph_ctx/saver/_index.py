@@ -109,7 +109,10 @@ class _LRU(OrderedDict[Any, Any]):
     def get_hit(self, key: Any) -> Any:
         value = super().get(key)
         if value is not None:
-            self.move_to_end(key)
+            try:
+                self.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another reader (readers share the lock)
+                return value
         return value
 
     def put(self, key: Any, value: Any, *, trim: bool = True) -> None:
