@@ -236,6 +236,8 @@ class _AsyncHold:
     def enter_now(self) -> bool:
         """``__aenter__`` if it needs no wait; ``False``: nothing done, await it."""
         lock = self.lock
+        if type(lock)._acquire_now is ThreadLock._acquire_now:
+            return False  # a backend whose lock is always awaited
         task = asyncio.current_task()
         if lock.depth and task is not None and lock.task is task:
             return False  # re-entered by its holder: ``__aenter__`` checks the upgrade
