@@ -87,56 +87,32 @@ TRUSTED_MODEL_PREFIX = "langgraph_ctx."
 """This package's modules; their models are on the registry (`PACKAGE_MODELS`)."""
 
 def is_plain_json(value: Any) -> bool:
-    """True for values JSON round-trips as LangGraph's serializer would.
-
-    Tuples count: LangGraph's serializer also reads them back as lists.
-    """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    if kind is list or kind is tuple:
-        items: Any = value
-    elif kind is dict:
-        for k, v in value.items():
-            vk = type(v)
-            if type(k) is not str or not (
-                vk is str or vk is int or vk is bool or v is None or is_plain_json(v)
-            ):
-                return False
-        return True
-    else:
-        return False
-    for v in items:  # a loop, not a generator: every put checks its metadata
-        vk = type(v)
-        if not (vk is str or vk is int or vk is bool or v is None or is_plain_json(v)):
-            return False
-    return True
+    """True for values JSON round-trips as LangGraph's serializer would (tuples count:
+    LangGraph's serializer also reads them back as lists)."""
+    return _json_shaped(value, True)
 
 
 def _is_exact_json(value: Any) -> bool:
     """`is_plain_json` without tuples: JSON that reads back exactly as it was."""
+    return _json_shaped(value, False)
+
+
+def _json_shaped(value: Any, tuples: bool) -> bool:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return True
     if kind is float:
         return math.isfinite(value)
-    if kind is list:
-        items: Any = value
-    elif kind is dict:
-        for k, v in value.items():
-            vk = type(v)
-            if type(k) is not str or not (
-                vk is str or vk is int or vk is bool or v is None or _is_exact_json(v)
-            ):
-                return False
-        return True
+    if kind is dict:
+        pairs: Any = value.items()
+    elif kind is list or (tuples and kind is tuple):
+        pairs = zip(itertools.repeat(""), value)
     else:
         return False
-    for v in items:
-        vk = type(v)
-        if not (vk is str or vk is int or vk is bool or v is None or _is_exact_json(v)):
+    for k, v in pairs:  # a loop, not generators: every put checks its metadata
+        if type(k) is not str or not (
+            v is None or type(v) in (str, int, bool) or _json_shaped(v, tuples)
+        ):
             return False
     return True
 
