@@ -87,34 +87,34 @@ TRUSTED_MODEL_PREFIX = "langgraph_ctx."
 """This package's modules; their models are on the registry (`PACKAGE_MODELS`)."""
 
 def is_plain_json(value: Any) -> bool:
-    """True for values JSON round-trips as LangGraph's serializer would.
-
-    Tuples count: LangGraph's serializer also reads them back as lists.
-    """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    if kind is list or kind is tuple:
-        return all(is_plain_json(v) for v in value)
-    if kind is dict:
-        return all(type(k) is str and is_plain_json(v) for k, v in value.items())
-    return False
+    """True for values JSON round-trips as LangGraph's serializer would (tuples count:
+    LangGraph's serializer also reads them back as lists)."""
+    return _json_shaped(value, True)
 
 
 def _is_exact_json(value: Any) -> bool:
     """`is_plain_json` without tuples: JSON that reads back exactly as it was."""
+    return _json_shaped(value, False)
+
+
+def _json_shaped(value: Any, tuples: bool) -> bool:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return True
     if kind is float:
         return math.isfinite(value)
-    if kind is list:
-        return all(_is_exact_json(v) for v in value)
     if kind is dict:
-        return all(type(k) is str and _is_exact_json(v) for k, v in value.items())
-    return False
+        pairs: Any = value.items()
+    elif kind is list or (tuples and kind is tuple):
+        pairs = zip(itertools.repeat(""), value)
+    else:
+        return False
+    for k, v in pairs:  # a loop, not generators: every put checks its metadata
+        if type(k) is not str or not (
+            v is None or type(v) in (str, int, bool) or _json_shaped(v, tuples)
+        ):
+            return False
+    return True
 
 
 # ------------------------------------------------------------------------- serde

@@ -241,8 +241,9 @@ class _Batch:
         for obj in self.lines if lines is None else lines:
             index.add(obj, n)
             if obj.get("t") not in _NOT_KEPT:
-                parsed.put(n, obj)
+                parsed.put(n, obj, trim=False)
             n += 1
+        parsed.trim()
         last = n - 1
         if self.new_digests:  # digests the batch already computed need no second pass
             index.msg_digest.update(self.new_digests)

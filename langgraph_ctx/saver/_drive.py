@@ -175,6 +175,7 @@ async def arun(aio: AsyncLog, make: Callable[[], Op[_T]]) -> _T:
 async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
     held: list[AbstractAsyncContextManager[None]] = []
     ending: BaseException | None = None  # what ends the operation, for the locks' exits
+    inline = not aio.reads_wait  # a `Compute` step is a plain call (see `_compute`)
     try:
         answer: Any = None
         error: BaseException | None = None
@@ -187,7 +188,7 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
             try:
                 match request:
                     case Compute():
-                        answer = await _compute(aio, request.fn)
+                        answer = request.fn() if inline else await _compute(aio, request.fn)
                     case Sync():
                         answer = await aio.sync(request.thread_id)
                     case Append():
@@ -196,7 +197,11 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
                         )
                     case Lock():
                         hold = aio.locked(request.thread_id, exclusive=request.exclusive)
-                        await hold.__aenter__()
+                        # A lock free at once is taken without a coroutine a step
+                        # (`storage.base._AsyncHold.enter_now`); else it is awaited.
+                        enter_now = getattr(hold, "enter_now", None)
+                        if enter_now is None or not enter_now():
+                            await hold.__aenter__()
                         held.append(hold)
             except Exception as exc:
                 error = exc
@@ -205,7 +210,10 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
         raise
     finally:
         while held:  # an operation's locks, released in reverse whatever happened
-            await held.pop().__aexit__(type(ending) if ending else None, ending, None)
+            hold = held.pop()
+            exit_now = getattr(hold, "exit_now", None)
+            if exit_now is None or not exit_now():
+                await hold.__aexit__(type(ending) if ending else None, ending, None)
 
 
 async def _compute(aio: AsyncLog, fn: Callable[[], _T]) -> _T:

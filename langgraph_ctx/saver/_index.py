@@ -109,7 +109,10 @@ class _LRU(OrderedDict[Any, Any]):
     def get_hit(self, key: Any) -> Any:
         value = super().get(key)
         if value is not None:
-            self.move_to_end(key)
+            try:
+                self.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another reader (readers share the lock)
+                return value
         return value
 
     def put(self, key: Any, value: Any, *, trim: bool = True) -> None:
@@ -508,6 +511,9 @@ class _Index:
             lines = lines.reading_with(self.reader)  # a line it lacks is read as any other
         cold = first_line == 1 and self.lines == 0
         self.scan = lines if cold and self.keep_scan and self.reader is not None else None
+        if not lines:  # nothing appended since the last call (every warm call, mostly)
+            self.parsed.trim()
+            return
         # A cold scan builds what stays: see `_collector_paused`.
         with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
             self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)

@@ -180,6 +180,11 @@ class ThreadLock(ABC):
         """`_acquire` for a coroutine; backends override it to wait without a thread."""
         await asyncio.to_thread(self._acquire, exclusive)
 
+    def _acquire_now(self, exclusive: bool) -> bool:
+        """Take the cross-process lock if that needs no wait (``False``: nothing taken,
+        `_aacquire` waits for it). Backends whose lock is a quick local call override it."""
+        return False
+
     async def _arelease(self, cancelled: bool = False) -> None:
         """`_release` for a coroutine (default: the sync one, which must not block).
 
@@ -210,7 +215,15 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 class _AsyncHold:
-    """`ThreadLock.ahold`: a class rather than a generator, as it is on every async call."""
+    """`ThreadLock.ahold`: a class rather than a generator, as it is on every async call.
+
+    `enter_now` and `exit_now` are the same steps as ``__aenter__`` and ``__aexit__``
+    when none of them has to wait (the lock free in this process, a backend lock taken
+    and dropped by a quick local call: JSONL's ``flock``): an async saver call that
+    finds its thread free then takes and drops the lock without a coroutine for each
+    step (`langgraph_ctx.saver._drive`). Otherwise they do nothing, say so, and the
+    caller awaits the coroutine methods.
+    """
 
     __slots__ = ("acquired", "exclusive", "lock", "reentered")
 
@@ -219,6 +232,56 @@ class _AsyncHold:
         self.exclusive = exclusive
         self.reentered = False
         self.acquired = False
+
+    def enter_now(self) -> bool:
+        """``__aenter__`` if it needs no wait; ``False``: nothing done, await it."""
+        lock = self.lock
+        if type(lock)._acquire_now is ThreadLock._acquire_now:
+            return False  # a backend whose lock is always awaited
+        task = asyncio.current_task()
+        if lock.depth and task is not None and lock.task is task:
+            return False  # re-entered by its holder: ``__aenter__`` checks the upgrade
+        if not lock.rlock.acquire(blocking=False):
+            return False
+        if lock.depth:  # another task of this loop's OS thread holds it
+            lock.rlock.release()
+            return False
+        try:
+            taken = lock._acquire_now(self.exclusive)
+        except BaseException:
+            lock.rlock.release()
+            lock._wake()
+            raise
+        if not taken:
+            lock.rlock.release()
+            lock._wake()  # nobody could have queued meanwhile, but the check is cheap
+            return False
+        lock.exclusive = self.exclusive
+        lock.owner = threading.get_ident()
+        lock.task = task
+        lock.depth = 1
+        self.acquired = True
+        return True
+
+    def exit_now(self) -> bool:
+        """``__aexit__`` if the backend drops its lock without waiting (`ThreadLock._arelease`
+        is its sync `_release`); ``False``: nothing done, await ``__aexit__``."""
+        if self.reentered:
+            self.lock.depth -= 1
+            return True
+        lock = self.lock
+        if self.acquired and type(lock)._arelease is not ThreadLock._arelease:
+            return False
+        lock.depth = 0
+        lock.owner = None
+        lock.task = None
+        try:
+            if self.acquired:
+                lock._release()
+        finally:
+            lock.rlock.release()
+            lock._wake()
+        return True
 
     async def __aenter__(self) -> None:
         lock = self.lock

@@ -166,6 +166,9 @@ class _ThreadLock(ThreadLock):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
 
+    def _acquire_now(self, exclusive: bool) -> bool:
+        return self._lock_file(exclusive, blocking=False)
+
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
         """Take the flock; ``False`` if not ``blocking`` and another process holds it."""
         if self.forks != _FORKS[0]:  # a forked child: the parent's flocks are not ours
@@ -302,13 +305,22 @@ class _OpenFds:
         self.guard = threading.Lock()
 
     def touch(self, lock: _ThreadLock) -> None:
+        locks = self.locks
+        if len(locks) < self.limit:  # nothing to close: only the order to keep
+            try:
+                locks.move_to_end(lock)  # one C call, atomic as `guard` would make it
+                return
+            except KeyError:
+                pass  # new (or forgotten meanwhile): added under the guard
         with self.guard:
             self.locks[lock] = None
             self.locks.move_to_end(lock)
             over = len(self.locks) - self.limit
             if over <= 0:
                 return
-            idle = list(itertools.islice((lk for lk in self.locks if lk is not lock), over + 8))
+            # Taken in one C call: `touch`'s unguarded move_to_end cannot cut into it.
+            oldest = list(itertools.islice(self.locks, over + 9))
+            idle = [lk for lk in oldest if lk is not lock][: over + 8]
         for other in idle:  # not under the guard: closing may flush
             _close_if_idle(other)
 
@@ -625,7 +637,7 @@ class JsonlStorage(LogStorage):
 
     def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
         path = self.path(thread_id)
-        state = self._states.setdefault(thread_id, _FileState())
+        state = self._states.get(thread_id) or self._states.setdefault(thread_id, _FileState())
         data = b"".join(lines)
         lock = self._held(thread_id)
         if lock is not None:

@@ -30,6 +30,8 @@ _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 
 def check_thread_id(thread_id: object) -> str:
     """Return the thread id as a string, or raise `ValueError` for an unusable one."""
+    if type(thread_id) is str and thread_id and thread_id.isascii():
+        return thread_id  # every call checks its id: the usual one costs two tests
     if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
         raise ValueError(f"thread_id must be a string (or an int), got {type(thread_id).__name__}")
     text = str(thread_id)
