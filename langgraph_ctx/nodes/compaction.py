@@ -149,17 +149,16 @@ class _Cursor:
     def start(self, messages: Sequence[BaseMessage]) -> int | None:
         """Index of the first message not seen yet, or None if the history changed under us.
 
-        Scans back from the end, so it costs the number of new messages.
+        The last message seen must still be where it was. A new message may carry its
+        id: with an `operator.add` messages reducer two messages can share one (with
+        `add_messages` they cannot), and that is an append, not an edit.
         """
         if self.seen == 0:
             return 0 if self.last_id is None else None
         if self.seen > len(messages):
             return None
-        if self.last_id is None:
+        if self.last_id is None or messages[self.seen - 1].id == self.last_id:
             return self.seen
-        for i in range(len(messages) - 1, self.seen - 2, -1):
-            if messages[i].id == self.last_id:
-                return i + 1 if i == self.seen - 1 else None
         return None
 
     @classmethod
@@ -307,6 +306,31 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         self._warned = False
         self._threads: set[str] = set()  # threads this node wrote a cursor to
         self._counters: dict[str, MessageTokenCounter] = {}  # per tokenizer model
+
+    def check_reducer(self, reducer: Any) -> None:
+        """Raise `CompactionError` when `rewrite_messages` is on and `reducer` cannot remove.
+
+        A rewrite replaces `messages` with `RemoveMessage(REMOVE_ALL_MESSAGES)` plus the
+        compacted list, which `add_messages` applies; `operator.add` (which LangGraph
+        allows) would append it all instead: the history would double at each compaction,
+        every kept message under its id twice. `ContextPipeline.add_to` calls this with
+        the reducer of the graph's `messages` channel (`None`: nothing to check).
+        """
+        if not self.rewrite_messages or not callable(reducer):
+            return
+        probe = SystemMessage("probe", id="langgraph-ctx-reducer-probe")
+        try:
+            result = reducer([probe], [RemoveMessage(id=REMOVE_ALL_MESSAGES)])
+        except Exception:  # (a reducer that refuses the probe: nothing to tell)
+            return
+        if any(isinstance(m, RemoveMessage) or getattr(m, "id", None) == probe.id for m in result):
+            raise CompactionError(
+                "CompactionNode(rewrite_messages=True) needs a messages reducer that applies "
+                "RemoveMessage (add_messages, as MessagesState declares it); this graph's "
+                "appends it, so each compaction would add the compacted history to the whole "
+                "one. Declare messages with add_messages, or leave rewrite_messages off "
+                "(the node then writes llm_input_messages)"
+            )
 
     # -- the one implementation -------------------------------------------------
     def steps(
