@@ -4,7 +4,8 @@
 two with one id; a graph whose messages reducer is `operator.add` (which LangGraph
 allows) appends them. Compaction then works by position, not by id: each message is a
 message of its own, kept or dropped (the record names both by the shared id), and the
-invariants of `test_compaction_invariants` hold as for any history.
+invariants of `test_compaction_invariants` hold as for any history. What relevance
+selection and `search_history` look up goes by tool call id, or by id and text.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from langgraph_ctx.context.compaction import (
     CompactionRecord,
     RelevanceSelection,
     compact_messages,
+    search_messages,
 )
 from langgraph_ctx.context.compaction.signals import content_text
 
@@ -167,3 +169,24 @@ def test_query_previews_find_their_result_when_two_results_share_an_id() -> None
     assert previews(same) == shown
     check_invariants(history, out, record, 1_000)
     assert CompactionRecord.model_validate_json(record.model_dump_json()) == record
+
+
+@pytest.mark.parametrize("shared_id", ["a", None], ids=["one-id", "no-ids"])
+def test_search_ranks_a_hidden_message_first_though_a_shown_one_has_its_id(
+    shared_id: str | None,
+) -> None:
+    """What the view shows is told by id and text: a shared id (or none) says too little."""
+    hidden = AIMessage("The vendor contact for billing is Hana Kim.", id=shared_id)
+    shown = AIMessage("Billing vendor contact, billing vendor contact: none yet.", id=shared_id)
+    history: list[BaseMessage] = [
+        HumanMessage("Who handles billing?", id="u1"),
+        hidden,
+        HumanMessage("And now?", id="u2"),
+        shown,
+        HumanMessage("Who is the billing vendor contact?", id="u3"),
+    ]
+    hits = search_messages(history, "billing vendor contact")
+    assert [h.text for h in hits][:2] == [shown.content, hidden.content]  # by score
+    view = history[2:]  # compaction left the first round out
+    hits = search_messages(history, "billing vendor contact", view=view)
+    assert hits[0].text == hidden.content  # what the model cannot see comes first
