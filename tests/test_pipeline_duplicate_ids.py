@@ -181,3 +181,38 @@ def test_rewrite_messages_refuses_a_reducer_that_cannot_remove() -> None:
     builder = StateGraph(ContextState)
     builder.add_node("model", ModelNode(ScriptedChatModel(script=["ok"])))
     assert rewriting.add_to(builder, before="model") == "context"
+
+
+@pytest.mark.parametrize("again", ["call", "result"])
+def test_a_call_or_result_appended_again_is_repaired_before_the_model_sees_it(
+    tmp_path: Path, again: str
+) -> None:
+    """`operator.add` appends a message given again; `add_messages` would have merged it.
+
+    A repeated assistant message with tool calls has no results after it, a repeated
+    result answers nothing: providers refuse both. Below the trigger the pipeline sent
+    the history as it was; now compaction runs to repair the request (once).
+    """
+    call = {"name": "census", "args": {"city": "Porto"}, "id": "c1", "type": "tool_call"}
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[call], id="a1"), "Done."])
+    pipeline = context_pipeline(ContextBudget(total=100_000, output_reserve=RESERVE))
+    graph = agent(JsonlSaver(tmp_path / "chats"), model, pipeline)
+    config: RunnableConfig = {"configurable": {"thread_id": "again"}}
+    state = graph.invoke({"messages": [HumanMessage("Census of Porto?", id="u1")]}, config)
+    repeated = next(
+        m
+        for m in state["messages"]
+        if isinstance(m, ToolMessage if again == "result" else AIMessage)
+    )
+    before = len(model.received)
+    state = graph.invoke({"messages": [repeated, HumanMessage("And the total?", id="u2")]}, config)
+    sent = model.received[before]
+    assert ordering_problems(sent) == [] and sent[-1].content == "And the total?"
+    assert repeated in state["messages"][-4:]  # the history keeps what it was given
+    (record,) = [CompactionRecord.model_validate(r) for r in state["compaction_log"]]
+    assert record.reason.startswith("repair: ") and record.repairs, record.reason
+    # the next question appends to the repaired view: no new compaction
+    before = len(model.received)
+    state = graph.invoke({"messages": [HumanMessage("Thanks.", id="u3")]}, config)
+    assert ordering_problems(model.received[before]) == []
+    assert len(state["compaction_log"]) == 1
