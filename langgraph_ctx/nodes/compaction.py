@@ -38,7 +38,7 @@ their count passes `offload_threshold`: the preview states their size as an esti
 or recounted, except that with relevance selection a new user message remakes the
 previews in the view for it (only those).
 
-It is one module (about 760 lines) because the node's steps (measure, decide, read,
+It is one module (about 840 lines) because the node's steps (measure, decide, read,
 compact, write) share its cursor over the compacted view.
 """
 
@@ -149,17 +149,16 @@ class _Cursor:
     def start(self, messages: Sequence[BaseMessage]) -> int | None:
         """Index of the first message not seen yet, or None if the history changed under us.
 
-        Scans back from the end, so it costs the number of new messages.
+        The last message seen must still be where it was. A new message may carry its
+        id: with an `operator.add` messages reducer two messages can share one (with
+        `add_messages` they cannot), and that is an append, not an edit.
         """
         if self.seen == 0:
             return 0 if self.last_id is None else None
         if self.seen > len(messages):
             return None
-        if self.last_id is None:
+        if self.last_id is None or messages[self.seen - 1].id == self.last_id:
             return self.seen
-        for i in range(len(messages) - 1, self.seen - 2, -1):
-            if messages[i].id == self.last_id:
-                return i + 1 if i == self.seen - 1 else None
         return None
 
     @classmethod
@@ -204,6 +203,8 @@ class _Step:
     """A user message arrived since the last step (relevance strategies recompact)."""
     estimated: bool = False
     """`messages_tokens` holds estimates of large tool results (see `_Cursor`)."""
+    broken: str | None = None
+    """How the new messages break tool-call pairing (`broken_pairing`), if they do."""
 
     def overhead_from(self, usage: Any) -> int:
         if usage is None or self.messages_tokens is None:
@@ -308,6 +309,31 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         self._threads: set[str] = set()  # threads this node wrote a cursor to
         self._counters: dict[str, MessageTokenCounter] = {}  # per tokenizer model
 
+    def check_reducer(self, reducer: Any) -> None:
+        """Raise `CompactionError` when `rewrite_messages` is on and `reducer` cannot remove.
+
+        A rewrite replaces `messages` with `RemoveMessage(REMOVE_ALL_MESSAGES)` plus the
+        compacted list, which `add_messages` applies; `operator.add` (which LangGraph
+        allows) would append it all instead: the history would double at each compaction,
+        every kept message under its id twice. `ContextPipeline.add_to` calls this with
+        the reducer of the graph's `messages` channel (`None`: nothing to check).
+        """
+        if not self.rewrite_messages or not callable(reducer):
+            return
+        probe = SystemMessage("probe", id="langgraph-ctx-reducer-probe")
+        try:
+            result = reducer([probe], [RemoveMessage(id=REMOVE_ALL_MESSAGES)])
+        except Exception:  # (a reducer that refuses the probe: nothing to tell)
+            return
+        if any(isinstance(m, RemoveMessage) or getattr(m, "id", None) == probe.id for m in result):
+            raise CompactionError(
+                "CompactionNode(rewrite_messages=True) needs a messages reducer that applies "
+                "RemoveMessage (add_messages, as MessagesState declares it); this graph's "
+                "appends it, so each compaction would add the compacted history to the whole "
+                "one. Declare messages with add_messages, or leave rewrite_messages off "
+                "(the node then writes llm_input_messages)"
+            )
+
     # -- the one implementation -------------------------------------------------
     def steps(
         self, state: Any, thread_id: str | None = None
@@ -359,6 +385,9 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         if not fires and reselect and now.view is not None and now.new_request:
             # what is relevant depends on the request: a new one reselects, below the trigger
             fires, why = True, "the request changed: relevance selection runs again"
+        if not fires and now.broken:
+            # sent as it is, the request would be refused: compaction repairs it
+            fires, why = True, f"repair: {now.broken}"
         if not fires:
             if now.view is not None and now.new_request and self._full_history:
                 self._requery(now, counter)
@@ -564,6 +593,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         new = messages[start:]
         now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
         now.new_request = any(m.type == "human" for m in new)
+        now.broken = broken_pairing(messages, start)
         if not self.rewrite_messages and cursor.view_tokens is not None and view:
             shown = [self._offloaded(m, counter, base, past) for m in new]
             appended = [m for m, _, _ in shown]
@@ -747,6 +777,53 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             if len(self._threads) >= 10_000:  # a bound, not a registry: forget and go on
                 self._threads.clear()
             self._threads.add(thread_id)
+
+
+def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | None:
+    """How the messages from `start` on break tool-call pairing, or None if they do not.
+
+    Every tool call must be answered by the tool results right after its assistant
+    message, and every tool result must answer a call of that message (OpenAI and
+    Anthropic refuse anything else). With an `operator.add` messages reducer a history
+    can repeat a call or a result (the same message appended again; `add_messages`
+    would merge it), and the view only appends new messages: this finds it, reading the
+    new messages and the tool block they continue (what came before was read at
+    earlier steps). An assistant message at the end whose calls are not answered yet
+    is not a break (its tools have not run).
+
+    >>> from langchain_core.messages import AIMessage, HumanMessage
+    >>> call = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    >>> result = ToolMessage("done", tool_call_id="c1")
+    >>> broken_pairing([HumanMessage("go"), call, result, HumanMessage("again")]) is None
+    True
+    >>> broken_pairing([HumanMessage("go"), call, result, result, HumanMessage("again")])
+    "tool result 'c1' answers no call of the assistant message before it"
+    """
+    j = max(0, min(start, len(messages)))
+    while j > 0 and isinstance(messages[j - 1], ToolMessage):
+        j -= 1
+    if j > 0 and getattr(messages[j - 1], "tool_calls", None):
+        j -= 1
+    pending: set[str] | None = None  # calls of the assistant message being answered
+    for message in messages[j:]:
+        if isinstance(message, ToolMessage):
+            if pending is None or message.tool_call_id not in pending:
+                return (
+                    f"tool result {message.tool_call_id!r} answers no call of the assistant "
+                    "message before it"
+                )
+            pending.discard(message.tool_call_id)
+            continue
+        if isinstance(message, RemoveMessage):
+            continue
+        if pending:
+            return f"tool call(s) {sorted(pending)} are not answered"
+        calls = getattr(message, "tool_calls", None) or []
+        ids = {c.get("id") for c in calls}
+        if None in ids or "" in ids or len(ids) < len(calls):
+            return "an assistant message has a tool call without a unique id"
+        pending = ids if calls else None
+    return None
 
 
 def _marker(count: int, tokens: int) -> BaseMessage:

@@ -562,6 +562,8 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             StateKeyConflictError: the state declares one of the pipeline's keys with
                 another type (the app's own key): rename the pipeline's (`keys=`).
             ValueError: the state lacks keys the pipeline writes.
+            CompactionError: compaction rewrites `messages` but their reducer cannot
+                remove messages (`operator.add`; see `CompactionNode.check_reducer`).
         """
         schema = getattr(builder, "state_schema", None)
         if schema is not None:
@@ -578,6 +580,8 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
                 "(langgraph_ctx.nodes.state), a subclass of it, or "
                 "pipeline.state_schema(YourState)"
             )
+        if self.compaction is not None:
+            self.compaction.check_reducer(getattr(channels.get("messages"), "operator", None))
         node = name or self.name or "context"
         builder.add_node(node, self)
         builder.add_edge(node, before)

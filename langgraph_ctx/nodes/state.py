@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Annotated, Any, Final, Literal, TypeGuard, Union, get_args, get_origin
 
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import MessagesState
 from langgraph.graph.message import add_messages
@@ -502,9 +502,37 @@ def cursor_has_view(cursor: Any) -> TypeGuard[Mapping[str, Any]]:
 
 
 def stands_for(view_message: BaseMessage, message: BaseMessage) -> bool:
-    """Whether a view message is `message` or compaction's stand-in for it (`<id>~...`)."""
+    """Whether a view message is `message` or compaction's stand-in for it (`<id>~...`).
+
+    An id alone does not say it: with an `operator.add` messages reducer (which LangGraph
+    allows) two messages can share an id, and messages can have none (`ToolNode`'s
+    results; `add_messages` would give them one). So the same id also needs the same
+    content; without ids, a tool result is matched by its `tool_call_id` (a preview keeps
+    it), any other message by its type and content.
+
+    >>> from langchain_core.messages import HumanMessage
+    >>> full = ToolMessage("all 400 lines", tool_call_id="c1", id="t1")
+    >>> stands_for(ToolMessage("a preview", tool_call_id="c1", id="t1~preview"), full)
+    True
+    >>> stands_for(HumanMessage("the first question", id="u"), HumanMessage("the next", id="u"))
+    False
+    """
     a, b = view_message.id, message.id
-    return a is not None and b is not None and (a == b or a.startswith(f"{b}~"))
+    if a is not None and b is not None:
+        if a == b:
+            return view_message.content == message.content
+        return a.startswith(f"{b}~")
+    if isinstance(message, ToolMessage):
+        return (
+            isinstance(view_message, ToolMessage)
+            and view_message.tool_call_id == message.tool_call_id
+        )
+    return (
+        a is None
+        and b is None
+        and view_message.type == message.type
+        and view_message.content == message.content
+    )
 
 
 def thread_id_of(config: RunnableConfig | None) -> str | None:

@@ -17,7 +17,12 @@ tool calls nobody answered are stripped from a copy of the assistant message, hi
 system messages are left out, and messages before the first user message are left out.
 Nothing is changed in place: stand-ins are copies.
 
-It is one module (about 630 lines) because reading the blocks and repairing them are
+Messages are read by position, never looked up by id: with an `operator.add` messages
+reducer two messages can share an id (or be the same message twice), and each is then a
+message of its own (`Unit.keys` may repeat an id). Tool results pair with calls by
+`tool_call_id` (within a unit those are unique).
+
+It is one module (about 690 lines) because reading the blocks and repairing them are
 one pass over the list: each repair decides from the block being built.
 """
 

@@ -117,8 +117,12 @@ def search_messages(
         for term in words:
             df[term] += len(ix.postings[term])
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
-    hits: list[HistoryHit] = []
+    # What the view shows whole, by id and text: an id alone does not name one message
+    # (with an `operator.add` reducer two can share one, and tool results have none).
+    shown = {(m.id, m.type, message_text(m)) for m in view or () if not is_preview(m)}
+    hits: list[tuple[bool, HistoryHit]] = []
     for i, message, text, ix in docs:
+        in_view = not is_preview(message) and (message.id, message.type, text) in shown
         scores: dict[int, float] = {}
         for term in idf:
             for passage, tf in ix.postings[term]:
@@ -137,24 +141,20 @@ def search_messages(
             snippet = ix.passages[passage].strip()
             if len(snippet) > _SNIPPET:
                 snippet = snippet[: _SNIPPET - 1] + "…"
-            hits.append(
-                HistoryHit(
-                    ref,
-                    message.type,
-                    line,
-                    starts[line],
-                    round(score, 3),
-                    snippet,
-                    tool_name,
-                    message.id,
-                )
+            hit = HistoryHit(
+                ref=ref,
+                role=message.type,
+                line=line,
+                offset=starts[line],
+                score=round(score, 3),
+                text=snippet,
+                tool=tool_name,
+                message_id=message.id,
             )
-    if view is not None:
-        shown = {m.id for m in view if m.id is not None and not is_preview(m)}
-        hits.sort(key=lambda h: (h.message_id in shown, -h.score))
-    else:
-        hits.sort(key=lambda h: -h.score)
-    return hits[: max(1, limit)]
+            hits.append((in_view, hit))
+    # without a view nothing is shown: the order is the score's
+    hits.sort(key=lambda pair: (pair[0], -pair[1].score))
+    return [hit for _, hit in hits[: max(1, limit)]]
 
 
 def _line_starts(text: str) -> list[int]:

@@ -112,7 +112,9 @@ class CompactionRecord(BaseModel):
     """What one compaction did: kept, dropped, summarised and offloaded, with token counts.
 
     Message ids are the messages' own ids; a message without an id is named by its
-    position in the input (`"#12"`).
+    position in the input (`"#12"`). Two messages that share an id (possible with an
+    `operator.add` messages reducer) are each named by it: once per message, in `kept`,
+    `dropped` or both.
     """
 
     model_config = ConfigDict(extra="ignore")

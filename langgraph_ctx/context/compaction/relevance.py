@@ -480,11 +480,15 @@ def with_query_previews(conv: Conversation, unit: Unit, query: str) -> Unit:
     sizes = list(unit.sizes)
     offloads = list(unit.offloads)
     changed = False
+    # A result is found by its tool call id, unique in a unit (`Conversation` pairs each
+    # call with one result); two messages may share a message id (`operator.add`).
+    at = {m.tool_call_id: i for i, m in enumerate(unit.source) if isinstance(m, ToolMessage)}
     for n, offload in enumerate(offloads):
-        i = unit.keys.index(offload.id)
-        original = unit.source[i]
-        if not isinstance(original, ToolMessage) or messages[i] is original:
+        i = at.get(offload.tool_call_id, -1)
+        if i < 0 or messages[i] is unit.source[i]:
             continue
+        original = unit.source[i]
+        assert isinstance(original, ToolMessage)
         made = query_preview(
             original,
             tokens=offload.tokens,
