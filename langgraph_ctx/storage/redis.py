@@ -34,7 +34,10 @@ of a script's reply for Lua and back, tens of milliseconds for a long thread
 during which it serves nobody.
 
 A writer takes its lock in the same script call that reads the new lines, and
-the write script releases the lock when it commits: a put is two round trips.
+the write script releases the lock when it commits: a put is two round trips. On the
+async door a write to a thread this process has read is one: it takes no Redis lock,
+and its append checks that the log is what was read and that nobody holds the lock,
+else it runs again under the lock (`_ThreadLock`, ``deferred``).
 
 On a Redis Cluster (a ``redis.cluster.RedisCluster`` client, or a
 ``redis+cluster://`` URL, see `connect`) nothing changes: every script and
@@ -116,7 +119,14 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
     WrongKeyTypeError,
 )
-from langgraph_ctx.storage.base import AsyncLog, LogStorage, PartialLines, Synced, ThreadLock
+from langgraph_ctx.storage.base import (
+    AsyncLog,
+    LogStorage,
+    PartialLines,
+    Synced,
+    ThreadLock,
+    _current_task,
+)
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -150,7 +160,7 @@ _REWRITTEN = b"(rewritten)"  # never a real generation (those are hex)
 # longer needed): one round trip less than a separate unlock.
 _WRITE_PRELUDE = """
 local function release()
-  if ARGV[1] == '' then return 2 end
+  if ARGV[1] == '' or ARGV[1] == '?' then return 2 end
   if redis.call('GET', KEYS[4]) == ARGV[1] then
     redis.call('DEL', KEYS[4])
     return 1
@@ -170,7 +180,9 @@ end
 
 # Append lines if the log is what the caller last read. Idempotent: if exactly
 # these lines already end the log where the caller expected them (a retried call
-# whose reply was lost), report success without pushing them twice.
+# whose reply was lost), report success without pushing them twice. ARGV[1] = '?':
+# a writer that skipped the lock (`RedisStorage._defers`) appends only while nobody
+# holds it (else {0, length, gen, 1}: it retries under the lock, which waits).
 # ARGV[3..5]: expected length, expected gen ('' = none), gen for a new log; then lines.
 # Returns {1, first line, gen, released} or {0, length, gen}.
 _APPEND = (
@@ -191,6 +203,7 @@ if n ~= expected or gen ~= ARGV[4] then
   end
   return {0, n, gen}
 end
+if ARGV[1] == '?' and redis.call('EXISTS', KEYS[4]) == 1 then return {0, n, gen, 1} end
 if n == 0 then
   gen = ARGV[5]
   redis.call('SET', KEYS[2], gen)
@@ -398,6 +411,7 @@ class _State:
     gen: bytes = b""  # b"": no generation (no log)
     lines: int = 0
     size: int = 0  # bytes in those lines
+    contended: bool = False  # a write that skipped the lock found the log changed or locked
 
 
 class _LineCache:
@@ -515,6 +529,14 @@ class _ThreadLock(ThreadLock):
 
     The Redis lock is released by the first write that commits under it (in
     the same script), or on leaving the outermost ``hold``.
+
+    A coroutine's exclusive hold on a thread this process has read (`RedisStorage._defers`)
+    takes no Redis lock at all: ``deferred``. Its `sync` then reports no new lines without
+    a round trip, and its append runs only if the log is still exactly what was read and
+    nobody holds the Redis lock (one script checks both); otherwise the operation raises
+    `LogChangedError` and runs again under a real lock. The async door serves only
+    ``get_tuple``, ``list``, ``put`` and ``put_writes`` (each write one append), so a
+    put costs one round trip instead of two; every other writer takes the lock.
     """
 
     def __init__(self, storage: RedisStorage, thread_id: str, key: str) -> None:
@@ -523,6 +545,11 @@ class _ThreadLock(ThreadLock):
         self.thread_id = thread_id
         self.key = key
         self.token: str | None = None  # while this process holds the Redis lock
+        self.deferred = False  # held by `task` with no Redis lock taken (see above)
+
+    def defers(self) -> bool:
+        """Whether the caller holds this lock deferred (no Redis lock, see the class)."""
+        return self.deferred and self.task is not None and self.task is _current_task()
 
     def write_token(self) -> str:
         """The token a write by the calling OS thread should release ('' = none)."""
@@ -543,6 +570,9 @@ class _ThreadLock(ThreadLock):
         if not exclusive:
             return
         storage = self.storage
+        if storage._defers(self.thread_id):
+            self.deferred = True
+            return
         door = storage._door()
         token = storage._lock_token()
         try:
@@ -555,6 +585,7 @@ class _ThreadLock(ThreadLock):
             raise
 
     async def _arelease(self, cancelled: bool = False) -> None:
+        self.deferred = False
         if self.token is not None:
             token, self.token = self.token, None
             door = self.storage._door()
@@ -899,8 +930,24 @@ class RedisStorage(LogStorage):
         )
 
     def _token(self, thread_id: str) -> str:
+        """The writer's lock token for a write script: '' none, '?' deferred (`_ThreadLock`)."""
         lock = self._locks.get(self.keys(thread_id).lock)
-        return lock.write_token() if lock is not None else ""
+        if lock is None:
+            return ""
+        return "?" if lock.defers() else lock.write_token()
+
+    def _defers(self, thread_id: str) -> bool:
+        """Whether a writer may skip the Redis lock (`_ThreadLock`): this process has read
+        the log (its length and generation, which the append checks), and the last write
+        that skipped the lock here did not find it changed or locked (then the writer
+        takes the lock, and reads what changed under it, until a write succeeds)."""
+        state = self._states.get(thread_id)
+        return (
+            state is not None
+            and state.lines > 0
+            and not state.contended
+            and state.gen not in (b"", _REWRITTEN)
+        )
 
     def _committed(self, thread_id: str, released: int) -> None:
         """A write committed; ``released``: 1 it released our lock, 0 it was gone, 2 no lock."""
@@ -921,6 +968,9 @@ class RedisStorage(LogStorage):
 
     def _sync_steps(self, thread_id: str) -> _Steps[Synced]:
         known = self._states.setdefault(thread_id, _State())
+        lock = self._locks.get(self.keys(thread_id).lock)
+        if lock is not None and lock.defers():  # the append checks what this assumes
+            return Synced(False, known.lines + 1, [])
         prefetched = self._prefetched.pop(thread_id, None)
         if prefetched is not None and prefetched[0] is known:
             reply = prefetched[1]  # read when the lock was taken
@@ -1070,6 +1120,13 @@ class RedisStorage(LogStorage):
         if ok:
             self._committed(thread_id, reply[3])
         else:
+            if args[0] == "?":  # the retry takes the lock (and reads what changed)
+                state.contended = True
+            if len(reply) > 3:
+                raise LogChangedError(
+                    self.describe(thread_id),
+                    "another writer holds the lock; re-read under the lock before appending",
+                )
             raise LogChangedError(
                 self.describe(thread_id),
                 f"another writer changed the log (now {first} lines, this process read "
