@@ -113,7 +113,7 @@ def test_lines_another_writer_appended_make_the_write_retry_under_the_lock(
     with other:
         again = other.get_tuple(config)
         assert again is not None
-        assert sorted((task, value) for task, _, value in again.pending_writes) == [
+        assert sorted((task, value) for task, _, value in again.pending_writes or []) == [
             ("task-1", "late"), ("task-2", "later")
         ]  # fmt: skip
         assert _texts(_chat(other).get_state(_config("t")).values) == ["a", "echo a", "b", "echo b"]
@@ -148,3 +148,68 @@ def test_a_lock_held_elsewhere_stops_a_write_that_skipped_it(
         assert asyncio.run(main()) == ["a", "echo a", "b", "echo b"]
     finally:
         admin.close()
+
+
+# ------------------------------------------------- the batched sender (`_RedisAio._exchange`)
+
+
+def test_the_batched_evalshas_are_what_redis_py_would_send() -> None:
+    """`_pack_evalshas` writes the wire form redis-py's own packer writes, for every kind
+    of argument a script call carries (str keys and tokens, bytes lines, ints, floats)."""
+    from redis.asyncio.connection import Connection
+
+    class Script:
+        sha = "a" * 40
+
+    calls: list[tuple[Any, list[str], list[Any]]] = [
+        (Script(), ["ctx:{t}", "ctx:{t}:gen"], ["", 0, 17, b"", b"\x00\xff", 1.5]),
+        (Script(), ["k\u00e9y"], ["?", 30000, b'{"msg":"h\\u00e9llo"}' * 500, -1]),
+    ]
+    batch = [(script, keys, args, None) for script, keys, args in calls]
+    connection = Connection()
+    expected = b"".join(
+        b"".join(connection.pack_command("EVALSHA", script.sha, len(keys), *keys, *args))
+        for script, keys, args in calls
+    )
+    encode = connection.encoder.encode
+    assert storage_redis._pack_evalshas(batch, encode) == expected  # type: ignore[arg-type]
+
+
+def test_a_server_that_stops_answering_fails_the_batch_then_recovers(tmp_path: Any) -> None:
+    """Replies that never come: every call of the batch fails with
+    `StorageUnavailableError` after the socket timeout (the batch is sent once more on a
+    new connection first), and once the server answers again so do the calls."""
+    import signal
+    import time
+
+    from langgraph_ctx.errors import StorageUnavailableError
+
+    with RedisServer(tmp_path) as server:
+        assert server.process is not None
+        pid = server.process.pid
+
+        async def main() -> list[list[str]]:
+            aclient = storage_redis.connect_async(server.url, socket_timeout=0.5)
+            with RedisLogSaver(server.url, prefix="frozen", async_client=aclient) as saver:
+                graph = _chat(saver)
+                for t in range(4):
+                    await graph.ainvoke({"messages": [("user", "hi")]}, _config(f"t{t}"))
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    started = time.monotonic()
+                    with pytest.raises(StorageUnavailableError, match="Timeout"):
+                        await asyncio.gather(
+                            *(graph.ainvoke({"messages": [("user", "x")]}, _config(f"t{t}"))
+                              for t in range(4))
+                        )  # fmt: skip
+                    assert time.monotonic() - started < 4.0  # two 0.5 s waits, not 5 s ones
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                states = await asyncio.gather(
+                    *(graph.ainvoke({"messages": [("user", "after")]}, _config(f"t{t}"))
+                      for t in range(4))
+                )  # fmt: skip
+                await aclient.aclose()
+            return [_texts(state)[-2:] for state in states]
+
+        assert asyncio.run(main()) == [["after", "echo after"]] * 4
