@@ -1117,7 +1117,7 @@ class RedisStorage(LogStorage):
     def _append_steps(self, thread_id: str, lines: Sequence[bytes]) -> _Steps[int]:
         keys = self.keys(thread_id)
         state = self._states.setdefault(thread_id, _State())
-        new_gen = _generation()
+        new_gen = b"" if state.lines else _generation()  # the script uses it for a new log only
         pushed = [_strip(x) for x in lines]
         args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen, *pushed]
         reply, replicas = yield _Run(
@@ -1403,12 +1403,15 @@ class _RedisAio(AsyncLog):
         storage = self.storage
         if run.action is None:
             return await self._script(script, run.keys, run.args)
-        with storage._unavailable(run.action, run.thread_id):
-            if not run.wait:
-                return await self._script(script, run.keys, run.args)
-            if not storage.wait_for_replicas:
-                return await self._script(script, run.keys, run.args), None
-            return await self._write_and_wait(script, run.keys, run.args)
+        if run.wait and storage.wait_for_replicas:
+            with storage._unavailable(run.action, run.thread_id):
+                return await self._write_and_wait(script, run.keys, run.args)
+        try:
+            reply = await self._script(script, run.keys, run.args)
+        except Exception:  # translated only on failure: no context manager per call
+            with storage._unavailable(run.action, run.thread_id):
+                raise
+        return (reply, None) if run.wait else reply
 
     def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
         """The script's reply. On one server, the calls of every task in one pass of the
