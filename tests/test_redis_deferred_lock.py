@@ -153,9 +153,11 @@ def test_a_lock_held_elsewhere_stops_a_write_that_skipped_it(
 # ------------------------------------------------- the batched sender (`_RedisAio._exchange`)
 
 
-def test_the_batched_evalshas_are_what_redis_py_would_send() -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["hiredis", "python"])
+def test_the_batched_evalshas_are_what_redis_py_would_send(native: bool) -> None:
     """`_pack_evalshas` writes the wire form redis-py's own packer writes, for every kind
-    of argument a script call carries (str keys and tokens, bytes lines, ints, floats)."""
+    of argument a script call carries (str keys and tokens, bytes lines, ints, floats),
+    with hiredis's packer and without."""
     from redis.asyncio.connection import Connection
 
     class Script:
@@ -171,8 +173,8 @@ def test_the_batched_evalshas_are_what_redis_py_would_send() -> None:
         b"".join(connection.pack_command("EVALSHA", script.sha, len(keys), *keys, *args))
         for script, keys, args in calls
     )
-    encode = connection.encoder.encode
-    assert storage_redis._pack_evalshas(batch, encode) == expected  # type: ignore[arg-type]
+    packed = storage_redis._pack_evalshas(batch, connection.encoder, native=native)  # type: ignore[arg-type]
+    assert packed == expected
 
 
 def test_a_server_that_stops_answering_fails_the_batch_then_recovers(tmp_path: Any) -> None:

@@ -55,7 +55,7 @@ answers them with the sync client; the async door (`RedisStorage.aio`, `_RedisAi
 with a ``redis.asyncio`` client (one server or a cluster), awaiting each on the
 event loop: the same scripts, keys, lock and generation protocol, no worker thread.
 
-One module (over 1,400 lines, the Lua scripts and both doors included) because the
+One module (over 1,700 lines, the Lua scripts and both doors included) because the
 scripts and the Python that calls them are one protocol: the key layout above, each
 script and the step that checks its reply must be read together to see that a log line
 never means two things; the async door only carries those steps' round trips.
@@ -109,6 +109,11 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+try:  # the redis extra's parser; its packer is C too
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - redis-py without hiredis
+    _hiredis_pack = None  # type: ignore[assignment]
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as _timeout
@@ -1471,8 +1476,7 @@ class _RedisAio(AsyncLog):
         connection and sends the batch once more, as the pipeline's retry did (every
         script is safe to run twice: appends and lock takes recognise their own call)."""
         pool = cast("redis.asyncio.Redis", self.client).connection_pool  # one server
-        encode = pool.get_encoder().encode
-        packed = _pack_evalshas(batch, encode)
+        packed = _pack_evalshas(batch, pool.get_encoder())
         conn = await self._connection(pool)
         try:
             return cast(
@@ -1546,11 +1550,17 @@ class _RedisAio(AsyncLog):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _pack_evalshas(batch: list[_Queued], encode: Callable[[Any], bytes]) -> bytes:
+def _pack_evalshas(batch: list[_Queued], encoder: Any, *, native: bool = True) -> bytes:
     """``EVALSHA sha numkeys keys... args...`` for each queued call, in the protocol's
-    wire form (RESP arrays of bulk strings), as one buffer. Bytes and ints are written
-    as they are; anything else goes through the client's encoder (its charset, its
-    errors for a type Redis cannot take)."""
+    wire form (RESP arrays of bulk strings), as one buffer: by hiredis's packer (C) when
+    the client encodes text as hiredis does (UTF-8, strict), else here, where bytes and
+    ints are written as they are and anything else goes through the client's encoder."""
+    if native and _hiredis_pack is not None and _utf8(encoder):
+        return b"".join(
+            _hiredis_pack(("EVALSHA", script.sha, len(keys), *keys, *args))
+            for script, keys, args, _ in batch
+        )
+    encode = encoder.encode
     out: list[bytes] = []
     for script, keys, args, _ in batch:
         sha = script.sha.encode() if isinstance(script.sha, str) else script.sha
@@ -1570,6 +1580,11 @@ def _pack_evalshas(batch: list[_Queued], encode: Callable[[Any], bytes]) -> byte
             out.append(raw)
             out.append(b"\r\n")
     return b"".join(out)
+
+
+def _utf8(encoder: Any) -> bool:
+    encoding = str(getattr(encoder, "encoding", "")).lower().replace("_", "-")
+    return encoding in ("utf-8", "utf8") and getattr(encoder, "encoding_errors", "") == "strict"
 
 
 def _settle(reply: asyncio.Future[Any], result: Any) -> None:
