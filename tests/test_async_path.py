@@ -458,13 +458,15 @@ def test_a_write_cancelled_as_it_takes_the_redis_lock_releases_it(
     redis_saver: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worst moment: the lock script ran (the lock is ours in Redis), and the task is
-    cancelled before it learns so. The lock is dropped at once, not after lock_timeout."""
+    cancelled before it learns so. The lock is dropped at once, not after lock_timeout.
+    (A write takes the lock once its first try, without it, found another writer's lines.)"""
     from langgraph_ctx.saver.redis import RedisLogSaver
     from langgraph_ctx.storage import redis as storage_redis
 
     graph = _chat(redis_saver)
     asyncio.run(graph.ainvoke({"messages": [("user", "hi")]}, _config("t")))
     real_run = storage_redis._RedisAio.run
+    other_writer = RedisLogSaver.from_url(redis_url, prefix=redis_saver.prefix)
 
     async def cancelled_after_locking(self: Any, steps: Any) -> Any:
         result = await real_run(self, steps)
@@ -476,6 +478,8 @@ def test_a_write_cancelled_as_it_takes_the_redis_lock_releases_it(
 
     async def main() -> None:
         head = await redis_saver.aget_tuple(_config("t"))
+        with other_writer:  # another process appends after this one read the log
+            _chat(other_writer).invoke({"messages": [("user", "between")]}, _config("t"))
         with pytest.raises(asyncio.CancelledError):
             await redis_saver.aput_writes(head.config, [("messages", [])], "task-1")
         await asyncio.sleep(0.05)  # the release runs in a task of its own

@@ -831,6 +831,11 @@ class LogSaver(BaseCheckpointSaver[str]):
         if index.lines == 0:
             lines = [thread_line(thread_id), *lines]
         raw = [dumps_line(obj) for obj in lines]
+        # The dicts are bytes now: not kept while the storage answers (a Redis append
+        # waits for a round trip, and at 50 threads the collector's passes grow with
+        # every container alive across it).
+        del lines
+        batch.lines = []
         first = yield Append(thread_id, raw, durable)
         last = batch.apply(first, [loads_sealed(r) for r in raw])
         if self._release_lines:

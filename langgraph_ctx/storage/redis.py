@@ -34,7 +34,10 @@ of a script's reply for Lua and back, tens of milliseconds for a long thread
 during which it serves nobody.
 
 A writer takes its lock in the same script call that reads the new lines, and
-the write script releases the lock when it commits: a put is two round trips.
+the write script releases the lock when it commits: a put is two round trips. On the
+async door a write to a thread this process has read is one: it takes no Redis lock,
+and its append checks that the log is what was read and that nobody holds the lock,
+else it runs again under the lock (`_ThreadLock`, ``deferred``).
 
 On a Redis Cluster (a ``redis.cluster.RedisCluster`` client, or a
 ``redis+cluster://`` URL, see `connect`) nothing changes: every script and
@@ -52,7 +55,7 @@ answers them with the sync client; the async door (`RedisStorage.aio`, `_RedisAi
 with a ``redis.asyncio`` client (one server or a cluster), awaiting each on the
 event loop: the same scripts, keys, lock and generation protocol, no worker thread.
 
-One module (over 1,400 lines, the Lua scripts and both doors included) because the
+One module (over 1,700 lines, the Lua scripts and both doors included) because the
 scripts and the Python that calls them are one protocol: the key layout above, each
 script and the step that checks its reply must be read together to see that a log line
 never means two things; the async door only carries those steps' round trips.
@@ -62,10 +65,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import re
 import secrets
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -81,7 +86,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache, cached_property, partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:
@@ -105,6 +110,16 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+try:  # the redis extra's parser; its packer is C too
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - redis-py without hiredis
+    _hiredis_pack = None  # type: ignore[assignment]
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as _timeout
+else:  # pragma: no cover - redis-py depends on async-timeout there
+    from async_timeout import timeout as _timeout  # type: ignore[import-not-found]
+
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.codec.lines import SNAP_PREFIX, SNAPSHOT_EVERY
 from langgraph_ctx.errors import (
@@ -116,7 +131,14 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
     WrongKeyTypeError,
 )
-from langgraph_ctx.storage.base import AsyncLog, LogStorage, PartialLines, Synced, ThreadLock
+from langgraph_ctx.storage.base import (
+    AsyncLog,
+    LogStorage,
+    PartialLines,
+    Synced,
+    ThreadLock,
+    _current_task,
+)
 from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
@@ -150,7 +172,7 @@ _REWRITTEN = b"(rewritten)"  # never a real generation (those are hex)
 # longer needed): one round trip less than a separate unlock.
 _WRITE_PRELUDE = """
 local function release()
-  if ARGV[1] == '' then return 2 end
+  if ARGV[1] == '' or ARGV[1] == '?' then return 2 end
   if redis.call('GET', KEYS[4]) == ARGV[1] then
     redis.call('DEL', KEYS[4])
     return 1
@@ -170,7 +192,9 @@ end
 
 # Append lines if the log is what the caller last read. Idempotent: if exactly
 # these lines already end the log where the caller expected them (a retried call
-# whose reply was lost), report success without pushing them twice.
+# whose reply was lost), report success without pushing them twice. ARGV[1] = '?':
+# a writer that skipped the lock (`RedisStorage._defers`) appends only while nobody
+# holds it (else {0, length, gen, 1}: it retries under the lock, which waits).
 # ARGV[3..5]: expected length, expected gen ('' = none), gen for a new log; then lines.
 # Returns {1, first line, gen, released} or {0, length, gen}.
 _APPEND = (
@@ -191,6 +215,7 @@ if n ~= expected or gen ~= ARGV[4] then
   end
   return {0, n, gen}
 end
+if ARGV[1] == '?' and redis.call('EXISTS', KEYS[4]) == 1 then return {0, n, gen, 1} end
 if n == 0 then
   gen = ARGV[5]
   redis.call('SET', KEYS[2], gen)
@@ -398,6 +423,7 @@ class _State:
     gen: bytes = b""  # b"": no generation (no log)
     lines: int = 0
     size: int = 0  # bytes in those lines
+    contended: bool = False  # a write that skipped the lock found the log changed or locked
 
 
 class _LineCache:
@@ -505,8 +531,9 @@ class _Keys:
     backup: str  # prefix: append 1, 2, ...
     lock: str
 
-    @property
+    @cached_property
     def for_write(self) -> list[str]:
+        """The write scripts' keys (one list per thread, never changed by a call)."""
         return [self.log, self.gen, self.backup, self.lock]
 
 
@@ -515,6 +542,14 @@ class _ThreadLock(ThreadLock):
 
     The Redis lock is released by the first write that commits under it (in
     the same script), or on leaving the outermost ``hold``.
+
+    A coroutine's exclusive hold on a thread this process has read (`RedisStorage._defers`)
+    takes no Redis lock at all: ``deferred``. Its `sync` then reports no new lines without
+    a round trip, and its append runs only if the log is still exactly what was read and
+    nobody holds the Redis lock (one script checks both); otherwise the operation raises
+    `LogChangedError` and runs again under a real lock. The async door serves only
+    ``get_tuple``, ``list``, ``put`` and ``put_writes`` (each write one append), so a
+    put costs one round trip instead of two; every other writer takes the lock.
     """
 
     def __init__(self, storage: RedisStorage, thread_id: str, key: str) -> None:
@@ -523,6 +558,11 @@ class _ThreadLock(ThreadLock):
         self.thread_id = thread_id
         self.key = key
         self.token: str | None = None  # while this process holds the Redis lock
+        self.deferred = False  # held by `task` with no Redis lock taken (see above)
+
+    def defers(self) -> bool:
+        """Whether the caller holds this lock deferred (no Redis lock, see the class)."""
+        return self.deferred and self.task is not None and self.task is _current_task()
 
     def write_token(self) -> str:
         """The token a write by the calling OS thread should release ('' = none)."""
@@ -543,6 +583,9 @@ class _ThreadLock(ThreadLock):
         if not exclusive:
             return
         storage = self.storage
+        if storage._defers(self.thread_id):
+            self.deferred = True
+            return
         door = storage._door()
         token = storage._lock_token()
         try:
@@ -555,6 +598,7 @@ class _ThreadLock(ThreadLock):
             raise
 
     async def _arelease(self, cancelled: bool = False) -> None:
+        self.deferred = False
         if self.token is not None:
             token, self.token = self.token, None
             door = self.storage._door()
@@ -899,8 +943,24 @@ class RedisStorage(LogStorage):
         )
 
     def _token(self, thread_id: str) -> str:
+        """The writer's lock token for a write script: '' none, '?' deferred (`_ThreadLock`)."""
         lock = self._locks.get(self.keys(thread_id).lock)
-        return lock.write_token() if lock is not None else ""
+        if lock is None:
+            return ""
+        return "?" if lock.defers() else lock.write_token()
+
+    def _defers(self, thread_id: str) -> bool:
+        """Whether a writer may skip the Redis lock (`_ThreadLock`): this process has read
+        the log (its length and generation, which the append checks), and the last write
+        that skipped the lock here did not find it changed or locked (then the writer
+        takes the lock, and reads what changed under it, until a write succeeds)."""
+        state = self._states.get(thread_id)
+        return (
+            state is not None
+            and state.lines > 0
+            and not state.contended
+            and state.gen not in (b"", _REWRITTEN)
+        )
 
     def _committed(self, thread_id: str, released: int) -> None:
         """A write committed; ``released``: 1 it released our lock, 0 it was gone, 2 no lock."""
@@ -921,6 +981,9 @@ class RedisStorage(LogStorage):
 
     def _sync_steps(self, thread_id: str) -> _Steps[Synced]:
         known = self._states.setdefault(thread_id, _State())
+        lock = self._locks.get(self.keys(thread_id).lock)
+        if lock is not None and lock.defers():  # the append checks what this assumes
+            return Synced(False, known.lines + 1, [])
         prefetched = self._prefetched.pop(thread_id, None)
         if prefetched is not None and prefetched[0] is known:
             reply = prefetched[1]  # read when the lock was taken
@@ -1060,9 +1123,9 @@ class RedisStorage(LogStorage):
     def _append_steps(self, thread_id: str, lines: Sequence[bytes]) -> _Steps[int]:
         keys = self.keys(thread_id)
         state = self._states.setdefault(thread_id, _State())
-        new_gen = _generation()
-        pushed = [_strip(x) for x in lines]
-        args = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen, *pushed]
+        new_gen = b"" if state.lines else _generation()  # the script uses it for a new log only
+        args: list[Any] = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen]
+        args += map(_strip, lines)
         reply, replicas = yield _Run(
             "append", keys.for_write, args, "appending to", thread_id, wait=True
         )
@@ -1070,6 +1133,13 @@ class RedisStorage(LogStorage):
         if ok:
             self._committed(thread_id, reply[3])
         else:
+            if args[0] == "?":  # the retry takes the lock (and reads what changed)
+                state.contended = True
+            if len(reply) > 3:
+                raise LogChangedError(
+                    self.describe(thread_id),
+                    "another writer holds the lock; re-read under the lock before appending",
+                )
             raise LogChangedError(
                 self.describe(thread_id),
                 f"another writer changed the log (now {first} lines, this process read "
@@ -1077,7 +1147,8 @@ class RedisStorage(LogStorage):
             )
         # Only now: if replicas fall short, the next sync reads these lines back.
         self._check_replicas(replicas, "appending to", thread_id)
-        size = sum(len(x) for x in pushed)
+        pushed: list[bytes] = args[5:]
+        size = sum(map(len, pushed))
         self._states[thread_id] = _State(gen, state.lines + len(pushed), state.size + size)
         self._cache.extend(thread_id, pushed, state.lines)
         return int(first)
@@ -1274,6 +1345,7 @@ class _RedisAio(AsyncLog):
         self._starting = asyncio.Lock()
         # Script calls made by the loop's tasks in one pass of the loop, sent together.
         self._queue: list[_Queued] = []
+        self._pool_takes_name = False  # see `_connection`
         self._sending: set[asyncio.Future[Any]] = set()  # held until done (tasks are weak)
 
     async def _start(self) -> None:
@@ -1289,19 +1361,23 @@ class _RedisAio(AsyncLog):
     ) -> contextlib.AbstractAsyncContextManager[None]:
         return self.storage._lock(thread_id).ahold(exclusive)
 
-    async def sync(self, thread_id: str) -> Synced:
-        return await self.run(self.storage._sync_steps(thread_id))
+    # sync, read_many, append: `run`'s coroutine itself (one coroutine less per call,
+    # alive while Redis answers)
+    def sync(self, thread_id: str) -> Coroutine[Any, Any, Synced]:
+        return self.run(self.storage._sync_steps(thread_id))
 
     def read_ready(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes] | None:
         return self.storage._cached(thread_id, sorted(set(lines)))[1]
 
-    async def read_many(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
-        return await self.run(self.storage._read_steps(thread_id, lines))
+    def read_many(
+        self, thread_id: str, lines: Sequence[int]
+    ) -> Coroutine[Any, Any, dict[int, bytes]]:
+        return self.run(self.storage._read_steps(thread_id, lines))
 
-    async def append(
+    def append(
         self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
-    ) -> int:
-        return await self.run(self.storage._append_steps(thread_id, lines))
+    ) -> Coroutine[Any, Any, int]:
+        return self.run(self.storage._append_steps(thread_id, lines))
 
     async def run(self, steps: _Steps[_T]) -> _T:
         """`RedisStorage._run` on the event loop."""
@@ -1338,12 +1414,15 @@ class _RedisAio(AsyncLog):
         storage = self.storage
         if run.action is None:
             return await self._script(script, run.keys, run.args)
-        with storage._unavailable(run.action, run.thread_id):
-            if not run.wait:
-                return await self._script(script, run.keys, run.args)
-            if not storage.wait_for_replicas:
-                return await self._script(script, run.keys, run.args), None
-            return await self._write_and_wait(script, run.keys, run.args)
+        if run.wait and storage.wait_for_replicas:
+            with storage._unavailable(run.action, run.thread_id):
+                return await self._write_and_wait(script, run.keys, run.args)
+        try:
+            reply = await self._script(script, run.keys, run.args)
+        except Exception:  # translated only on failure: no context manager per call
+            with storage._unavailable(run.action, run.thread_id):
+                raise
+        return (reply, None) if run.wait else reply
 
     def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
         """The script's reply. On one server, the calls of every task in one pass of the
@@ -1372,18 +1451,8 @@ class _RedisAio(AsyncLog):
         task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[_Queued]) -> None:
-        if len(batch) == 1:
-            script, keys, args, reply = batch[0]
-            try:
-                _settle(reply, await script(keys=keys, args=args))
-            except Exception as exc:
-                _settle(reply, exc)
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for script, keys, args, _ in batch:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
         try:
-            results = await pipe.execute(raise_on_error=False)
+            results = await self._exchange(batch)
         except Exception as exc:  # the connection: every call of the batch failed
             for *_, reply in batch:
                 _settle(reply, exc)
@@ -1395,6 +1464,55 @@ class _RedisAio(AsyncLog):
                 except Exception as exc:
                     result = exc
             _settle(reply, result)
+
+    async def _exchange(self, batch: list[_Queued]) -> list[Any]:
+        """The batch's ``EVALSHA``s in one write on one pooled connection, and their
+        replies (a script's error reply in its place), read under one timeout.
+
+        What a non-transactional pipeline of them does, without its per-command costs
+        (redis-py packs each argument through its encoder, wraps each reply's read in a
+        timeout of its own, and the send in a task): at 50 busy threads those were a
+        tenth of the client's CPU a turn. A connection error or timeout closes the
+        connection and sends the batch once more, as the pipeline's retry did (every
+        script is safe to run twice: appends and lock takes recognise their own call)."""
+        pool = cast("redis.asyncio.Redis", self.client).connection_pool  # one server
+        packed = _pack_evalshas(batch, pool.get_encoder())
+        conn = await self._connection(pool)
+        try:
+            return cast(
+                "list[Any]",
+                await conn.retry.call_with_retry(
+                    lambda: self._round_trip(conn, packed, len(batch)),
+                    lambda _error: conn.disconnect(),
+                ),
+            )
+        finally:
+            await pool.release(conn)
+
+    async def _connection(self, pool: Any) -> Any:
+        if self._pool_takes_name:  # redis-py before 5.3 names the command
+            return await pool.get_connection("EVALSHA")
+        try:
+            return await pool.get_connection()
+        except TypeError:
+            self._pool_takes_name = True
+            return await pool.get_connection("EVALSHA")
+
+    @staticmethod
+    async def _round_trip(conn: Any, packed: bytes, count: int) -> list[Any]:
+        await conn.send_packed_command(packed)
+        replies: list[Any] = []
+        try:
+            async with _timeout(conn.socket_timeout):
+                for _ in range(count):
+                    try:  # math.inf: no timeout per reply, the one around them all
+                        replies.append(await conn.read_response(timeout=math.inf))
+                    except ResponseError as exc:  # read whole: the connection stays in step
+                        replies.append(exc)
+        except asyncio.TimeoutError:
+            await conn.disconnect(nowait=True)
+            raise RedisTimeoutError("Timeout reading script replies") from None
+        return replies
 
     async def _write_and_wait(
         self, script: Any, keys: list[str], args: list[Any]
@@ -1430,6 +1548,43 @@ class _RedisAio(AsyncLog):
                     raise value
             return result, int(cast(int, replicas))
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _pack_evalshas(batch: list[_Queued], encoder: Any, *, native: bool = True) -> bytes:
+    """``EVALSHA sha numkeys keys... args...`` for each queued call, in the protocol's
+    wire form (RESP arrays of bulk strings), as one buffer: by hiredis's packer (C) when
+    the client encodes text as hiredis does (UTF-8, strict), else here, where bytes and
+    ints are written as they are and anything else goes through the client's encoder."""
+    if native and _hiredis_pack is not None and _utf8(encoder):
+        return b"".join(
+            _hiredis_pack(("EVALSHA", script.sha, len(keys), *keys, *args))
+            for script, keys, args, _ in batch
+        )
+    encode = encoder.encode
+    out: list[bytes] = []
+    for script, keys, args, _ in batch:
+        sha = script.sha.encode() if isinstance(script.sha, str) else script.sha
+        nkeys = b"%d" % len(keys)
+        out.append(b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+            3 + len(keys) + len(args), len(sha), sha, len(nkeys), nkeys
+        ))  # fmt: skip
+        for value in (*keys, *args):
+            kind = type(value)
+            if kind is bytes:
+                raw = value
+            elif kind is int:
+                raw = b"%d" % value
+            else:
+                raw = encode(value)
+            out.append(b"$%d\r\n" % len(raw))
+            out.append(raw)
+            out.append(b"\r\n")
+    return b"".join(out)
+
+
+def _utf8(encoder: Any) -> bool:
+    encoding = str(getattr(encoder, "encoding", "")).lower().replace("_", "-")
+    return encoding in ("utf-8", "utf8") and getattr(encoder, "encoding_errors", "") == "strict"
 
 
 def _settle(reply: asyncio.Future[Any], result: Any) -> None:
