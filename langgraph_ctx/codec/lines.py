@@ -259,6 +259,44 @@ def loads_lines(raws: Sequence[bytes]) -> list[dict[str, Any] | None]:
     return objs
 
 
+def loads_message_lines(raws: Sequence[bytes], ordinals: Sequence[int]) -> list[Any]:
+    """`loads_lines` for ``msg`` lines, each expected to hold the ordinal at its place in
+    ``ordinals``: a line that is not exactly that message's is ``None`` too, and the
+    checks are one loop with the parse's (a cold open reads its head's messages so).
+
+    >>> ok = seal_line(b'{"v":2,"t":"msg","n":3,"like":1,"id":"x"}')
+    >>> loads_message_lines([ok, ok], [3, 4])
+    [{'v': 2, 't': 'msg', 'n': 3, 'like': 1, 'id': 'x'}, None]
+    """
+    objs: list[Any] | None = None
+    if raws and checksums_match(raws):
+        try:
+            objs = list(map(orjson.loads, raws))
+        except orjson.JSONDecodeError:  # one bad line (or a big integer): line by line
+            objs = None
+    if objs is None:
+        return [
+            obj if obj is not None and obj.get("t") == "msg" and obj.get("n") == o else None
+            for obj, o in zip(loads_lines(raws), ordinals, strict=True)
+        ]
+    versions = _READ_VERSIONS
+    for i, (obj, o) in enumerate(zip(objs, ordinals, strict=True)):
+        if (
+            type(obj) is dict
+            and obj.get("n") == o
+            and obj.get("t") == "msg"
+            and obj.get("v") in versions
+            and type(obj["v"]) is int
+        ):
+            obj.pop("c", None)
+        else:
+            objs[i] = None
+    return objs
+
+
+_READ_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
+"""The format versions a reader takes (an int among them: `loads_line`'s check)."""
+
 _STORED_CRC = operator.itemgetter(slice(-8, -2))
 _CHECKED_PART = operator.itemgetter(slice(None, -_SUFFIX_LEN))
 _SUFFIX_PART = operator.itemgetter(slice(-_SUFFIX_LEN, -8))

@@ -25,7 +25,7 @@ head's lines are taken from that read (`_Index.scan`), checked and parsed in bul
 (`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
 returns the same object (`langgraph_ctx.codec.messages`); a message built so keeps the
 body it was built from, and its fingerprint is made from that body when a later read
-or put first needs one (`_built`). The lines after the snapshot are checked
+or put first needs one (`_built_many`). The lines after the snapshot are checked
 and parsed in bulk too (`_bulk_checked`), and of the snapshot chain only the last
 snapshot's heads are parsed.
 """
@@ -69,6 +69,7 @@ from langgraph_ctx.codec.lines import (
     list_link,
     loads_line,
     loads_lines,
+    loads_message_lines,
     message_like,
     message_ordinal,
     own_thread_id,
@@ -88,7 +89,7 @@ from langgraph_ctx.codec.messages import (
     message_digest_without_id,
     message_from_body,
     message_from_json_owned,
-    message_unvalidated,
+    messages_unvalidated,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
@@ -256,23 +257,27 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     )
 
 
-def _built(body: Any, *, copy: bool) -> tuple[Any, ...] | None:
-    """A `_Index.templates` entry for a message body a batch decodes (``None``: the body
-    does not build; `_Index.message` reads it again and names why).
+def _built_many(bodies: list[Any]) -> list[tuple[Any, ...] | None]:
+    """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
+    body does not build; `_Index.message` reads it again and names why).
 
-    A body built without validation gives ``(message, None, body)``: its fingerprint is
-    made from the body when first needed (`_Index.template_fingerprint`; a cold
-    ``get_state`` never needs it), ``copy``: a copy of the body is kept (the parsed
-    line's may be cached). A validated one gives ``(message, fingerprint)``.
+    A body built without validation (`messages_unvalidated`, most) gives
+    ``(message, None, body)``: its fingerprint is made from the body when first needed
+    (`_Index.template_fingerprint`; a cold ``get_state`` never needs it), so the body is
+    kept, the caller's own. A validated one gives ``(message, fingerprint)``.
     """
-    msg = message_unvalidated(body)
-    if msg is not None:
-        return (msg, None, dict(body) if copy else body)
-    try:
-        msg = message_from_json_owned(body)
-    except CodecError:
-        return None
-    return (msg, _fingerprint(msg))
+    out: list[tuple[Any, ...] | None] = []
+    for body, msg in zip(bodies, messages_unvalidated(bodies), strict=True):
+        if msg is not None:
+            out.append((msg, None, body))
+            continue
+        try:
+            msg = message_from_json_owned(body)
+        except CodecError:
+            out.append(None)
+            continue
+        out.append((msg, _fingerprint(msg)))
+    return out
 
 
 _BULK_LINES = 256
@@ -1272,13 +1277,12 @@ class _Index:
 
     def _decode_many(self, wanted: list[int]) -> set[int]:
         lines_of = self.msg_lines
-        lines = [lines_of[o] for o in wanted]
-        objs = self._read_parsed(lines)
+        objs, owned = self._read_parsed([lines_of[o] for o in wanted], wanted)
         done: list[int] = []
-        built: list[tuple[Any, ...]] = []
+        bodies: list[Any] = []
         likes: list[tuple[int, dict[str, Any]]] = []
         for o, obj in zip(wanted, objs, strict=True):
-            if obj is None or obj.get("n") != o or obj.get("t") != "msg":
+            if obj is None:
                 continue
             if "like" in obj:
                 likes.append((o, obj))
@@ -1286,59 +1290,76 @@ class _Index:
             body = obj.get("msg")
             if body is None:
                 continue  # a serialized body: `message` decodes it
-            built_one = _built(body, copy=True)
-            if built_one is not None:
-                done.append(o)
-                built.append(built_one)
+            done.append(o)
+            bodies.append(body if owned else dict(body))  # a cached line's: kept, copied
         if likes:
-            self._decode_likes(likes, dict(zip(lines, objs, strict=True)), done, built)
-        self.templates.put_many(list(zip(done, built, strict=True)))
-        return set(done)
+            self._decode_likes(likes, dict(zip(wanted, objs, strict=True)), done, bodies)
+        built = _built_many(bodies)
+        self.templates.put_many([(o, b) for o, b in zip(done, built, strict=True) if b])
+        return {o for o, b in zip(done, built, strict=True) if b}
 
     def _decode_likes(
         self,
         likes: list[tuple[int, dict[str, Any]]],
-        by_line: dict[int, dict[str, Any] | None],
+        by_ordinal: dict[int, dict[str, Any] | None],
         done: list[int],
-        built: list[tuple[Any, ...]],
+        bodies: list[Any],
     ) -> None:
-        """The ``like`` lines of a batch, each built from the earlier body it repeats (read
-        with the others not in the batch, in one call); appended to ``done`` / ``built``."""
+        """The bodies of the ``like`` lines of a batch, each the earlier body it repeats
+        with its own id (those not in the batch read in one call), appended to ``done`` /
+        ``bodies``. A like whose body line is not exactly that message is left out."""
         lines_of = self.msg_lines
         found = []
         for o, obj in likes:
             like = obj["like"]
             if type(like) is int and like < o and like in lines_of:
-                found.append((o, obj, like, lines_of[like]))
-        unread = sorted({n for *_, n in found if n not in by_line})
+                found.append((o, obj, like))
+        unread = sorted({like for *_, like in found if like not in by_ordinal})
         if unread:
-            by_line.update(zip(unread, self._read_parsed(unread), strict=True))
-        for o, obj, like, n in found:
-            body_obj = by_line.get(n)
-            if body_obj is None or body_obj.get("n") != like or "like" in body_obj:
+            objs, _ = self._read_parsed([lines_of[like] for like in unread], unread)
+            by_ordinal.update(zip(unread, objs, strict=True))
+        for o, obj, like in found:
+            body_obj = by_ordinal.get(like)
+            if body_obj is None or "like" in body_obj:
                 continue
             body = body_obj.get("msg")
-            if not isinstance(body, dict):
+            if type(body) is not dict:
                 continue
-            built_one = _built(like_body(dict(body), obj.get("id")), copy=False)
-            if built_one is not None:
-                done.append(o)
-                built.append(built_one)
+            done.append(o)
+            bodies.append(like_body(dict(body), obj.get("id")))
 
-    def _read_parsed(self, lines: list[int]) -> list[dict[str, Any] | None]:
-        """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
-        ``None`` for a line that does not parse (`message` reads it again, naming why)."""
+    def _read_parsed(
+        self, lines: list[int], ordinals: list[int]
+    ) -> tuple[list[dict[str, Any] | None], bool]:
+        """The message lines ``lines`` (distinct), holding ``ordinals``, parsed: from the
+        parsed-line cache or read in one call; ``None`` for a line that does not parse or
+        is not that message's (`message` reads it again, naming why). And whether every
+        one was parsed just now (nothing the cache holds: the caller's own)."""
         parsed, scan = self.parsed, self.scan
         cached: list[Any] = list(map(parsed.get, lines)) if parsed else [None] * len(lines)
         if not any(cached):
             if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
                 # A cold read: every line is in the scan, none parsed yet.
-                return loads_lines([scan[n - 1] for n in lines])
+                return loads_message_lines([scan[n - 1] for n in lines], ordinals), True
         elif None not in cached:
-            return cached
-        raws = self.read_lines([n for n, obj in zip(lines, cached, strict=True) if obj is None])
-        fresh = dict(zip(raws, loads_lines(list(raws.values())), strict=True))
-        return [fresh.get(n) if obj is None else obj for n, obj in zip(lines, cached, strict=True)]
+            return [
+                obj if obj.get("t") == "msg" and obj.get("n") == o else None
+                for obj, o in zip(cached, ordinals, strict=True)
+            ], False
+        missing = [(n, o) for n, o, obj in zip(lines, ordinals, cached, strict=True) if not obj]
+        raws = self.read_lines([n for n, _ in missing])
+        fresh = dict(
+            zip(
+                [n for n, _ in missing],
+                loads_message_lines([raws[n] for n, _ in missing], [o for _, o in missing]),
+                strict=True,
+            )
+        )
+        return [
+            fresh.get(n) if obj is None else obj if obj.get("t") == "msg" and obj.get("n") == o
+            else None
+            for n, o, obj in zip(lines, ordinals, cached, strict=True)
+        ], not any(cached)
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
@@ -1351,7 +1372,7 @@ class _Index:
         return entry[1]  # type: ignore[no-any-return]
 
     def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The fingerprint of a template decoded without one (`_built`), made from the
+        """The fingerprint of a template decoded without one (`_built_many`), made from the
         body it was built from and kept in its place."""
         fp = body_fingerprint(entry[2])
         self.templates[ordinal] = (entry[0], fp)
