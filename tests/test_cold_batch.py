@@ -20,6 +20,7 @@ from langgraph_ctx.codec.lines import (
     dumps_line,
     loads_line,
     loads_message_lines,
+    parse_snapshot_line,
     peek_message_ordinal,
     seal_line,
 )
@@ -129,3 +130,30 @@ def test_a_head_message_of_an_odd_type_is_refused_by_line(tmp_path: Path, kind: 
     path.write_bytes(b"".join(raw + b"\n" for raw in lines))
     with pytest.raises(CorruptLogError, match=f":{n}:.*message type"):
         JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+@pytest.mark.parametrize(
+    ("gaps", "lines"),
+    [
+        ([5, 2, 3], [5, 7, 10]),  # the usual part: increasing
+        ([5, None, 3], [5, None, 8]),  # a message skipped as corrupt
+        ([7, -2, 4], [7, 5, 9]),  # not increasing: still lines before the snapshot
+        ([9, 0, 1], [9, 9, 10]),
+    ],
+)
+def test_snapshot_message_lines_read_in_every_form(gaps: list, lines: list) -> None:
+    obj = {"v": 2, "t": "snap", "msgs": [4, "d", gaps], "heads": [], "lists": []}
+    snap = parse_snapshot_line(obj, 20)
+    assert (snap.first_msg, snap.msg_lines, snap.next_msg) == (4, lines, 4 + len(lines))
+    old_form = {**obj, "msgs": [4, lines]}  # numbers, not gaps (written before gaps)
+    assert parse_snapshot_line(old_form, 20).msg_lines == lines
+
+
+@pytest.mark.parametrize(
+    "gaps",
+    [[5, 2, 13], [20], [0, 1], [3, True], [3, 1.0], [-1, 2], [5, None, 15], "5", [[5]]],
+)
+def test_snapshot_message_lines_not_before_it_are_refused(gaps: Any) -> None:
+    obj = {"v": 2, "t": "snap", "msgs": [0, "d", gaps], "heads": [], "lists": []}
+    with pytest.raises(CodecError, match="snapshot"):
+        parse_snapshot_line(obj, 20)

@@ -1097,6 +1097,9 @@ def _ordinals(value: Any) -> list[int]:
     return value
 
 
+_INTS = {int}
+
+
 def _all_lines_before(values: list[Any], n: int) -> bool:
     """Whether every item is ``None`` or a line number before ``n`` (in C-level passes:
     a snapshot names every message line written since the previous one)."""
@@ -1116,8 +1119,16 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
     if prev is not None:
         prev = _line_no(prev, n, "'prev'")
     msgs = obj.get("msgs")
+    checked = False  # every message line known to be before this one
     if type(msgs) is list and len(msgs) == 3 and msgs[1] == GAPS:
-        msgs = [msgs[0], _ungaps(msgs[2])]
+        gaps = msgs[2]
+        if type(gaps) is list and gaps and set(map(type, gaps)) == _INTS and min(gaps) >= 1:
+            # The usual part (a chain of snapshots costs one per interval): increasing
+            # from a first line >= 1, so its last line is its largest.
+            msgs = [msgs[0], list(accumulate(gaps))]
+            checked = msgs[1][-1] < n
+        else:
+            msgs = [msgs[0], _ungaps(gaps)]
     if not (
         type(msgs) is list
         and len(msgs) == 2
@@ -1127,7 +1138,7 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
     ):
         raise CodecError("snapshot: 'msgs' must be [first ordinal, \"d\", [gap, ...]]")
     msg_lines = msgs[1]
-    if not _all_lines_before(msg_lines, n):  # say which one
+    if not checked and not _all_lines_before(msg_lines, n):  # say which one
         msg_lines = [None if m is None else _line_no(m, n, "message line") for m in msg_lines]
     heads_raw, lists_raw = obj.get("heads"), obj.get("lists")
     if type(heads_raw) is not list or type(lists_raw) is not list:

@@ -689,11 +689,10 @@ class _Index:
                 # a cold open reads only the head's messages, not every line named here.
                 first = snap.first_msg
                 ordinals: Sequence[int] = range(first, first + len(snap.msg_lines))
-                named = [m for m in snap.msg_lines if m is not None]
-                if len(named) < len(ordinals):  # a message skipped as corrupt: left out
-                    ordinals = [o for o, m in zip(ordinals, snap.msg_lines, strict=True) if m]
-                if named and max(named) > len(lines):
-                    raise CodecError(f"snapshot: message line {max(named)} is past the end")
+                named = snap.msg_lines  # each before the snapshot (`parse_snapshot_line`)
+                if None in named:  # a message skipped as corrupt: left out
+                    ordinals = [o for o, m in zip(ordinals, named, strict=True) if m]
+                    named = [m for m in named if m is not None]
                 msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
             self.snap_line, self.snap_next = chain[0].line, chain[0].next_msg
