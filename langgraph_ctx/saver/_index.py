@@ -95,6 +95,8 @@ from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.storage.base import PartialLines
 
+_FIRST = operator.itemgetter(0)
+
 
 class _LRU(OrderedDict[Any, Any]):
     """Least recently used first; bounded by ``limit`` entries, or with ``weigh`` by
@@ -133,9 +135,10 @@ class _LRU(OrderedDict[Any, Any]):
             for key, value in items:
                 self.put(key, value, trim=False)
         else:
-            for key, _ in items:
-                if key in self:
-                    del self[key]  # a new key goes last, as `put` moves it
+            if self and not self.keys().isdisjoint(map(_FIRST, items)):
+                for key, _ in items:
+                    if key in self:
+                        del self[key]  # a new key goes last, as `put` moves it
             self.update(items)
         self.trim()
 
@@ -239,6 +242,7 @@ _EMPTY = EMPTY_STANDINS
 _FIELDS = operator.attrgetter("__dict__")
 _TEMPLATE_MSG = operator.itemgetter(0)  # of a `_Index.templates` entry: (message, fingerprint)
 _TEMPLATE_FP = operator.itemgetter(1)
+_BEFORE = (-1).__add__  # a line number's index in a list of lines
 
 
 def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
@@ -1257,7 +1261,12 @@ class _Index:
         Returns the ordinals it decoded.
         """
         known, lines_of = self.templates, self.msg_lines
-        wanted = {o for o in ordinals if o not in known and o in lines_of}
+        if known:
+            wanted = {o for o in ordinals if o not in known and o in lines_of}
+        else:  # a cold read: in C while every ordinal has its line
+            wanted = set(ordinals)
+            if not lines_of.keys() >= wanted:
+                wanted = {o for o in wanted if o in lines_of}
         if len(wanted) < 16 or self.reader is None:
             self.prefetch(lines_of[o] for o in wanted)
             return set()
@@ -1276,7 +1285,7 @@ class _Index:
 
     def _decode_many(self, wanted: list[int]) -> set[int]:
         lines_of = self.msg_lines
-        objs, owned = self._read_parsed([lines_of[o] for o in wanted], wanted)
+        objs, owned = self._read_parsed(list(map(lines_of.__getitem__, wanted)), wanted)
         done: list[int] = []
         bodies: list[Any] = []
         likes: list[tuple[int, dict[str, Any]]] = []
@@ -1294,8 +1303,11 @@ class _Index:
         if likes:
             self._decode_likes(likes, dict(zip(wanted, objs, strict=True)), done, bodies)
         built = _built_many(bodies)
-        self.templates.put_many([(o, b) for o, b in zip(done, built, strict=True) if b])
-        return {o for o, b in zip(done, built, strict=True) if b}
+        if None in built:
+            done = [o for o, b in zip(done, built, strict=True) if b is not None]
+            built = [b for b in built if b is not None]
+        self.templates.put_many(list(zip(done, built, strict=True)))
+        return set(done)
 
     def _decode_likes(
         self,
@@ -1308,24 +1320,32 @@ class _Index:
         with its own id (those not in the batch read in one call), appended to ``done`` /
         ``bodies``. A like whose body line is not exactly that message is left out."""
         lines_of = self.msg_lines
-        found = []
-        for o, obj in likes:
-            like = obj["like"]
-            if type(like) is int and like < o and like in lines_of:
-                found.append((o, obj, like))
+        found = [
+            (o, obj, like)
+            for o, obj in likes
+            if type(like := obj["like"]) is int and like < o and like in lines_of
+        ]
         unread = sorted({like for *_, like in found if like not in by_ordinal})
         if unread:
-            objs, _ = self._read_parsed([lines_of[like] for like in unread], unread)
+            objs, _ = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
             by_ordinal.update(zip(unread, objs, strict=True))
+        get = by_ordinal.get
         for o, obj, like in found:
-            body_obj = by_ordinal.get(like)
+            body_obj = get(like)
             if body_obj is None or "like" in body_obj:
                 continue
             body = body_obj.get("msg")
             if type(body) is not dict:
                 continue
             done.append(o)
-            bodies.append(like_body(dict(body), obj.get("id")))
+            # `like_body`: the earlier body with this line's id (none: without one)
+            mid = obj.get("id")
+            if mid is None:
+                body = dict(body)
+                body.pop("id", None)
+                bodies.append(body)
+            else:
+                bodies.append({**body, "id": mid})
 
     def _read_parsed(
         self, lines: list[int], ordinals: list[int]
@@ -1339,7 +1359,8 @@ class _Index:
         if not any(cached):
             if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
                 # A cold read: every line is in the scan, none parsed yet.
-                return loads_message_lines([scan[n - 1] for n in lines], ordinals), True
+                raws = list(map(scan.__getitem__, map(_BEFORE, lines)))
+                return loads_message_lines(raws, ordinals), True
         elif None not in cached:
             return [
                 obj if obj.get("t") == "msg" and obj.get("n") == o else None
