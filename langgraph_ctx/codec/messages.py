@@ -188,7 +188,8 @@ def _text(value: Any) -> bool:
 
 
 def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
-    """Tool calls as `_backwards_compat_tool_calls` rebuilds them, or ``None`` if unusual."""
+    """Tool calls as `_backwards_compat_tool_calls` rebuilds them (new dicts, ``args``
+    copied: nothing shared with ``value``), or ``None`` if unusual."""
     if type(value) is not list:
         return None
     out = []
@@ -203,7 +204,8 @@ def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
         ):
             return None
         out.append(
-            {"name": tc["name"], "args": tc["args"], "id": tc.get("id"), "type": "tool_call"}
+            {"name": tc["name"], "args": json_copy(tc["args"]), "id": tc.get("id"),
+             "type": "tool_call"}
         )
     return out
 
@@ -406,7 +408,7 @@ def _checked_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any] | None:
             calls = _tool_calls(value)
             if calls is None:
                 return None
-            fields[key] = json_copy(calls) if calls else []
+            fields[key] = calls
         elif not check(value):
             return None
         elif type(value) is dict:
