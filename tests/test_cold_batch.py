@@ -157,3 +157,34 @@ def test_snapshot_message_lines_not_before_it_are_refused(gaps: Any) -> None:
     obj = {"v": 2, "t": "snap", "msgs": [0, "d", gaps], "heads": [], "lists": []}
     with pytest.raises(CodecError, match="snapshot"):
         parse_snapshot_line(obj, 20)
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_a_batch_with_some_lines_parsed_already_reads_the_same(
+    tmp_path: Path, scan: bool
+) -> None:
+    """Some of the head's message lines parsed and cached by an earlier read, the rest
+    read now (from the cold scan, or from the file): the messages are the warm ones,
+    and nothing the cache holds is handed out as a message's body."""
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 60)
+    config = {"configurable": {"thread_id": "t"}}
+    warm = writer.get_tuple(config).checkpoint["channel_values"]["messages"]
+    cold = JsonlSaver(tmp_path)
+    index = cold._sync("t")
+    head = index.latest("")
+    assert head is not None
+    writer_line = index.resolve("", "messages", head.versions["messages"], head.id)
+    assert writer_line is not None
+    ordinals = index.materialize(writer_line[1], "messages")
+    index.prefetch(index.msg_lines[o] for o in ordinals[::3])  # a third parsed already
+    cached = {n: dict(index.parsed[n]) for n in list(index.parsed)}
+    if not scan:
+        index.scan = None
+    messages = index.messages(ordinals)
+    assert messages == warm
+    for n, obj in cached.items():  # the cached lines are as they were
+        if n in index.parsed:
+            assert index.parsed[n] == obj
+    again = cold.get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert all(a is b for a, b in zip(messages, again, strict=True))

@@ -5,6 +5,12 @@ afterwards; its body is ``{"msg": {"type": ..., "content": ..., ...}}`` (every
 non-default field) or, when some field is not plain JSON (an ``artifact``
 holding bytes, say), ``{"type": ..., "id": ..., "serde": [type, base64]}``.
 Digests of bodies let a writer find a message it stored before.
+
+It is one module (about 620 lines) because a body's encoding, its build without
+validation (one at a time, `message_unvalidated`, or a cold open's batch,
+`messages_unvalidated`), its fingerprint and its digest all follow the same
+per-class plan of what a plain field is: split, every change to that plan would be
+several diffs that must agree.
 """
 
 from __future__ import annotations
@@ -307,7 +313,7 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
             cls = MESSAGE_CLASSES.get(kind)  # type: ignore[arg-type]
             found = plans[kind] = (cls, None if cls is None else _construct_plan(cls))
         cls, plan = found
-        if plan is None:
+        if plan is None or cls is None:
             append(None)
             continue
         keys = data.keys()

@@ -693,7 +693,7 @@ class _Index:
                 # a cold open reads only the head's messages, not every line named here.
                 first = snap.first_msg
                 ordinals: Sequence[int] = range(first, first + len(snap.msg_lines))
-                named = snap.msg_lines  # each before the snapshot (`parse_snapshot_line`)
+                named: list[Any] = snap.msg_lines  # each before it (`parse_snapshot_line`)
                 if None in named:  # a message skipped as corrupt: left out
                     ordinals = [o for o, m in zip(ordinals, named, strict=True) if m]
                     named = [m for m in named if m is not None]
@@ -1359,14 +1359,14 @@ class _Index:
         if not any(cached):
             if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
                 # A cold read: every line is in the scan, none parsed yet.
-                raws = list(map(scan.__getitem__, map(_BEFORE, lines)))
-                return loads_message_lines(raws, ordinals), True
+                scanned = list(map(scan.__getitem__, map(_BEFORE, lines)))
+                return loads_message_lines(scanned, ordinals), True
         elif None not in cached:
             return [
                 obj if obj.get("t") == "msg" and obj.get("n") == o else None
                 for obj, o in zip(cached, ordinals, strict=True)
             ], False
-        missing = [(n, o) for n, o, obj in zip(lines, ordinals, cached, strict=True) if not obj]
+        missing = [(n, o) for n, o, obj in zip(lines, ordinals, cached, strict=True) if obj is None]
         raws = self.read_lines([n for n, _ in missing])
         fresh = dict(
             zip(
