@@ -22,8 +22,9 @@ the whole log (`complete`).
 What a cold ``get_state`` costs is mostly the head's messages: every one of them is
 on its own line, spread over the whole file, so the scan reads the file once and the
 head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
-(`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
-returns the same object (`langgraph_ctx.codec.messages`); a message built so keeps the
+(`langgraph_ctx.codec.lines.loads_message_lines`) and built in one loop without
+validation where that returns the same object
+(`langgraph_ctx.codec.messages.messages_unvalidated`); a message built so keeps the
 body it was built from, and its fingerprint is made from that body when a later read
 or put first needs one (`_built_many`). The lines after the snapshot are checked
 and parsed in bulk too (`_bulk_checked`), and of the snapshot chain only the last
