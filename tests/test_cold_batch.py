@@ -17,7 +17,9 @@ import pytest
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.codec.lines import (
+    checksums_match,
     dumps_line,
+    line_checksum,
     loads_line,
     loads_message_lines,
     parse_snapshot_line,
@@ -168,8 +170,14 @@ def test_a_batch_with_some_lines_parsed_already_reads_the_same(
     and nothing the cache holds is handed out as a message's body."""
     writer = JsonlSaver(tmp_path)
     chat(writer, "t", 60)
-    config = {"configurable": {"thread_id": "t"}}
-    warm = writer.get_tuple(config).checkpoint["channel_values"]["messages"]
+    config: Any = {"configurable": {"thread_id": "t"}}
+
+    def head_messages(saver: JsonlSaver) -> list[Any]:
+        tup = saver.get_tuple(config)
+        assert tup is not None
+        return tup.checkpoint["channel_values"]["messages"]  # type: ignore[no-any-return]
+
+    warm = head_messages(writer)
     cold = JsonlSaver(tmp_path)
     index = cold._sync("t")
     head = index.latest("")
@@ -186,5 +194,32 @@ def test_a_batch_with_some_lines_parsed_already_reads_the_same(
     for n, obj in cached.items():  # the cached lines are as they were
         if n in index.parsed:
             assert index.parsed[n] == obj
-    again = cold.get_tuple(config).checkpoint["channel_values"]["messages"]
+    again = head_messages(cold)
     assert all(a is b for a, b in zip(messages, again, strict=True))
+
+
+def test_bulk_checksums_answer_as_each_line_on_odd_lines(
+    message_lines: list[tuple[bytes, int]],
+) -> None:
+    """Lines too short to hold a checksum, a checksum whose last character sets the
+    padding bits, a suffix one byte off: the batch answers what `line_checksum` does
+    for each, alone and among good lines."""
+    good = message_lines[0][0]
+    alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    sixth = alphabet.index(good[-3]) ^ 1  # the checksum's last character, a zero bit set
+    odd = [
+        b"",
+        b'"}',
+        b"x" * 13,
+        b',"c":"AAAAAA"}',
+        good[:-3] + alphabet[sixth : sixth + 1] + b'"}',  # a padding bit set
+        good[:-14] + b';"c":"' + good[-8:],
+        good[:-1] + b"]",
+        good + b" ",
+    ]
+    goods = [raw for raw, _ in message_lines[:6]]
+    assert checksums_match(goods)
+    for raw in odd:
+        alone = line_checksum(raw) is True
+        assert checksums_match([raw]) is alone, raw
+        assert checksums_match([*goods[:3], raw, *goods[3:]]) is alone, raw
