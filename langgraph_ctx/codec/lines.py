@@ -46,7 +46,7 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate, repeat
@@ -258,9 +258,45 @@ def loads_lines(raws: Sequence[bytes]) -> list[dict[str, Any] | None]:
     return objs
 
 
-_STORED_CRC = operator.itemgetter(slice(-8, -2))
+def loads_message_lines(raws: Sequence[bytes], ordinals: Sequence[int]) -> list[Any]:
+    """`loads_lines` for ``msg`` lines, each expected to hold the ordinal at its place in
+    ``ordinals``: a line that is not exactly that message's is ``None`` too, and the
+    checks are one loop with the parse's (a cold open reads its head's messages so).
+
+    >>> ok = seal_line(b'{"v":2,"t":"msg","n":3,"like":1,"id":"x"}')
+    >>> loads_message_lines([ok, ok], [3, 4])
+    [{'v': 2, 't': 'msg', 'n': 3, 'like': 1, 'id': 'x'}, None]
+    """
+    objs: list[Any] | None = None
+    if raws and checksums_match(raws):
+        try:
+            objs = list(map(orjson.loads, raws))
+        except orjson.JSONDecodeError:  # one bad line (or a big integer): line by line
+            objs = None
+    if objs is None:
+        return [
+            obj if obj is not None and obj.get("t") == "msg" and obj.get("n") == o else None
+            for obj, o in zip(loads_lines(raws), ordinals, strict=True)
+        ]
+    versions = _READ_VERSIONS
+    for i, (obj, o) in enumerate(zip(objs, ordinals, strict=True)):
+        if (
+            type(obj) is dict
+            and obj.get("n") == o
+            and obj.get("t") == "msg"
+            and obj.get("v") in versions
+            and type(obj["v"]) is int
+        ):
+            obj.pop("c", None)
+        else:
+            objs[i] = None
+    return objs
+
+
+_READ_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
+"""The format versions a reader takes (an int among them: `loads_line`'s check)."""
+
 _CHECKED_PART = operator.itemgetter(slice(None, -_SUFFIX_LEN))
-_SUFFIX_PART = operator.itemgetter(slice(-_SUFFIX_LEN, -8))
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 _BASE64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
@@ -270,29 +306,48 @@ def checksums_match(raws: Sequence[bytes]) -> bool:
 
     Each stored checksum (6 base64url characters: 4 CRC bytes and 4 zero bits) is
     padded to a full 8-character group and all are decoded at once, then
-    compared with the CRC-32 of each line as `line_checksum` computes it.
+    compared with the CRC-32 of each line as `line_checksum` computes it. The
+    suffixes are checked and the checksums gathered as columns of the lines' last
+    14 bytes (strided slices), not a slice of each line apiece.
 
     >>> checksums_match([seal_line(b'{"v":2,"t":"msg"}'), seal_line(b'{"v":2}')])
     True
     >>> checksums_match([seal_line(b'{"v":2,"t":"msg"}')[:-3] + b'A"}'])
     False
     """
-    if not raws:
+    n = len(raws)
+    if not n:
         return True
-    if not all(map(operator.eq, map(_SUFFIX_PART, raws), repeat(b',"c":"'))):
+    # Each line's last 14 bytes, side by side: the fixed bytes of the suffix are
+    # compared column by column, the checksums taken out as columns.
+    tails = b"".join(map(_SUFFIX, raws))
+    if len(tails) != _SUFFIX_LEN * n:  # a line shorter than a checksum's suffix
         return False
-    if not all(map(bytes.endswith, raws, repeat(b'"}'))):
-        return False
-    stored = b"AA".join(map(_STORED_CRC, raws)) + b"AA"
+    for at, byte in _SUFFIX_FRAME:
+        if tails[at::_SUFFIX_LEN] != byte * n:
+            return False
+    stored = bytearray(8 * n)  # each checksum padded to an 8-character group
+    for k in range(6):
+        stored[k::8] = tails[6 + k :: _SUFFIX_LEN]
+    stored[6::8] = stored[7::8] = b"A" * n
     if stored.translate(None, _BASE64URL):  # a character base64url has not (which
         return False  # decoding would skip): unequal, as `line_checksum` finds it
     try:
         decoded = binascii.a2b_base64(stored.translate(_FROM_URLSAFE))
     except binascii.Error:
         return False
-    views: Iterator[memoryview] = map(memoryview, raws)
-    crcs = map(zlib.crc32, repeat(b"}"), map(zlib.crc32, map(_CHECKED_PART, views)))
-    return list(struct.iter_unpack(">IH", decoded)) == list(zip(crcs, repeat(0)))
+    if decoded[4::6] != bytes(n) or decoded[5::6] != bytes(n):  # the 4 + 12 zero bits
+        return False
+    found = bytearray(4 * n)
+    for k in range(4):
+        found[k::4] = decoded[k::6]
+    crcs = map(zlib.crc32, repeat(b"}"), map(zlib.crc32, map(_CHECKED_PART, raws)))
+    return struct.pack(f">{n}I", *crcs) == found
+
+
+_SUFFIX = operator.itemgetter(slice(-_SUFFIX_LEN, None))
+_SUFFIX_FRAME = [(at, b',"c":"XXXXXX"}'[at : at + 1]) for at in (0, 1, 2, 3, 4, 5, 12, 13)]
+"""The fixed bytes of a checksum's suffix, by position (the 6 others are the checksum)."""
 
 
 def loads_sealed(raw: bytes) -> dict[str, Any]:
@@ -1089,6 +1144,9 @@ def _ordinals(value: Any) -> list[int]:
     return value
 
 
+_INTS = {int}
+
+
 def _all_lines_before(values: list[Any], n: int) -> bool:
     """Whether every item is ``None`` or a line number before ``n`` (in C-level passes:
     a snapshot names every message line written since the previous one)."""
@@ -1108,8 +1166,16 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
     if prev is not None:
         prev = _line_no(prev, n, "'prev'")
     msgs = obj.get("msgs")
+    checked = False  # every message line known to be before this one
     if type(msgs) is list and len(msgs) == 3 and msgs[1] == GAPS:
-        msgs = [msgs[0], _ungaps(msgs[2])]
+        gaps = msgs[2]
+        if type(gaps) is list and gaps and set(map(type, gaps)) == _INTS and min(gaps) >= 1:
+            # The usual part (a chain of snapshots costs one per interval): increasing
+            # from a first line >= 1, so its last line is its largest.
+            msgs = [msgs[0], list(accumulate(gaps))]
+            checked = msgs[1][-1] < n
+        else:
+            msgs = [msgs[0], _ungaps(gaps)]
     if not (
         type(msgs) is list
         and len(msgs) == 2
@@ -1119,7 +1185,7 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
     ):
         raise CodecError("snapshot: 'msgs' must be [first ordinal, \"d\", [gap, ...]]")
     msg_lines = msgs[1]
-    if not _all_lines_before(msg_lines, n):  # say which one
+    if not checked and not _all_lines_before(msg_lines, n):  # say which one
         msg_lines = [None if m is None else _line_no(m, n, "message line") for m in msg_lines]
     heads_raw, lists_raw = obj.get("heads"), obj.get("lists")
     if type(heads_raw) is not list or type(lists_raw) is not list:

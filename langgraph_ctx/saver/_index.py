@@ -22,10 +22,11 @@ the whole log (`complete`).
 What a cold ``get_state`` costs is mostly the head's messages: every one of them is
 on its own line, spread over the whole file, so the scan reads the file once and the
 head's lines are taken from that read (`_Index.scan`), checked and parsed in bulk
-(`langgraph_ctx.codec.lines.loads_lines`) and built without validation where that
-returns the same object (`langgraph_ctx.codec.messages`); a message built so keeps the
+(`langgraph_ctx.codec.lines.loads_message_lines`) and built in one loop without
+validation where that returns the same object
+(`langgraph_ctx.codec.messages.messages_unvalidated`); a message built so keeps the
 body it was built from, and its fingerprint is made from that body when a later read
-or put first needs one (`_built`). The lines after the snapshot are checked
+or put first needs one (`_built_many`). The lines after the snapshot are checked
 and parsed in bulk too (`_bulk_checked`), and of the snapshot chain only the last
 snapshot's heads are parsed.
 """
@@ -69,6 +70,7 @@ from langgraph_ctx.codec.lines import (
     list_link,
     loads_line,
     loads_lines,
+    loads_message_lines,
     message_like,
     message_ordinal,
     own_thread_id,
@@ -88,11 +90,13 @@ from langgraph_ctx.codec.messages import (
     message_digest_without_id,
     message_from_body,
     message_from_json_owned,
-    message_unvalidated,
+    messages_unvalidated,
 )
 from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.storage.base import PartialLines
+
+_FIRST = operator.itemgetter(0)
 
 
 class _LRU(OrderedDict[Any, Any]):
@@ -135,9 +139,10 @@ class _LRU(OrderedDict[Any, Any]):
             for key, value in items:
                 self.put(key, value, trim=False)
         else:
-            for key, _ in items:
-                if key in self:
-                    del self[key]  # a new key goes last, as `put` moves it
+            if self and not self.keys().isdisjoint(map(_FIRST, items)):
+                for key, _ in items:
+                    if key in self:
+                        del self[key]  # a new key goes last, as `put` moves it
             self.update(items)
         self.trim()
 
@@ -241,6 +246,7 @@ _EMPTY = EMPTY_STANDINS
 _FIELDS = operator.attrgetter("__dict__")
 _TEMPLATE_MSG = operator.itemgetter(0)  # of a `_Index.templates` entry: (message, fingerprint)
 _TEMPLATE_FP = operator.itemgetter(1)
+_BEFORE = (-1).__add__  # a line number's index in a list of lines
 
 
 def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
@@ -259,23 +265,27 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     )
 
 
-def _built(body: Any, *, copy: bool) -> tuple[Any, ...] | None:
-    """A `_Index.templates` entry for a message body a batch decodes (``None``: the body
-    does not build; `_Index.message` reads it again and names why).
+def _built_many(bodies: list[Any]) -> list[tuple[Any, ...] | None]:
+    """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
+    body does not build; `_Index.message` reads it again and names why).
 
-    A body built without validation gives ``(message, None, body)``: its fingerprint is
-    made from the body when first needed (`_Index.template_fingerprint`; a cold
-    ``get_state`` never needs it), ``copy``: a copy of the body is kept (the parsed
-    line's may be cached). A validated one gives ``(message, fingerprint)``.
+    A body built without validation (`messages_unvalidated`, most) gives
+    ``(message, None, body)``: its fingerprint is made from the body when first needed
+    (`_Index.template_fingerprint`; a cold ``get_state`` never needs it), so the body is
+    kept, the caller's own. A validated one gives ``(message, fingerprint)``.
     """
-    msg = message_unvalidated(body)
-    if msg is not None:
-        return (msg, None, dict(body) if copy else body)
-    try:
-        msg = message_from_json_owned(body)
-    except CodecError:
-        return None
-    return (msg, _fingerprint(msg))
+    out: list[tuple[Any, ...] | None] = []
+    for body, msg in zip(bodies, messages_unvalidated(bodies), strict=True):
+        if msg is not None:
+            out.append((msg, None, body))
+            continue
+        try:
+            msg = message_from_json_owned(body)
+        except CodecError:
+            out.append(None)
+            continue
+        out.append((msg, _fingerprint(msg)))
+    return out
 
 
 _BULK_LINES = 256
@@ -690,11 +700,10 @@ class _Index:
                 # a cold open reads only the head's messages, not every line named here.
                 first = snap.first_msg
                 ordinals: Sequence[int] = range(first, first + len(snap.msg_lines))
-                named = [m for m in snap.msg_lines if m is not None]
-                if len(named) < len(ordinals):  # a message skipped as corrupt: left out
-                    ordinals = [o for o, m in zip(ordinals, snap.msg_lines, strict=True) if m]
-                if named and max(named) > len(lines):
-                    raise CodecError(f"snapshot: message line {max(named)} is past the end")
+                named: list[Any] = snap.msg_lines  # each before it (`parse_snapshot_line`)
+                if None in named:  # a message skipped as corrupt: left out
+                    ordinals = [o for o, m in zip(ordinals, named, strict=True) if m]
+                    named = [m for m in named if m is not None]
                 msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
             self.snap_line, self.snap_next = chain[0].line, chain[0].next_msg
@@ -1259,7 +1268,12 @@ class _Index:
         Returns the ordinals it decoded.
         """
         known, lines_of = self.templates, self.msg_lines
-        wanted = {o for o in ordinals if o not in known and o in lines_of}
+        if known:
+            wanted = {o for o in ordinals if o not in known and o in lines_of}
+        else:  # a cold read: in C while every ordinal has its line
+            wanted = set(ordinals)
+            if not lines_of.keys() >= wanted:
+                wanted = {o for o in wanted if o in lines_of}
         if len(wanted) < 16 or self.reader is None:
             self.prefetch(lines_of[o] for o in wanted)
             return set()
@@ -1278,13 +1292,12 @@ class _Index:
 
     def _decode_many(self, wanted: list[int]) -> set[int]:
         lines_of = self.msg_lines
-        lines = [lines_of[o] for o in wanted]
-        objs = self._read_parsed(lines)
+        objs, owned = self._read_parsed(list(map(lines_of.__getitem__, wanted)), wanted)
         done: list[int] = []
-        built: list[tuple[Any, ...]] = []
+        bodies: list[Any] = []
         likes: list[tuple[int, dict[str, Any]]] = []
         for o, obj in zip(wanted, objs, strict=True):
-            if obj is None or obj.get("n") != o or obj.get("t") != "msg":
+            if obj is None:
                 continue
             if "like" in obj:
                 likes.append((o, obj))
@@ -1292,59 +1305,88 @@ class _Index:
             body = obj.get("msg")
             if body is None:
                 continue  # a serialized body: `message` decodes it
-            built_one = _built(body, copy=True)
-            if built_one is not None:
-                done.append(o)
-                built.append(built_one)
+            done.append(o)
+            bodies.append(body if owned else dict(body))  # a cached line's: kept, copied
         if likes:
-            self._decode_likes(likes, dict(zip(lines, objs, strict=True)), done, built)
+            self._decode_likes(likes, dict(zip(wanted, objs, strict=True)), done, bodies)
+        built = _built_many(bodies)
+        if None in built:
+            done = [o for o, b in zip(done, built, strict=True) if b is not None]
+            built = [b for b in built if b is not None]
         self.templates.put_many(list(zip(done, built, strict=True)))
         return set(done)
 
     def _decode_likes(
         self,
         likes: list[tuple[int, dict[str, Any]]],
-        by_line: dict[int, dict[str, Any] | None],
+        by_ordinal: dict[int, dict[str, Any] | None],
         done: list[int],
-        built: list[tuple[Any, ...]],
+        bodies: list[Any],
     ) -> None:
-        """The ``like`` lines of a batch, each built from the earlier body it repeats (read
-        with the others not in the batch, in one call); appended to ``done`` / ``built``."""
+        """The bodies of the ``like`` lines of a batch, each the earlier body it repeats
+        with its own id (those not in the batch read in one call), appended to ``done`` /
+        ``bodies``. A like whose body line is not exactly that message is left out."""
         lines_of = self.msg_lines
-        found = []
-        for o, obj in likes:
-            like = obj["like"]
-            if type(like) is int and like < o and like in lines_of:
-                found.append((o, obj, like, lines_of[like]))
-        unread = sorted({n for *_, n in found if n not in by_line})
+        found = [
+            (o, obj, like)
+            for o, obj in likes
+            if type(like := obj["like"]) is int and like < o and like in lines_of
+        ]
+        unread = sorted({like for *_, like in found if like not in by_ordinal})
         if unread:
-            by_line.update(zip(unread, self._read_parsed(unread), strict=True))
-        for o, obj, like, n in found:
-            body_obj = by_line.get(n)
-            if body_obj is None or body_obj.get("n") != like or "like" in body_obj:
+            objs, _ = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
+            by_ordinal.update(zip(unread, objs, strict=True))
+        get = by_ordinal.get
+        for o, obj, like in found:
+            body_obj = get(like)
+            if body_obj is None or "like" in body_obj:
                 continue
             body = body_obj.get("msg")
-            if not isinstance(body, dict):
+            if type(body) is not dict:
                 continue
-            built_one = _built(like_body(dict(body), obj.get("id")), copy=False)
-            if built_one is not None:
-                done.append(o)
-                built.append(built_one)
+            done.append(o)
+            # `like_body`: the earlier body with this line's id (none: without one)
+            mid = obj.get("id")
+            if mid is None:
+                body = dict(body)
+                body.pop("id", None)
+                bodies.append(body)
+            else:
+                bodies.append({**body, "id": mid})
 
-    def _read_parsed(self, lines: list[int]) -> list[dict[str, Any] | None]:
-        """``lines`` (distinct) parsed, from the parsed-line cache or read in one call;
-        ``None`` for a line that does not parse (`message` reads it again, naming why)."""
+    def _read_parsed(
+        self, lines: list[int], ordinals: list[int]
+    ) -> tuple[list[dict[str, Any] | None], bool]:
+        """The message lines ``lines`` (distinct), holding ``ordinals``, parsed: from the
+        parsed-line cache or read in one call; ``None`` for a line that does not parse or
+        is not that message's (`message` reads it again, naming why). And whether every
+        one was parsed just now (nothing the cache holds: the caller's own)."""
         parsed, scan = self.parsed, self.scan
         cached: list[Any] = list(map(parsed.get, lines)) if parsed else [None] * len(lines)
         if not any(cached):
             if scan is not None and lines and min(lines) > 0 and max(lines) <= len(scan):
                 # A cold read: every line is in the scan, none parsed yet.
-                return loads_lines([scan[n - 1] for n in lines])
+                scanned = list(map(scan.__getitem__, map(_BEFORE, lines)))
+                return loads_message_lines(scanned, ordinals), True
         elif None not in cached:
-            return cached
-        raws = self.read_lines([n for n, obj in zip(lines, cached, strict=True) if obj is None])
-        fresh = dict(zip(raws, loads_lines(list(raws.values())), strict=True))
-        return [fresh.get(n) if obj is None else obj for n, obj in zip(lines, cached, strict=True)]
+            return [
+                obj if obj.get("t") == "msg" and obj.get("n") == o else None
+                for obj, o in zip(cached, ordinals, strict=True)
+            ], False
+        missing = [(n, o) for n, o, obj in zip(lines, ordinals, cached, strict=True) if obj is None]
+        raws = self.read_lines([n for n, _ in missing])
+        fresh = dict(
+            zip(
+                [n for n, _ in missing],
+                loads_message_lines([raws[n] for n, _ in missing], [o for _, o in missing]),
+                strict=True,
+            )
+        )
+        return [
+            fresh.get(n) if obj is None else obj if obj.get("t") == "msg" and obj.get("n") == o
+            else None
+            for n, o, obj in zip(lines, ordinals, cached, strict=True)
+        ], not any(cached)
 
     def template_fingerprint(self, ordinal: int) -> tuple[Any, ...]:
         """The fingerprint of a message as stored (what `message` returns, unedited)."""
@@ -1357,7 +1399,7 @@ class _Index:
         return entry[1]  # type: ignore[no-any-return]
 
     def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The fingerprint of a template decoded without one (`_built`), made from the
+        """The fingerprint of a template decoded without one (`_built_many`), made from the
         body it was built from and kept in its place."""
         fp = body_fingerprint(entry[2])
         self.templates[ordinal] = (entry[0], fp)

@@ -1,0 +1,225 @@
+"""A cold open's batch paths read as their one-at-a-time forms do.
+
+`messages_unvalidated` builds a batch of message bodies in one loop and
+`loads_message_lines` parses a batch of message lines with their checks in one
+loop (`langgraph_ctx.saver._index._Index.decode_many`): each must answer what
+`message_unvalidated` / `loads_line` answer for every input, good or not.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from langgraph_ctx import JsonlSaver
+from langgraph_ctx.codec.lines import (
+    checksums_match,
+    dumps_line,
+    line_checksum,
+    loads_line,
+    loads_message_lines,
+    parse_snapshot_line,
+    peek_message_ordinal,
+    seal_line,
+)
+from langgraph_ctx.codec.messages import message_to_json, message_unvalidated, messages_unvalidated
+from langgraph_ctx.errors import CodecError, CorruptLogError
+from tests.test_cold_open import chat
+from tests.test_cold_read import shapes
+
+ODD_BODIES: list[Any] = [
+    {"type": "human", "content": "x", "surprise": 1},
+    {"type": "ai", "content": "x", "additional_kwargs": {"tool_calls": []}},
+    {"type": "tool", "content": "x", "tool_call_id": "c", "status": "maybe"},
+    {"type": "human"},
+    {"type": "ai", "content": "x", "usage_metadata": {"input_tokens": 1}},
+    {"type": "nope", "content": "x"},
+    {"type": ["human"], "content": "x"},
+    {"content": "x"},
+    "human",
+    None,
+    {"type": "human", "content": 7},
+    {"type": "remove", "id": "r1", "content": ""},
+]
+
+
+def same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (
+        type(a) is type(b)
+        and list(a.__dict__.items()) == list(b.__dict__.items())
+        and a.__pydantic_fields_set__ == b.__pydantic_fields_set__
+        and a.__pydantic_extra__ == b.__pydantic_extra__
+        and a.__pydantic_private__ == b.__pydantic_private__
+    )
+
+
+def test_a_batch_builds_what_each_body_builds() -> None:
+    rng = random.Random(11)
+    bodies = [orjson.loads(orjson.dumps(message_to_json(shapes(rng)))) for _ in range(300)]
+    bodies += ODD_BODIES
+    rng.shuffle(bodies)
+    batch = messages_unvalidated(bodies)
+    assert len(batch) == len(bodies)
+    assert sum(m is not None for m in batch) >= 300
+    for body, built in zip(bodies, batch, strict=True):
+        assert same(built, message_unvalidated(body)), body
+    assert messages_unvalidated([]) == []
+
+
+def careful(raw: bytes, ordinal: int) -> dict | None:
+    try:
+        obj = loads_line(raw)
+    except CodecError:
+        return None
+    return obj if obj.get("t") == "msg" and obj.get("n") == ordinal else None
+
+
+@pytest.fixture(scope="module")
+def message_lines(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[bytes, int]]:
+    root = tmp_path_factory.mktemp("log")
+    saver = JsonlSaver(root)
+    chat(saver, "t", 40)
+    raws = Path(saver.path("t")).read_bytes().split(b"\n")[:-1]
+    return [(raw, n) for raw in raws if (n := peek_message_ordinal(raw)) is not None]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        seal_line(b'{"v":2,"t":"msg","n":5,"like":1,"id":"x"}'),  # another ordinal
+        seal_line(b'{"v":2,"t":"ckpt","n":0}'),  # another kind
+        seal_line(b'{"v":3,"t":"msg","n":0}'),  # newer format
+        seal_line(b'{"v":true,"t":"msg","n":0}'),  # a version that is not an int
+        seal_line(b'{"v":2.0,"t":"msg","n":0}'),
+        seal_line(b"[0]"),
+        b'{"v":1,"t":"msg","n":0,"msg":{"type":"human","content":"old"}}',  # format 1
+        seal_line(b'{"v":2,"t":"msg","n":0,"msg":{}}')[:-3] + b'A"}',  # damaged
+        seal_line(b'{"v":2,"t":"msg","n":123456789012345678901234567890}'),
+    ],
+)
+def test_message_lines_read_as_each_line_reads(
+    message_lines: list[tuple[bytes, int]], odd: bytes
+) -> None:
+    raws = [raw for raw, _ in message_lines]
+    ordinals = [n for _, n in message_lines]
+    assert loads_message_lines(raws, ordinals) == [careful(r, n) for r, n in message_lines]
+    at = len(raws) // 2
+    raws.insert(at, odd)
+    ordinals.insert(at, 0)
+    expect = [careful(r, n) for r, n in zip(raws, ordinals, strict=True)]
+    assert loads_message_lines(raws, ordinals) == expect
+    assert loads_message_lines([], []) == []
+
+
+@pytest.mark.parametrize("kind", [["ai"], {"t": 1}, 3, None])
+def test_a_head_message_of_an_odd_type_is_refused_by_line(tmp_path: Path, kind: Any) -> None:
+    """A head message whose ``type`` is no string (rewritten with a valid checksum)
+    is a `CorruptLogError` naming its line, not a ``TypeError`` of the lookup."""
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 60)
+    path = Path(writer.path("t"))
+    lines = path.read_bytes().split(b"\n")[:-1]
+    n = next(i for i, raw in enumerate(lines, 1) if b'"t":"msg"' in raw and b"turn 40:" in raw)
+    obj = loads_line(lines[n - 1])
+    obj["msg"]["type"] = kind
+    lines[n - 1] = dumps_line(obj)[:-1]
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    with pytest.raises(CorruptLogError, match=f":{n}:.*message type"):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+@pytest.mark.parametrize(
+    ("gaps", "lines"),
+    [
+        ([5, 2, 3], [5, 7, 10]),  # the usual part: increasing
+        ([5, None, 3], [5, None, 8]),  # a message skipped as corrupt
+        ([7, -2, 4], [7, 5, 9]),  # not increasing: still lines before the snapshot
+        ([9, 0, 1], [9, 9, 10]),
+    ],
+)
+def test_snapshot_message_lines_read_in_every_form(gaps: list, lines: list) -> None:
+    obj = {"v": 2, "t": "snap", "msgs": [4, "d", gaps], "heads": [], "lists": []}
+    snap = parse_snapshot_line(obj, 20)
+    assert (snap.first_msg, snap.msg_lines, snap.next_msg) == (4, lines, 4 + len(lines))
+    old_form = {**obj, "msgs": [4, lines]}  # numbers, not gaps (written before gaps)
+    assert parse_snapshot_line(old_form, 20).msg_lines == lines
+
+
+@pytest.mark.parametrize(
+    "gaps",
+    [[5, 2, 13], [20], [0, 1], [3, True], [3, 1.0], [-1, 2], [5, None, 15], "5", [[5]]],
+)
+def test_snapshot_message_lines_not_before_it_are_refused(gaps: Any) -> None:
+    obj = {"v": 2, "t": "snap", "msgs": [0, "d", gaps], "heads": [], "lists": []}
+    with pytest.raises(CodecError, match="snapshot"):
+        parse_snapshot_line(obj, 20)
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_a_batch_with_some_lines_parsed_already_reads_the_same(
+    tmp_path: Path, scan: bool
+) -> None:
+    """Some of the head's message lines parsed and cached by an earlier read, the rest
+    read now (from the cold scan, or from the file): the messages are the warm ones,
+    and nothing the cache holds is handed out as a message's body."""
+    writer = JsonlSaver(tmp_path)
+    chat(writer, "t", 60)
+    config: Any = {"configurable": {"thread_id": "t"}}
+
+    def head_messages(saver: JsonlSaver) -> list[Any]:
+        tup = saver.get_tuple(config)
+        assert tup is not None
+        return tup.checkpoint["channel_values"]["messages"]  # type: ignore[no-any-return]
+
+    warm = head_messages(writer)
+    cold = JsonlSaver(tmp_path)
+    index = cold._sync("t")
+    head = index.latest("")
+    assert head is not None
+    writer_line = index.resolve("", "messages", head.versions["messages"], head.id)
+    assert writer_line is not None
+    ordinals = index.materialize(writer_line[1], "messages")
+    index.prefetch(index.msg_lines[o] for o in ordinals[::3])  # a third parsed already
+    cached = {n: dict(index.parsed[n]) for n in list(index.parsed)}
+    if not scan:
+        index.scan = None
+    messages = index.messages(ordinals)
+    assert messages == warm
+    for n, obj in cached.items():  # the cached lines are as they were
+        if n in index.parsed:
+            assert index.parsed[n] == obj
+    again = head_messages(cold)
+    assert all(a is b for a, b in zip(messages, again, strict=True))
+
+
+def test_bulk_checksums_answer_as_each_line_on_odd_lines(
+    message_lines: list[tuple[bytes, int]],
+) -> None:
+    """Lines too short to hold a checksum, a checksum whose last character sets the
+    padding bits, a suffix one byte off: the batch answers what `line_checksum` does
+    for each, alone and among good lines."""
+    good = message_lines[0][0]
+    alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    sixth = alphabet.index(good[-3]) ^ 1  # the checksum's last character, a zero bit set
+    odd = [
+        b"",
+        b'"}',
+        b"x" * 13,
+        b',"c":"AAAAAA"}',
+        good[:-3] + alphabet[sixth : sixth + 1] + b'"}',  # a padding bit set
+        good[:-14] + b';"c":"' + good[-8:],
+        good[:-1] + b"]",
+        good + b" ",
+    ]
+    goods = [raw for raw, _ in message_lines[:6]]
+    assert checksums_match(goods)
+    for raw in odd:
+        alone = line_checksum(raw) is True
+        assert checksums_match([raw]) is alone, raw
+        assert checksums_match([*goods[:3], raw, *goods[3:]]) is alone, raw
