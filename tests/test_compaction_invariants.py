@@ -230,7 +230,8 @@ def check_invariants(
     ids = iter([m.id for m in history])
     assert all(base_id(m.id) in ids for m in body if base_id(m.id) is not None), "order changed"
 
-    # Every input message is accounted for, kept or dropped with a reason, each once.
+    # Every input message is accounted for, kept or dropped with a reason: each id at
+    # least as many times as it occurs in the history.
     accounted = Counter([*record.kept, *record.dropped_ids()])
     wanted = Counter(m.id for m in history if m.id is not None)
     assert not wanted - accounted, wanted - accounted

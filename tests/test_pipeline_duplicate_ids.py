@@ -216,3 +216,49 @@ def test_a_call_or_result_appended_again_is_repaired_before_the_model_sees_it(
     state = graph.invoke({"messages": [HumanMessage("Thanks.", id="u3")]}, config)
     assert ordering_problems(model.received[before]) == []
     assert len(state["compaction_log"]) == 1
+
+
+def test_an_invalid_tool_call_answered_by_an_error_result_is_no_break() -> None:
+    """A call the model emitted with unparsable arguments (`invalid_tool_calls`) answered
+    by an error result, as `create_agent` answers it, is a pair providers accept: no
+    repair compaction runs for it, and the request keeps the call with its result."""
+    from langgraph_ctx.nodes.compaction import broken_pairing
+
+    bad = AIMessage(
+        "",
+        invalid_tool_calls=[
+            {"name": "f", "args": "{oops", "id": "c1", "error": "bad json",
+             "type": "invalid_tool_call"}
+        ],
+        id="a1",
+    )  # fmt: skip
+    error = ToolMessage("Error: could not parse arguments", tool_call_id="c1", status="error")
+    assert broken_pairing([HumanMessage("go", id="u1"), bad, error]) is None
+    assert broken_pairing([HumanMessage("go", id="u1"), bad, error, error]) is not None
+
+    model = ScriptedChatModel(script=[bad, "fixed"])
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model))
+    entry = context_pipeline(ContextBudget(total=100_000, output_reserve=200)).add_to(
+        builder, before="model"
+    )
+    builder.add_edge(START, entry)
+
+    def tools(state: dict[str, Any]) -> dict[str, Any]:
+        last = state["messages"][-1]
+        return {"messages": [error.model_copy(update={"tool_call_id": c["id"]})
+                             for c in last.invalid_tool_calls]}  # fmt: skip
+
+    builder.add_node("tools", tools)
+    builder.add_conditional_edges(
+        "model", lambda s: "tools" if s["messages"][-1].invalid_tool_calls else "__end__"
+    )
+    builder.add_edge("tools", entry)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "invalid"}}
+    state = graph.invoke({"messages": [HumanMessage("go", id="u1")]}, config)
+    assert len(state["messages"]) == 4  # the question, the call, its result, the answer
+    assert not state.get("compaction_log")
+    sent = model.received[1]
+    assert [type(m).__name__ for m in sent[1:]] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    assert sent[3].tool_call_id == "c1" and sent[2].invalid_tool_calls[0]["id"] == "c1"

@@ -215,3 +215,35 @@ def test_a_server_that_stops_answering_fails_the_batch_then_recovers(tmp_path: A
             return [_texts(state)[-2:] for state in states]
 
         assert asyncio.run(main()) == [["after", "echo after"]] * 4
+
+
+def test_a_deferred_write_that_appends_nothing_checks_the_log(redis_url: str, prefix: str) -> None:
+    """`aput_writes` finding its writes stored appends nothing, so no append script checks
+    the log: the release checks it, and a log reverted elsewhere meanwhile runs the call
+    again under the lock, which stores the writes the revert dropped."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    ours = RedisLogSaver.from_url(redis_url, prefix=prefix)
+    other = RedisLogSaver.from_url(redis_url, prefix=prefix)
+    reader = RedisLogSaver.from_url(redis_url, prefix=prefix)
+
+    async def main() -> None:
+        first = await ours.aput(config, empty_checkpoint(), {}, {})
+        await ours.aput_writes(first, [("x", 1)], "task-1")
+        await ours.aput(first, empty_checkpoint(), {}, {})
+        other.revert("t", first["configurable"]["checkpoint_id"])
+        dropped = reader.get_tuple(first)
+        assert dropped is not None and dropped.pending_writes == []
+        await ours.aput_writes(first, [("x", 1)], "task-1")
+        saved = RedisLogSaver.from_url(redis_url, prefix=prefix).get_tuple(first)
+        assert saved is not None and saved.pending_writes == [("task-1", "x", 1)]
+        await ours.aput_writes(first, [("x", 1)], "task-1")  # unchanged now: kept once
+        again = RedisLogSaver.from_url(redis_url, prefix=prefix).get_tuple(first)
+        assert again is not None and again.pending_writes == [("task-1", "x", 1)]
+
+    try:
+        asyncio.run(main())
+    finally:
+        for saver in (ours, other, reader):
+            saver.close()

@@ -49,7 +49,13 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
@@ -802,7 +808,7 @@ def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | Non
     j = max(0, min(start, len(messages)))
     while j > 0 and isinstance(messages[j - 1], ToolMessage):
         j -= 1
-    if j > 0 and getattr(messages[j - 1], "tool_calls", None):
+    if j > 0 and _calls_of(messages[j - 1]):
         j -= 1
     pending: set[str] | None = None  # calls of the assistant message being answered
     for message in messages[j:]:
@@ -818,12 +824,20 @@ def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | Non
             continue
         if pending:
             return f"tool call(s) {sorted(pending)} are not answered"
-        calls = getattr(message, "tool_calls", None) or []
+        calls = _calls_of(message)
         ids = {c.get("id") for c in calls}
         if None in ids or "" in ids or len(ids) < len(calls):
             return "an assistant message has a tool call without a unique id"
         pending = ids if calls else None
     return None
+
+
+def _calls_of(message: BaseMessage) -> list[Any]:
+    """An assistant message's tool calls, the invalid ones too: a host answers those with
+    an error result (`create_agent` does), which providers accept as a pair."""
+    if not isinstance(message, AIMessage):
+        return []
+    return [*message.tool_calls, *message.invalid_tool_calls]
 
 
 def _marker(count: int, tokens: int) -> BaseMessage:

@@ -559,6 +559,7 @@ class _ThreadLock(ThreadLock):
         self.key = key
         self.token: str | None = None  # while this process holds the Redis lock
         self.deferred = False  # held by `task` with no Redis lock taken (see above)
+        self.appended = False  # a deferred hold's append ran (its script checked the log)
 
     def defers(self) -> bool:
         """Whether the caller holds this lock deferred (no Redis lock, see the class)."""
@@ -585,6 +586,7 @@ class _ThreadLock(ThreadLock):
         storage = self.storage
         if storage._defers(self.thread_id):
             self.deferred = True
+            self.appended = False
             return
         door = storage._door()
         token = storage._lock_token()
@@ -598,7 +600,14 @@ class _ThreadLock(ThreadLock):
             raise
 
     async def _arelease(self, cancelled: bool = False) -> None:
-        self.deferred = False
+        if self.deferred:
+            self.deferred = False
+            if not self.appended and not cancelled:
+                # Nothing appended, so no script checked what the operation decided from
+                # (``put_writes`` finding its writes stored): check it now; a changed log
+                # runs the operation again under the lock (`LogChangedError`).
+                await self.storage._door().run(self.storage._confirm_steps(self.thread_id))
+            return
         if self.token is not None:
             token, self.token = self.token, None
             door = self.storage._door()
@@ -1008,6 +1017,18 @@ class RedisStorage(LogStorage):
             self._cache.extend(thread_id, new, known.lines)
         return Synced(False, known.lines + 1, new)
 
+    def _confirm_steps(self, thread_id: str) -> _Steps[None]:
+        """Raise `LogChangedError` if the log is no longer what this process read (a
+        deferred hold that appended nothing: `_ThreadLock`), and take the lock next time."""
+        known = self._states.get(thread_id) or _State()
+        reply = yield from self._snapshot(thread_id, known.lines)
+        if reply[1] != known.gen or reply[2] != known.lines:
+            known.contended = True
+            raise LogChangedError(
+                self.describe(thread_id),
+                "another writer changed the log since this process read it",
+            )
+
     def _snapshot(self, thread_id: str, start: int) -> _Steps[list[Any]]:
         keys = self.keys(thread_id)
         reply = yield _Run(
@@ -1130,6 +1151,8 @@ class RedisStorage(LogStorage):
             "append", keys.for_write, args, "appending to", thread_id, wait=True
         )
         ok, first, gen = reply[:3]
+        if args[0] == "?":
+            self._locks[keys.lock].appended = True
         if ok:
             self._committed(thread_id, reply[3])
         else:
