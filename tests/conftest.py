@@ -62,6 +62,15 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
         yield cluster
 
 
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """The session's redis-server, then the session's Redis Cluster (three masters)."""
+    server: RedisServer | RedisClusterServer = request.getfixturevalue(
+        "redis_server" if request.param == "redis" else "redis_cluster"
+    )
+    return server.url
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run ``backend`` tests on JSONL and Redis, and on a Redis Cluster where the module
     sets ``ON_REDIS_CLUSTER = True`` (the saver's own scenarios: the cluster changes

@@ -207,14 +207,6 @@ def test_async_and_sync_writers_interleave_on_one_thread(backend: Backend) -> No
 # ------------------------------------------------------------------ Redis
 
 
-@pytest.fixture(params=["redis", "redis-cluster"])
-def redis_url(request: pytest.FixtureRequest) -> str:
-    server: RedisServer | RedisClusterServer = request.getfixturevalue(
-        "redis_server" if request.param == "redis" else "redis_cluster"
-    )
-    return server.url
-
-
 @pytest.fixture
 def redis_saver(redis_url: str) -> Iterator[Any]:
     from langgraph_ctx.saver.redis import RedisLogSaver

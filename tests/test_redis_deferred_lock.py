@@ -23,16 +23,8 @@ from langgraph_ctx.errors import LockTimeoutError
 from langgraph_ctx.saver.redis import RedisLogSaver
 from langgraph_ctx.storage import redis as storage_redis
 
-from .redis_server import RedisClusterServer, RedisServer
+from .redis_server import RedisServer
 from .test_async_path import _chat, _config
-
-
-@pytest.fixture(params=["redis", "redis-cluster"])
-def redis_url(request: pytest.FixtureRequest) -> str:
-    server: RedisServer | RedisClusterServer = request.getfixturevalue(
-        "redis_server" if request.param == "redis" else "redis_cluster"
-    )
-    return server.url
 
 
 @pytest.fixture

@@ -48,14 +48,6 @@ from langgraph_ctx.saver.redis import RedisLogSaver
 from langgraph_ctx.storage.redis import LockLostWarning, RedisStorage
 
 
-@pytest.fixture(params=["redis", "redis-cluster"])
-def redis_url(request):
-    """The session's server, or the session's Redis Cluster (three masters)."""
-    if request.param == "redis-cluster":
-        return request.getfixturevalue("redis_cluster").url
-    return request.getfixturevalue("redis_server").url
-
-
 @pytest.fixture
 def rb(redis_url):
     """A fresh prefix on the session's server, or on its cluster."""

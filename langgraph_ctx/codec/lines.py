@@ -233,12 +233,7 @@ def loads_lines(raws: Sequence[bytes]) -> list[dict[str, Any] | None]:
     >>> loads_lines([good, good[:-3] + b'x"}'])
     [{'v': 2, 't': 'msg', 'n': 0}, None]
     """
-    objs: list[Any] | None = None
-    if raws and checksums_match(raws):
-        try:
-            objs = list(map(orjson.loads, raws))
-        except orjson.JSONDecodeError:  # one bad line (or a big integer): line by line
-            objs = None
+    objs = _parsed_all(raws)
     if objs is None:
         out: list[dict[str, Any] | None] = []
         for raw in raws:
@@ -267,12 +262,7 @@ def loads_message_lines(raws: Sequence[bytes], ordinals: Sequence[int]) -> list[
     >>> loads_message_lines([ok, ok], [3, 4])
     [{'v': 2, 't': 'msg', 'n': 3, 'like': 1, 'id': 'x'}, None]
     """
-    objs: list[Any] | None = None
-    if raws and checksums_match(raws):
-        try:
-            objs = list(map(orjson.loads, raws))
-        except orjson.JSONDecodeError:  # one bad line (or a big integer): line by line
-            objs = None
+    objs = _parsed_all(raws)
     if objs is None:
         return [
             obj if obj is not None and obj.get("t") == "msg" and obj.get("n") == o else None
@@ -291,6 +281,17 @@ def loads_message_lines(raws: Sequence[bytes], ordinals: Sequence[int]) -> list[
         else:
             objs[i] = None
     return objs
+
+
+def _parsed_all(raws: Sequence[bytes]) -> list[Any] | None:
+    """Every line parsed in one C-level pass if all their checksums match and all parse;
+    ``None`` otherwise (the caller then reads line by line, to name what is wrong)."""
+    if not raws or not checksums_match(raws):
+        return None
+    try:
+        return list(map(orjson.loads, raws))
+    except orjson.JSONDecodeError:  # one bad line (or a big integer)
+        return None
 
 
 _READ_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
