@@ -93,7 +93,7 @@ def _containers(values: list[Any]) -> set[int]:
         {"type": "human", "content": "x", "surprise": "extra"},
         {"type": "human"},
         {"type": "nope", "content": "x"},
-        {"type": "AIMessageChunk", "content": "x"},  # validated, as `_constructed` does
+        {"type": "AIMessageChunk", "content": "x"},  # left to validation
         ["not", "a", "body"],
     ],
 )

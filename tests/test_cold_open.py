@@ -34,9 +34,9 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     MESSAGE_CLASSES,
-    _constructed,
     message_from_json,
     message_to_json,
+    message_unvalidated,
 )
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.saver import _index
@@ -109,7 +109,7 @@ def test_plain_messages_take_the_cheap_path() -> None:
         ToolMessage("r", tool_call_id="c", name="f", id="3"),
     ):
         data = orjson.loads(orjson.dumps(message_to_json(message)))
-        assert _constructed(MESSAGE_CLASSES[data["type"]], data) is not None
+        assert message_unvalidated(data) is not None
 
 
 def test_built_message_shares_nothing_with_the_parsed_line() -> None:
@@ -135,7 +135,7 @@ def test_unusual_bodies_are_still_validated(data: dict) -> None:
     """A tampered body is not built blindly: it goes through validation, which refuses
     it with a `CodecError` (or coerces it exactly as validation always did)."""
     cls = MESSAGE_CLASSES[data["type"]]
-    assert _constructed(cls, dict(data)) is None
+    assert message_unvalidated(dict(data)) is None
     try:
         validated = cls.model_validate(dict(data))
     except Exception:

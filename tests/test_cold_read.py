@@ -2,7 +2,7 @@
 
 - Message lines are checked and parsed in bulk (`loads_lines`, `checksums_match`): the
   same answer as `loads_line`, line by line, for good, damaged and unusual lines.
-- Messages are built unvalidated in one pass (`_constructed`): equal to validation.
+- Messages are built unvalidated in one pass (`message_unvalidated`): equal to validation.
 - The head's message lines come from the lines the cold scan just read (`_Index.scan`),
   only for a storage whose lines a lock keeps (JSONL), only until the next call, and
   for one index at a time.
@@ -27,7 +27,7 @@ from langgraph_ctx.codec.lines import (
     loads_lines,
     seal_line,
 )
-from langgraph_ctx.codec.messages import MESSAGE_CLASSES, _constructed, message_to_json
+from langgraph_ctx.codec.messages import MESSAGE_CLASSES, message_to_json, message_unvalidated
 from langgraph_ctx.errors import CodecError, CorruptLogError
 from langgraph_ctx.saver import _index
 from tests.backends import Backend
@@ -141,7 +141,7 @@ def test_one_pass_building_equals_validation() -> None:
         data = orjson.loads(orjson.dumps(message_to_json(message)))
         cls = MESSAGE_CLASSES[data["type"]]
         validated = cls.model_validate(orjson.loads(orjson.dumps(data)))
-        built = _constructed(cls, data)
+        built = message_unvalidated(data)
         assert built is not None, data
         assert type(built) is type(validated)
         assert list(built.__dict__.items()) == list(validated.__dict__.items())
@@ -163,7 +163,7 @@ def test_one_pass_building_equals_validation() -> None:
     ],
 )
 def test_bodies_validation_would_change_are_not_built(data: dict) -> None:
-    assert _constructed(MESSAGE_CLASSES[data["type"]], dict(data)) is None
+    assert message_unvalidated(dict(data)) is None
 
 
 # ------------------------------------------------------- the cold scan's lines

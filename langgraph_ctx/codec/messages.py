@@ -5,12 +5,6 @@ afterwards; its body is ``{"msg": {"type": ..., "content": ..., ...}}`` (every
 non-default field) or, when some field is not plain JSON (an ``artifact``
 holding bytes, say), ``{"type": ..., "id": ..., "serde": [type, base64]}``.
 Digests of bodies let a writer find a message it stored before.
-
-It is one module (about 620 lines) because a body's encoding, its build without
-validation (one at a time, `message_unvalidated`, or a cold open's batch,
-`messages_unvalidated`), its fingerprint and its digest all follow the same
-per-class plan of what a plain field is: split, every change to that plan would be
-several diffs that must agree.
 """
 
 from __future__ import annotations
@@ -103,7 +97,7 @@ def message_from_json(data: Any) -> BaseMessage:
     """Rebuild a message; only LangChain's message classes.
 
     A body whose every field is of the plain shape validation would keep as it
-    is (`_constructed`: text or text/dict blocks, string ids, tool calls as
+    is (`messages_unvalidated`: text or text/dict blocks, string ids, tool calls as
     `create_tool_call` makes them, ...) is built without validation
     (``model_construct``, about 5x cheaper: what a cold open pays per message);
     anything else is validated, so what comes back is the same either way
@@ -134,7 +128,7 @@ def _from_json(data: Any) -> tuple[BaseMessage, bool]:
     cls = MESSAGE_CLASSES.get(kind) if type(kind) is str else None
     if cls is None:
         raise CodecError(f"unknown message type {kind!r}")
-    built = _constructed(cls, data)
+    built = message_unvalidated(data)
     if built is not None:
         return built, True
     return _validated(cls, data), False
@@ -247,24 +241,8 @@ _CLASS_FIELDS: dict[type[BaseMessage], dict[str, Any]] = {
 }
 
 
-def _constructed(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | None:
-    """``cls`` built from ``data`` without validation, or ``None``: validate it.
-
-    Only bodies validation would keep unchanged: every field known and of its
-    plain type (`_field_checks`), containers copied (the parsed line may be
-    cached). The checks and the build are one pass over ``data``: a cold open
-    pays this per message. A body of text fields only (most messages of a chat:
-    type, content, id) is checked and taken in a few C-level steps.
-    """
-    plan = _construct_plan(cls)
-    if plan is None:
-        return None
-    fields = _text_fields(plan, data) if _is_text_body(plan, data) else _checked_fields(plan, data)
-    return None if fields is None else _new_message(cls, fields, data.keys())
-
-
 def message_unvalidated(data: Any) -> BaseMessage | None:
-    """The message of a body built without validation (`_constructed`: every field of
+    """The message of a body built without validation (`messages_unvalidated`: every field of
     its plain shape, most messages), as `message_from_json_owned` builds it; ``None``
     for a body only validation builds (build that one with `message_from_json_owned`).
 
@@ -278,10 +256,7 @@ def message_unvalidated(data: Any) -> BaseMessage | None:
     >>> message_unvalidated({"type": "human", "content": "hi", "surprise": 1}) is None
     True
     """
-    if type(data) is not dict or type(kind := data.get("type")) is not str:
-        return None
-    cls = MESSAGE_CLASSES.get(kind)
-    return None if cls is None else _constructed(cls, data)
+    return messages_unvalidated([data])[0]
 
 
 _NO_PLAN = (None, None)
@@ -289,10 +264,14 @@ _NO_PLAN = (None, None)
 
 def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
     """`message_unvalidated` of each body, in one loop: a cold open builds hundreds of
-    messages at once, and the six Python calls a message takes through
-    `message_unvalidated` cost a third of its build. Each class's plan is looked up
-    once; a text body (most of a chat) is built inline, any other as `_constructed`
-    builds it.
+    messages at once, and a Python call per step of a message's build cost a third of
+    it. Each class's plan is looked up once.
+
+    Only bodies validation would keep unchanged are built: every field known and of its
+    plain type (`_checked_fields`), containers copied (the parsed line may be cached). A
+    body of text fields only (most messages of a chat: type, content, id) is checked and
+    taken in a few C-level steps (`_is_text_body`, inline). The message is made as
+    ``model_construct`` makes it: ``__dict__``, the fields set, no extra, no private.
 
     >>> [type(m).__name__ if m else m for m in messages_unvalidated(
     ...     [{"type": "ai", "content": "a"}, {"type": "human", "content": "b", "x": 1}, 7])]
@@ -322,10 +301,10 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
             and text_only.issuperset(map(type, data.values()))
             and "content" in keys
             and plan.required <= keys
-        ):  # `_is_text_body`, then `_text_fields`
-            fields = plan.template.copy()
-            fields.update(data)
-            for name, factory in plan.factories:
+        ):  # `_is_text_body`, inline
+            fields = plan.template.copy()  # every field in declaration order, its default
+            fields.update(data)  # in that order still: every key is a field
+            for name, factory in plan.factories:  # none of them is in ``data``
                 fields[name] = factory()
         else:
             checked = _checked_fields(plan, data)
@@ -333,7 +312,7 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
                 append(None)
                 continue
             fields = checked
-        m = cls.__new__(cls)  # `_new_message`
+        m = cls.__new__(cls)
         set_dict(m, fields)
         set_fields(m, set(keys))
         set_extra(m, {})
@@ -383,17 +362,8 @@ def _is_text_body(plan: _Plan, data: dict[str, Any]) -> bool:
     )
 
 
-def _text_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a message of text fields only (`_constructed`, `body_fingerprint`)."""
-    fields = plan.template.copy()  # every field in declaration order, with its default
-    fields.update(data)  # in that order still: every key is a field
-    for name, factory in plan.factories:  # none of them is in ``data``
-        fields[name] = factory()
-    return fields
-
-
 def _checked_fields(plan: _Plan, data: dict[str, Any]) -> dict[str, Any] | None:
-    """The fields of a message built from ``data`` by `_constructed`, field by field
+    """The fields of a message built from ``data`` by `messages_unvalidated`, field by field
     (``None``: validate it)."""
     checks = plan.checks
     fields = plan.template.copy()
@@ -452,17 +422,7 @@ _SET_EXTRA = _slot_setter("__pydantic_extra__")
 _SET_PRIVATE = _slot_setter("__pydantic_private__")
 
 
-def _new_message(cls: type[BaseMessage], fields: dict[str, Any], keys: Any) -> BaseMessage:
-    """A message of ``cls`` holding ``fields``, ``keys`` set, as ``model_construct`` makes it."""
-    m = cls.__new__(cls)
-    _SET_DICT(m, fields)
-    _SET_FIELDS_SET(m, set(keys))
-    _SET_EXTRA(m, {})
-    _SET_PRIVATE(m, None)
-    return m
-
-
-_AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_constructed` inlines
+_AS_IS, _CONTENT, _TOOL_CALLS = object(), object(), object()  # checks `_checked_fields` inlines
 
 
 @functools.cache
@@ -483,7 +443,7 @@ _PLAIN_CLASSES = frozenset({HumanMessage, SystemMessage})
 
 @functools.cache
 def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
-    """How `_constructed` builds ``cls``; ``None`` when the class has what it does not
+    """How `messages_unvalidated` builds ``cls``; ``None`` when the class has what it does not
     reproduce (aliases, a post-init hook, an unusual default factory). Building directly:
     pydantic's ``model_construct`` inspects each default factory's signature on every
     call, which costs more than validating."""
