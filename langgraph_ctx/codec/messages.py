@@ -571,10 +571,15 @@ def message_from_body(line: Mapping[str, Any], serde: SerializerProtocol) -> Bas
     raise CodecError("message line has neither 'msg' nor 'serde'")
 
 
-def like_body(like: dict[str, Any], message_id: Any) -> dict[str, Any]:
-    """The readable body of a ``like`` line: the earlier body ``like`` with this id."""
+def like_body(like: Mapping[str, Any], message_id: Any) -> dict[str, Any]:
+    """The readable body of a ``like`` line: a new dict, the earlier body ``like`` with
+    this line's id (none: without one); ``like`` is left as it is.
+
+    >>> like_body({"type": "human", "content": "hi"}, "m1")
+    {'type': 'human', 'content': 'hi', 'id': 'm1'}
+    """
     if message_id is None:
-        like.pop("id", None)
-    else:
-        like["id"] = message_id
-    return like
+        body = dict(like)
+        body.pop("id", None)
+        return body
+    return {**like, "id": message_id}

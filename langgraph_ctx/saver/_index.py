@@ -1154,8 +1154,8 @@ class _Index:
         body_obj = self.line(self.body_line(ordinal)) if "like" in obj else obj
         if not isinstance(body_obj.get("msg"), dict):
             raise self.corrupt(line_no, "a 'like' line must point to a readable message")
-        body = dict(body_obj["msg"])
-        return like_body(body, obj.get("id")) if "like" in obj else body
+        body = body_obj["msg"]
+        return like_body(body, obj.get("id")) if "like" in obj else dict(body)
 
     def message(self, ordinal: int, checked: set[int] | None = None) -> BaseMessage:
         """The message object of an ordinal, the same object for every read.
@@ -1250,7 +1250,7 @@ class _Index:
             body = self.line(body_line).get("msg")
             if not isinstance(body, dict):
                 raise self.corrupt(line_no, "a 'like' line must point to a readable message")
-            return message_from_json_owned(like_body(dict(body), obj.get("id")))
+            return message_from_json_owned(like_body(body, obj.get("id")))
         except CodecError as exc:
             note = (
                 f" (the body of message #{ordinal}, line {line_no})" if body_line != line_no else ""
@@ -1345,14 +1345,7 @@ class _Index:
             if type(body) is not dict:
                 continue
             done.append(o)
-            # `like_body`: the earlier body with this line's id (none: without one)
-            mid = obj.get("id")
-            if mid is None:
-                body = dict(body)
-                body.pop("id", None)
-                bodies.append(body)
-            else:
-                bodies.append({**body, "id": mid})
+            bodies.append(like_body(body, obj.get("id")))
 
     def _read_parsed(
         self, lines: list[int], ordinals: list[int]
