@@ -1475,14 +1475,14 @@ class _Index:
         values: dict[str, Any] = {}
         for channel, line in found:
             present, enc = self.value_enc(line, channel)
-            if present:
-                if is_list_value(enc):
-                    value = values[channel] = self._message_list(line, channel, checked)
-                else:
-                    value = values[channel] = self.decode(enc, line, channel, checked)
-                if is_list_value(enc):
-                    kept = self._kept_fps(value, line, channel)
-                    self.list_objs.put((line, channel), (value.copy(), kept))
+            if not present:
+                continue
+            if is_list_value(enc):
+                value = values[channel] = self._message_list(line, channel, checked)
+                kept = self._kept_fps(value, line, channel)
+                self.list_objs.put((line, channel), (value.copy(), kept))
+            else:
+                values[channel] = self.decode(enc, line, channel, checked)
         return values
 
     def _message_list(self, line: int, channel: str, checked: set[int] | None) -> list[Any]:
