@@ -264,24 +264,22 @@ class _AsyncHold:
         return True
 
     def exit_now(self) -> bool:
-        """``__aexit__`` if the backend drops its lock without waiting (`ThreadLock._arelease`
-        is its sync `_release`); ``False``: nothing done, await ``__aexit__``."""
-        if self.reentered:
-            self.lock.depth -= 1
-            return True
-        lock = self.lock
-        if self.acquired and type(lock)._arelease is not ThreadLock._arelease:
+        """``__aexit__`` run here, when it cannot wait: a re-entered hold, or a backend
+        that drops its lock with its sync `_release` (`ThreadLock._arelease` not
+        overridden); ``False``: nothing done, await ``__aexit__``."""
+        if (
+            self.acquired
+            and not self.reentered
+            and type(self.lock)._arelease is not ThreadLock._arelease
+        ):
             return False
-        lock.depth = 0
-        lock.owner = None
-        lock.task = None
+        leaving = self.__aexit__(None, None, None)
         try:
-            if self.acquired:
-                lock._release()
-        finally:
-            lock.rlock.release()
-            lock._wake()
-        return True
+            leaving.send(None)
+        except StopIteration:
+            return True
+        leaving.close()  # unreachable: nothing it runs here awaits
+        raise RuntimeError("_AsyncHold.exit_now: __aexit__ waited")
 
     async def __aenter__(self) -> None:
         lock = self.lock
