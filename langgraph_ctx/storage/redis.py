@@ -1147,16 +1147,17 @@ class RedisStorage(LogStorage):
         new_gen = b"" if state.lines else _generation()  # the script uses it for a new log only
         args: list[Any] = [self._token(thread_id), self._ttl_ms, state.lines, state.gen, new_gen]
         args += map(_strip, lines)
+        deferred = args[0] == "?"
+        if deferred:  # this script checks the log: the hold's release need not
+            self._locks[keys.lock].appended = True
         reply, replicas = yield _Run(
             "append", keys.for_write, args, "appending to", thread_id, wait=True
         )
         ok, first, gen = reply[:3]
-        if args[0] == "?":
-            self._locks[keys.lock].appended = True
         if ok:
             self._committed(thread_id, reply[3])
         else:
-            if args[0] == "?":  # the retry takes the lock (and reads what changed)
+            if deferred:  # the retry takes the lock (and reads what changed)
                 state.contended = True
             if len(reply) > 3:
                 raise LogChangedError(
