@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import (
-    AIMessage,
     BaseMessage,
     RemoveMessage,
     SystemMessage,
@@ -66,6 +65,7 @@ from langgraph_ctx.context.compaction.conversation import (
     counter_name,
     preview_of,
     resolve_token_counter,
+    tool_calls_of,
 )
 from langgraph_ctx.context.compaction.core import (
     Compaction,
@@ -600,6 +600,13 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         now = _Step(messages=messages, messages_tokens=cursor.messages_tokens)
         now.new_request = any(m.type == "human" for m in new)
         now.broken = broken_pairing(messages, start)
+
+        def count_new() -> None:  # the new messages counted in full
+            if now.messages_tokens is not None:
+                now.messages_tokens += count(new)
+            elif usage is None:
+                now.messages_tokens = counter(messages)
+
         if not self.rewrite_messages and cursor.view_tokens is not None and view:
             shown = [self._offloaded(m, counter, base, past) for m in new]
             appended = [m for m, _, _ in shown]
@@ -613,17 +620,12 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
                 now.estimated = cursor.estimated or not all(exact for _, _, exact in shown)
             elif cursor.estimated:  # the overhead comes from it: count it exactly
                 now.messages_tokens = counter(messages)
-            elif now.messages_tokens is not None:
-                now.messages_tokens += count(new)
-            elif usage is None:
-                now.messages_tokens = counter(messages)
+            else:
+                count_new()
             now.overhead = overhead if overhead is not None else now.overhead_from(usage)
             now.used, now.size = now.view_tokens + now.overhead, len(now.view)
         else:
-            if now.messages_tokens is not None:
-                now.messages_tokens += count(new)
-            elif usage is None:
-                now.messages_tokens = counter(messages)
+            count_new()
             now.used = int(_usage(usage, "used")) if usage is not None else now.messages_tokens or 0
             now.size = len(messages)
         return now
@@ -808,7 +810,7 @@ def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | Non
     j = max(0, min(start, len(messages)))
     while j > 0 and isinstance(messages[j - 1], ToolMessage):
         j -= 1
-    if j > 0 and _calls_of(messages[j - 1]):
+    if j > 0 and tool_calls_of(messages[j - 1]):
         j -= 1
     pending: set[str] | None = None  # calls of the assistant message being answered
     for message in messages[j:]:
@@ -824,20 +826,12 @@ def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | Non
             continue
         if pending:
             return f"tool call(s) {sorted(pending)} are not answered"
-        calls = _calls_of(message)
+        calls = tool_calls_of(message)
         ids = {c.get("id") for c in calls}
         if None in ids or "" in ids or len(ids) < len(calls):
             return "an assistant message has a tool call without a unique id"
         pending = ids if calls else None
     return None
-
-
-def _calls_of(message: BaseMessage) -> list[Any]:
-    """An assistant message's tool calls, the invalid ones too: a host answers those with
-    an error result (`create_agent` does), which providers accept as a pair."""
-    if not isinstance(message, AIMessage):
-        return []
-    return [*message.tool_calls, *message.invalid_tool_calls]
 
 
 def _marker(count: int, tokens: int) -> BaseMessage:
@@ -847,4 +841,3 @@ def _marker(count: int, tokens: int) -> BaseMessage:
         "without a model summary; they remain in the conversation log.",
         id="langgraph-ctx-compaction-marker",
     )
-

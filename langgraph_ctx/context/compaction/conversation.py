@@ -544,9 +544,9 @@ class Conversation:
 
         A call without an id, or repeating an id, can never be answered: it is stripped.
         """
-        if not isinstance(message, AIMessage):
+        calls = tool_calls_of(message)
+        if not calls:
             return [], False
-        calls = [*message.tool_calls, *message.invalid_tool_calls]
         ids: list[str] = []
         for call in calls:
             call_id = call.get("id")
@@ -613,6 +613,16 @@ def _without_calls(message: BaseMessage, keep: set[str]) -> BaseMessage:
 
 
 _PREVIEWS = StandInCache(4096)
+
+
+def tool_calls_of(message: BaseMessage) -> list[Any]:
+    """The tool calls an assistant message makes, the invalid ones too (a call the model
+    wrote with unparsable arguments): a host answers those with an error result
+    (`create_agent` does), which providers accept as a pair. Empty for other messages.
+    """
+    if not isinstance(message, AIMessage):
+        return []
+    return [*message.tool_calls, *message.invalid_tool_calls]
 
 
 def preview_of(
