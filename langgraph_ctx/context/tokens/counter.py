@@ -307,12 +307,18 @@ class MessageTokenCounter:
         with self._lock:
             self.hits += len(messages) - len(missing)
             self.misses += len(missing)
-            for i in missing:
-                self._entries[keys[i]] = (fingerprints[i], counts[i])  # type: ignore[assignment]
-                self._entries.move_to_end(keys[i])
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            self._put([(keys[i], fingerprints[i], counts[i]) for i in missing])
         return counts  # type: ignore[return-value]
+
+    def _put(self, counted: Sequence[tuple[Any, int, Any]]) -> None:
+        """Keep ``(key, fingerprint, count)`` entries, newest last, the oldest dropped past
+        `max_entries`. The caller holds ``self._lock``."""
+        entries = self._entries
+        for key, fp, count in counted:
+            entries[key] = (fp, count)
+            entries.move_to_end(key)
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
 
     def count_request(self, messages: Sequence[Any]) -> int:
         """Tokens of a request sending `messages` (no tools), each message from the cache.
@@ -356,12 +362,9 @@ class MessageTokenCounter:
         with keeping_gil():
             tokens, exact, estimate = _encoder_for(self.family).message_past(message, limit)
         if exact:
-            key = message.id or ("content", message_fingerprint(message))
+            fp = message_fingerprint(message)
             with self._lock:
-                self._entries[key] = (message_fingerprint(message), tokens)
-                self._entries.move_to_end(key)
-                while len(self._entries) > self.max_entries:
-                    self._entries.popitem(last=False)
+                self._put([(message.id or ("content", fp), fp, tokens)])
         return PartialCount(tokens, exact, estimate)
 
     def count_text_as_system(self, text: str) -> int:
