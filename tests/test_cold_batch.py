@@ -18,7 +18,6 @@ import pytest
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.codec.lines import (
     checksums_match,
-    dumps_line,
     line_checksum,
     loads_line,
     loads_message_lines,
@@ -29,7 +28,7 @@ from langgraph_ctx.codec.lines import (
 from langgraph_ctx.codec.messages import message_to_json, message_unvalidated, messages_unvalidated
 from langgraph_ctx.errors import CodecError, CorruptLogError
 from tests.test_cold_open import chat
-from tests.test_cold_read import shapes
+from tests.test_cold_read import rewrite_message_line, shapes
 
 ODD_BODIES: list[Any] = [
     {"type": "human", "content": "x", "surprise": 1},
@@ -123,13 +122,9 @@ def test_a_head_message_of_an_odd_type_is_refused_by_line(tmp_path: Path, kind: 
     is a `CorruptLogError` naming its line, not a ``TypeError`` of the lookup."""
     writer = JsonlSaver(tmp_path)
     chat(writer, "t", 60)
-    path = Path(writer.path("t"))
-    lines = path.read_bytes().split(b"\n")[:-1]
-    n = next(i for i, raw in enumerate(lines, 1) if b'"t":"msg"' in raw and b"turn 40:" in raw)
-    obj = loads_line(lines[n - 1])
-    obj["msg"]["type"] = kind
-    lines[n - 1] = dumps_line(obj)[:-1]
-    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    n = rewrite_message_line(
+        Path(writer.path("t")), b"turn 40:", lambda body: body.update(type=kind)
+    )
     with pytest.raises(CorruptLogError, match=f":{n}:.*message type"):
         JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -270,18 +271,28 @@ def test_a_damaged_head_message_in_the_scan(tmp_path: Path) -> None:
         skipping.get_tuple(CONFIG)
 
 
+def rewrite_message_line(path: Path, marker: bytes, edit: Callable[[dict[str, Any]], None]) -> int:
+    """Rewrite the first ``msg`` line of the log at ``path`` holding ``marker``: its body
+    changed by ``edit``, sealed with a valid checksum (an edit, not damage). Its number."""
+    lines = path.read_bytes().split(b"\n")[:-1]
+    n = next(i for i, raw in enumerate(lines, 1) if b'"t":"msg"' in raw and marker in raw)
+    obj = loads_line(lines[n - 1])
+    edit(obj["msg"])
+    lines[n - 1] = dumps_line(obj)[:-1]
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    return n
+
+
 def test_a_retyped_message_line_is_read_as_written(tmp_path: Path) -> None:
     """A head message rewritten with a valid checksum (an edit, not damage) is what a
     reader gets: the bulk path checks lines, it does not second-guess their content."""
     writer = JsonlSaver(tmp_path)
     chat(writer, "t", 100)
-    path = Path(writer.path("t"))
-    lines = path.read_bytes().split(b"\n")[:-1]
-    n = next(i for i, raw in enumerate(lines, 1) if b'"t":"msg"' in raw and b"turn 40:" in raw)
-    obj = loads_line(lines[n - 1])
-    obj["msg"]["content"] = obj["msg"]["content"].replace("turn 40:", "turn 40 (edited):")
-    lines[n - 1] = dumps_line(obj)[:-1]
-    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+
+    def edit(body: dict[str, Any]) -> None:
+        body["content"] = body["content"].replace("turn 40:", "turn 40 (edited):")
+
+    rewrite_message_line(Path(writer.path("t")), b"turn 40:", edit)
     messages = JsonlSaver(tmp_path).get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
     assert sum("turn 40 (edited):" in m.content for m in messages) == 1
 
