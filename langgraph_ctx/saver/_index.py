@@ -405,11 +405,15 @@ class _Index:
     _ckpt_at: dict[int, CheckpointHead] = field(default_factory=dict)
     # (line, channel) -> (base line or None, keep or None: append, ordinals) of each
     # message-list value: `materialize` walks these instead of re-reading lines.
-    links: dict[tuple[int, str], tuple[int | None, int | None, list[int]]] = field(
+    links: dict[tuple[int, str], tuple[int | None, int | None, Sequence[int]]] = field(
         default_factory=dict
     )
     _by_ns: dict[str, list[str]] = field(default_factory=dict)
-    blobs: dict[tuple[str, str, Any], list[tuple[str, int]]] = field(default_factory=dict)
+    # (ns, channel, version) -> the (checkpoint id, line) that stored it, most often one.
+    # Tuples, not lists, where a put adds them: a tuple of strings and numbers is one
+    # the garbage collector stops tracking, so the index a thread keeps grows the
+    # collector's work (and the count that starts a full collection) less per step.
+    blobs: dict[tuple[str, str, Any], Sequence[tuple[str, int]]] = field(default_factory=dict)
     _writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
     # Opened from a snapshot (`_from_snapshot`): the lines before it are not indexed
     # until something needs them (`complete`).
@@ -735,9 +739,10 @@ class _Index:
             for channel, (cid, line_no) in h.writers.items():
                 version = head.versions.get(channel)
                 if version is not None:
-                    cands = self.blobs.setdefault((head.ns, channel, version), [])
+                    key = (head.ns, channel, version)
+                    cands = self.blobs.get(key, ())
                     if (cid, line_no) not in cands:
-                        cands.append((cid, line_no))
+                        self.blobs[key] = (*cands, (cid, line_no))
             stored = self._writes.setdefault((head.ns, head.id), {})
             for task, idx, path, channel, line_no, pos in h.writes:
                 stored.setdefault((task, idx), _Write(path, channel, line_no, pos))
@@ -927,7 +932,9 @@ class _Index:
                 continue  # `materialize` reads the line and names what is wrong, if asked
             if link == "base":
                 base = linked
-            self.links[(n, ch)] = (base, enc["keep"] if link == "base" else None, refs)
+            # Tuples of numbers: the collector stops tracking them (see `blobs`).
+            self.links[(n, ch)] = (base, enc["keep"] if link == "base" else None, tuple(refs))
+        blobs = self.blobs
         old = self._ckpts.get((ns, cid))
         if old is None:
             ids = self._by_ns.setdefault(ns, [])
@@ -936,14 +943,17 @@ class _Index:
             else:
                 bisect.insort(ids, cid)
         else:  # a re-put of the same checkpoint supersedes the old line
+            gone = (cid, old.line)
             for ch, ver in old.stored.items():
-                cands = self.blobs.get((ns, ch, ver), [])
-                if (cid, old.line) in cands:
-                    cands.remove((cid, old.line))
+                cands = blobs.get((ns, ch, ver))
+                if cands and gone in cands:
+                    blobs[(ns, ch, ver)] = tuple(c for c in cands if c != gone)
         self._ckpts[(ns, cid)] = entry
         self._ckpt_at[n] = entry
         for ch, ver in entry.stored.items():
-            self.blobs.setdefault((ns, ch, ver), []).append((cid, n))
+            key = (ns, ch, ver)
+            cands = blobs.get(key)
+            blobs[key] = ((cid, n),) if not cands else (*cands, (cid, n))
 
     def _add_writes(self, obj: dict[str, Any], n: int) -> None:
         ns, cid, task, path, items = parse_writes_line(obj, n, self._ckpt_at)
@@ -1066,7 +1076,7 @@ class _Index:
         memo = self.refs.get_hit((line, channel))
         if memo is not None:
             return memo  # type: ignore[no-any-return]
-        steps: list[tuple[int, int | None, list[int]]] = []  # (line, keep or None=append, refs)
+        steps: list[tuple[int, int | None, Sequence[int]]] = []  # (line, keep or None=append, refs)
         cur = line
         while True:
             hit = self.refs.get_hit((cur, channel))
@@ -1090,7 +1100,7 @@ class _Index:
         self.refs.put((line, channel), value)
         return value
 
-    def _link(self, line: int, channel: str) -> tuple[int | None, int | None, list[int]]:
+    def _link(self, line: int, channel: str) -> tuple[int | None, int | None, Sequence[int]]:
         """``(base line or None, keep or None for append, refs)`` of a list value."""
         link = self.links.get((line, channel))
         if link is not None:

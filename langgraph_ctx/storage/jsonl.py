@@ -90,6 +90,10 @@ try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+else:
+    _EX_NOW = fcntl.LOCK_EX | fcntl.LOCK_NB
+    _SH_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
+    _UNLOCK = fcntl.LOCK_UN
 
 SUFFIX = ".jsonl"
 LOCK_DIR = ".locks"
@@ -167,6 +171,25 @@ class _ThreadLock(ThreadLock):
             delay = min(delay * 2, 0.02)
 
     def _acquire_now(self, exclusive: bool) -> bool:
+        fd = self.fd
+        if fd is None or self.forks != _FORKS[0] or fcntl is None:
+            return self._lock_file(exclusive, blocking=False)
+        # `_lock_file`'s steps for a lock file open since an earlier hold (every warm
+        # call): the flock, then the same check that the file is still the one at the path.
+        self.open_fds.touch(self)
+        try:
+            fcntl.flock(fd, _EX_NOW if exclusive else _SH_NOW)
+        except BlockingIOError:
+            return False
+        except BaseException:
+            self.close_lock()
+            raise
+        try:
+            if os.lstat(self.path).st_ino == self.ino:
+                return True
+        except FileNotFoundError:
+            pass
+        self.close_lock()  # the thread was deleted (and its lock file): closing unlocks
         return self._lock_file(exclusive, blocking=False)
 
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
@@ -221,8 +244,9 @@ class _ThreadLock(ThreadLock):
 
     def _release(self) -> None:
         self.seen = None
-        if self.fd is not None and fcntl is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        fd = self.fd
+        if fd is not None and fcntl is not None:
+            fcntl.flock(fd, _UNLOCK)
 
     # ------------------------------------------------------------ descriptors
 
@@ -559,9 +583,24 @@ class JsonlStorage(LogStorage):
     # ------------------------------------------------------------------ reads
 
     def sync(self, thread_id: str) -> Synced:
-        path = self.path(thread_id)
         state = self._states.get(thread_id)
         lock = self._held(thread_id)
+        if state is not None and lock is not None:
+            # The warm call (most): under our lock, the log we know, nothing appended.
+            # The same checks as below; anything else is left to them.
+            try:
+                st = os.lstat(lock.log)
+            except OSError:
+                pass
+            else:
+                if (
+                    st.st_ino == state.ino
+                    and st.st_size == state.offsets[-1]
+                    and not stat.S_ISLNK(st.st_mode)
+                ):
+                    lock.seen = (st.st_ino, st.st_size)
+                    return Synced(False, len(state.offsets), _NO_LINES)
+        path = self.path(thread_id)
         reset = False
         while True:  # once, unless the log is replaced between our lstat and our open
             try:
@@ -857,6 +896,8 @@ def _inode(path: str | Path) -> int:
     except FileNotFoundError:
         return -1
 
+
+_NO_LINES: tuple[bytes, ...] = ()  # what a `sync` that found nothing new reports
 
 _SPLIT_CHUNK = 1 << 16
 """Bytes `_read_lines_from` reads and splits at a time: a cold open of a long log never
