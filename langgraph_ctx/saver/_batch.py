@@ -356,8 +356,17 @@ def release_superseded(index: _Index, batch: _Batch) -> None:
         if line is not None:  # else a line read again if needed: a cache, not the log
             keep.add(line)
     parsed = index.parsed
-    for line in batch.superseded - keep:
+    dropped = batch.superseded - keep
+    for line in dropped:
         parsed.pop(line, None)
+    # So are the ordinals of the parent's message lists (`_Index.materialize`'s memo, of
+    # lines the new checkpoint's lists replace): the next put builds on the new ones,
+    # and a history read walks the links (the memo is a cache, as above).
+    if batch.list_memo:
+        refs = index.refs
+        for channel in batch.list_memo:
+            for line in dropped:
+                refs.pop((line, channel), None)
 
 
 def _list_base(

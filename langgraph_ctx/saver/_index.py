@@ -99,6 +99,9 @@ from langgraph_ctx.storage.base import PartialLines
 _FIRST = operator.itemgetter(0)
 
 
+_dict_get = dict.get  # what `OrderedDict.get` is
+
+
 class _LRU(OrderedDict[Any, Any]):
     """Least recently used first; bounded by ``limit`` entries, or with ``weigh`` by
     the sum of ``weigh(value)`` (a message list by its length: a thread's lists grow
@@ -111,7 +114,7 @@ class _LRU(OrderedDict[Any, Any]):
         self.weight = 0
 
     def get_hit(self, key: Any) -> Any:
-        value = super().get(key)
+        value = _dict_get(self, key)  # `OrderedDict.get`, without a `super()` a call
         if value is not None:
             try:
                 self.move_to_end(key)
@@ -124,7 +127,7 @@ class _LRU(OrderedDict[Any, Any]):
         put that trims (a batch read by `_Index.prefetch`, used right after, stays whole)."""
         weigh = self.weigh
         if weigh is not None:
-            old = super().get(key)
+            old = _dict_get(self, key)
             if old is not None:
                 self.weight -= weigh(old)
             self.weight += weigh(value)
