@@ -727,10 +727,12 @@ class JsonlStorage(LogStorage):
                 stacklevel=5,
             )
             os.ftruncate(fd, state.end)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        written = os.write(fd, data)  # whole, but for a signal or a full disk
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
 
     def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
         path = self.path(thread_id)
