@@ -351,7 +351,10 @@ def release_superseded(index: _Index, batch: _Batch) -> None:
     if head is None:
         return
     keep = {head.line}
+    stored = head.stored  # on the head's own line, kept already
     for channel, version in head.versions.items():
+        if channel in stored:
+            continue
         line = _writer_line(index, head.ns, channel, version)
         if line is not None:  # else a line read again if needed: a cache, not the log
             keep.add(line)

@@ -1241,10 +1241,15 @@ class _Index:
                         else self._fingerprinted(o, entries[k])
                     )
             if _all_unchanged(msgs, fps):
-                # One is gone if another reader's decoding evicted it meanwhile (readers
-                # share the lock): only the LRU's order is at stake, not what is returned.
-                with contextlib.suppress(KeyError):
-                    collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
+                # Their recency, for the LRU's bound: only once the cache is past half of
+                # it (below, nothing is evicted before the order is kept again, and a
+                # thread's messages are in it in their order, the head's last).
+                limit = templates.limit
+                if limit is not None and 2 * len(templates) > limit:
+                    # One is gone if another reader's decoding evicted it meanwhile (readers
+                    # share the lock): only the LRU's order is at stake, not what is returned.
+                    with contextlib.suppress(KeyError):
+                        collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
                 if checked is not None:
                     checked.update(ordinals)
                 return msgs
