@@ -222,6 +222,7 @@ class _Write:
 
 
 _CONTAINERS = (dict, list)
+_JSON_SCALARS = frozenset({str, int, float, bool})  # a parsed line's values that hold nothing
 
 
 def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
@@ -1448,6 +1449,8 @@ class _Index:
         everything else is the caller's own: JSON parts are copied out of the
         parsed line, which later reads decode again.
         """
+        if enc is None or type(enc) in _JSON_SCALARS:
+            return enc  # what the walk below returns for it (a branch's ``None``, most)
         if not is_list_value(enc):
             enc = json_copy(enc)
 
