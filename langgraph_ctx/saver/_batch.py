@@ -83,10 +83,9 @@ class _Batch:
         fingerprint = _fingerprint(msg)
         while True:
             body = message_body(msg, self.serde)
-            after = _fingerprint(msg)
-            if after == fingerprint:
+            if _unchanged(msg, fingerprint):  # `_fingerprint(msg) == fingerprint`, in C
                 break
-            fingerprint = after
+            fingerprint = _fingerprint(msg)
         digest = message_digest(body)
         self.index.ensure_digests()
         ordinal = self.index.msg_digest.get(digest)
