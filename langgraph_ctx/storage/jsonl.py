@@ -696,16 +696,16 @@ class JsonlStorage(LogStorage):
     # ----------------------------------------------------------------- writes
 
     def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
-        path = self.path(thread_id)
         state = self._states.get(thread_id) or self._states.setdefault(thread_id, _FileState())
         data = b"".join(lines)
         lock = self._held(thread_id)
         if lock is not None:
             fd = lock.append_fd(state.ino)
             seen = lock.seen if lock.seen is not None and lock.seen[0] == lock.data_ino else None
-            self._append_at(path, fd, state, data, seen)
-            lock.seen = (state.ino, state.end + len(data))
+            self._append_at(lock.log, fd, state, data, seen)  # the log's path, as a string
+            lock.seen = (state.ino, state.offsets[-1] + len(data))
         else:  # not under `locked`: a descriptor of our own, flushed now
+            path = self.path(thread_id)
             with _writing(path, "appending"):
                 fd = _open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
@@ -714,11 +714,12 @@ class JsonlStorage(LogStorage):
                     _datasync(fd)
             finally:
                 os.close(fd)
-        first = state.lines + 1
-        pos = state.end
+        offsets = state.offsets
+        first = len(offsets)  # the line after the last one: `state.lines + 1`
+        pos = offsets[-1]
         for line in lines:
             pos += len(line)
-            state.offsets.append(pos)
+            offsets.append(pos)
         if lock is not None and self.fsync:
             lock.unflushed = True
             lock.dir_unflushed |= first == 1
@@ -729,7 +730,12 @@ class JsonlStorage(LogStorage):
         return first
 
     def _append_at(
-        self, path: Path, fd: int, state: _FileState, data: bytes, seen: tuple[int, int] | None
+        self,
+        path: str | Path,
+        fd: int,
+        state: _FileState,
+        data: bytes,
+        seen: tuple[int, int] | None,
     ) -> None:
         """Write ``data`` at the end of the log open as ``fd``, after its last complete line."""
         if seen is None or seen[0] != state.ino or not state.lines:
