@@ -134,7 +134,9 @@ class _LRU(OrderedDict[Any, Any]):
         self[key] = value
         self.move_to_end(key)
         if trim:
-            self.trim()
+            limit = self.limit
+            if limit is not None and (weigh is not None or len(self) > limit):
+                self.trim()  # (a call only when there may be something to let go of)
 
     def put_many(self, items: list[tuple[Any, Any]]) -> None:
         """`put` each ``(key, value)`` in order (one trim at the end)."""
