@@ -7,6 +7,7 @@ and a log another process deleted, replaced or tore is noticed as before.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import gc
@@ -250,3 +251,61 @@ def test_many_os_threads_share_few_descriptors_without_losing_a_line(root):
         with fresh.locked(thread_id, exclusive=False):
             written += fresh.sync(thread_id).lines
     assert sorted(written) == sorted(f"{w}:{n}".encode() for w in range(8) for n in range(60))
+
+
+async def _achat(graph, *texts: str, config=CONFIG) -> None:
+    for text in texts:
+        await graph.ainvoke({"messages": [("user", text)]}, config)
+
+
+def test_an_async_turn_checks_the_lock_file_through_the_log_it_holds(root, monkeypatch):
+    """The async door's warm hold: the lstat of the log (which `sync` then uses) says the
+    lock file is still ours, so a call costs one lstat, where the sync `hold` costs two."""
+    saver = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=saver)
+    asyncio.run(_achat(graph, "first"))  # opens the thread's lock file and log once
+    calls = Calls(monkeypatch, "open", "close", "lstat", "fstat", "write", "flock")
+    locked = []
+    real_locked = saver.storage._lock
+
+    def count_lock(thread_id):
+        locked.append(thread_id)
+        return real_locked(thread_id)
+
+    monkeypatch.setattr(saver.storage, "_lock", count_lock)
+    asyncio.run(_achat(graph, "second", "third"))
+    counts = calls.take()
+    assert counts["open"] == counts["close"] == counts["fstat"] == 0
+    assert counts["flock"] == 2 * len(locked)  # take and drop, per saver call
+    assert counts["lstat"] == len(locked)  # the log: changed? and the lock file still ours
+    assert counts["write"] == 10
+    assert contents(saver)[-2:] == ["third", "you said: third"]
+
+
+def test_an_async_saver_notices_a_thread_deleted_and_remade_elsewhere(root):
+    """The check through the log does not hide a delete: the log at the path is then
+    another file, so the lock file is checked (and reopened), and the new one excludes us."""
+    ours = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=ours)
+    asyncio.run(_achat(graph, "old"))
+    theirs = JsonlSaver(root)  # another process, for all the files know
+    theirs.delete_thread("t")
+    chat(chat_graph().compile(checkpointer=theirs), "new")
+    asyncio.run(_achat(graph, "ours"))
+    assert contents(theirs) == ["new", "you said: new", "ours", "you said: ours"]
+
+    theirs.delete_thread("t")
+    chat(chat_graph().compile(checkpointer=theirs), "newer")
+    held = os.open(root / LOCK_DIR / "t.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # the new lock file, held by its writer
+
+    async def write_while_held() -> bool:
+        task = asyncio.ensure_future(_achat(graph, "after"))
+        await asyncio.sleep(0.2)
+        waited = not task.done()
+        os.close(held)  # the writer lets go: ours gets in
+        await asyncio.wait_for(task, 5)
+        return waited
+
+    assert asyncio.run(write_while_held())
+    assert contents(theirs) == ["newer", "you said: newer", "after", "you said: after"]

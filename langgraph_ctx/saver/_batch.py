@@ -83,10 +83,9 @@ class _Batch:
         fingerprint = _fingerprint(msg)
         while True:
             body = message_body(msg, self.serde)
-            after = _fingerprint(msg)
-            if after == fingerprint:
+            if _unchanged(msg, fingerprint):  # `_fingerprint(msg) == fingerprint`, in C
                 break
-            fingerprint = after
+            fingerprint = _fingerprint(msg)
         digest = message_digest(body)
         self.index.ensure_digests()
         ordinal = self.index.msg_digest.get(digest)
@@ -351,13 +350,25 @@ def release_superseded(index: _Index, batch: _Batch) -> None:
     if head is None:
         return
     keep = {head.line}
+    stored = head.stored  # on the head's own line, kept already
     for channel, version in head.versions.items():
+        if channel in stored:
+            continue
         line = _writer_line(index, head.ns, channel, version)
         if line is not None:  # else a line read again if needed: a cache, not the log
             keep.add(line)
     parsed = index.parsed
-    for line in batch.superseded - keep:
+    dropped = batch.superseded - keep
+    for line in dropped:
         parsed.pop(line, None)
+    # So are the ordinals of the parent's message lists (`_Index.materialize`'s memo, of
+    # lines the new checkpoint's lists replace): the next put builds on the new ones,
+    # and a history read walks the links (the memo is a cache, as above).
+    if batch.list_memo:
+        refs = index.refs
+        for channel in batch.list_memo:
+            for line in dropped:
+                refs.pop((line, channel), None)
 
 
 def _list_base(

@@ -99,6 +99,9 @@ from langgraph_ctx.storage.base import PartialLines
 _FIRST = operator.itemgetter(0)
 
 
+_dict_get = dict.get  # what `OrderedDict.get` is
+
+
 class _LRU(OrderedDict[Any, Any]):
     """Least recently used first; bounded by ``limit`` entries, or with ``weigh`` by
     the sum of ``weigh(value)`` (a message list by its length: a thread's lists grow
@@ -111,7 +114,7 @@ class _LRU(OrderedDict[Any, Any]):
         self.weight = 0
 
     def get_hit(self, key: Any) -> Any:
-        value = super().get(key)
+        value = _dict_get(self, key)  # `OrderedDict.get`, without a `super()` a call
         if value is not None:
             try:
                 self.move_to_end(key)
@@ -124,14 +127,16 @@ class _LRU(OrderedDict[Any, Any]):
         put that trims (a batch read by `_Index.prefetch`, used right after, stays whole)."""
         weigh = self.weigh
         if weigh is not None:
-            old = super().get(key)
+            old = _dict_get(self, key)
             if old is not None:
                 self.weight -= weigh(old)
             self.weight += weigh(value)
         self[key] = value
         self.move_to_end(key)
         if trim:
-            self.trim()
+            limit = self.limit
+            if limit is not None and (weigh is not None or len(self) > limit):
+                self.trim()  # (a call only when there may be something to let go of)
 
     def put_many(self, items: list[tuple[Any, Any]]) -> None:
         """`put` each ``(key, value)`` in order (one trim at the end)."""
@@ -219,6 +224,7 @@ class _Write:
 
 
 _CONTAINERS = (dict, list)
+_JSON_SCALARS = frozenset({str, int, float, bool})  # a parsed line's values that hold nothing
 
 
 def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
@@ -405,11 +411,15 @@ class _Index:
     _ckpt_at: dict[int, CheckpointHead] = field(default_factory=dict)
     # (line, channel) -> (base line or None, keep or None: append, ordinals) of each
     # message-list value: `materialize` walks these instead of re-reading lines.
-    links: dict[tuple[int, str], tuple[int | None, int | None, list[int]]] = field(
+    links: dict[tuple[int, str], tuple[int | None, int | None, Sequence[int]]] = field(
         default_factory=dict
     )
     _by_ns: dict[str, list[str]] = field(default_factory=dict)
-    blobs: dict[tuple[str, str, Any], list[tuple[str, int]]] = field(default_factory=dict)
+    # (ns, channel, version) -> the (checkpoint id, line) that stored it, most often one.
+    # Tuples, not lists, where a put adds them: a tuple of strings and numbers is one
+    # the garbage collector stops tracking, so the index a thread keeps grows the
+    # collector's work (and the count that starts a full collection) less per step.
+    blobs: dict[tuple[str, str, Any], Sequence[tuple[str, int]]] = field(default_factory=dict)
     _writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
     # Opened from a snapshot (`_from_snapshot`): the lines before it are not indexed
     # until something needs them (`complete`).
@@ -735,9 +745,10 @@ class _Index:
             for channel, (cid, line_no) in h.writers.items():
                 version = head.versions.get(channel)
                 if version is not None:
-                    cands = self.blobs.setdefault((head.ns, channel, version), [])
+                    key = (head.ns, channel, version)
+                    cands = self.blobs.get(key, ())
                     if (cid, line_no) not in cands:
-                        cands.append((cid, line_no))
+                        self.blobs[key] = (*cands, (cid, line_no))
             stored = self._writes.setdefault((head.ns, head.id), {})
             for task, idx, path, channel, line_no, pos in h.writes:
                 stored.setdefault((task, idx), _Write(path, channel, line_no, pos))
@@ -927,7 +938,9 @@ class _Index:
                 continue  # `materialize` reads the line and names what is wrong, if asked
             if link == "base":
                 base = linked
-            self.links[(n, ch)] = (base, enc["keep"] if link == "base" else None, refs)
+            # Tuples of numbers: the collector stops tracking them (see `blobs`).
+            self.links[(n, ch)] = (base, enc["keep"] if link == "base" else None, tuple(refs))
+        blobs = self.blobs
         old = self._ckpts.get((ns, cid))
         if old is None:
             ids = self._by_ns.setdefault(ns, [])
@@ -936,14 +949,17 @@ class _Index:
             else:
                 bisect.insort(ids, cid)
         else:  # a re-put of the same checkpoint supersedes the old line
+            gone = (cid, old.line)
             for ch, ver in old.stored.items():
-                cands = self.blobs.get((ns, ch, ver), [])
-                if (cid, old.line) in cands:
-                    cands.remove((cid, old.line))
+                cands = blobs.get((ns, ch, ver))
+                if cands and gone in cands:
+                    blobs[(ns, ch, ver)] = tuple(c for c in cands if c != gone)
         self._ckpts[(ns, cid)] = entry
         self._ckpt_at[n] = entry
         for ch, ver in entry.stored.items():
-            self.blobs.setdefault((ns, ch, ver), []).append((cid, n))
+            key = (ns, ch, ver)
+            cands = blobs.get(key)
+            blobs[key] = ((cid, n),) if not cands else (*cands, (cid, n))
 
     def _add_writes(self, obj: dict[str, Any], n: int) -> None:
         ns, cid, task, path, items = parse_writes_line(obj, n, self._ckpt_at)
@@ -1066,7 +1082,7 @@ class _Index:
         memo = self.refs.get_hit((line, channel))
         if memo is not None:
             return memo  # type: ignore[no-any-return]
-        steps: list[tuple[int, int | None, list[int]]] = []  # (line, keep or None=append, refs)
+        steps: list[tuple[int, int | None, Sequence[int]]] = []  # (line, keep or None=append, refs)
         cur = line
         while True:
             hit = self.refs.get_hit((cur, channel))
@@ -1090,7 +1106,7 @@ class _Index:
         self.refs.put((line, channel), value)
         return value
 
-    def _link(self, line: int, channel: str) -> tuple[int | None, int | None, list[int]]:
+    def _link(self, line: int, channel: str) -> tuple[int | None, int | None, Sequence[int]]:
         """``(base line or None, keep or None for append, refs)`` of a list value."""
         link = self.links.get((line, channel))
         if link is not None:
@@ -1228,10 +1244,15 @@ class _Index:
                         else self._fingerprinted(o, entries[k])
                     )
             if _all_unchanged(msgs, fps):
-                # One is gone if another reader's decoding evicted it meanwhile (readers
-                # share the lock): only the LRU's order is at stake, not what is returned.
-                with contextlib.suppress(KeyError):
-                    collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
+                # Their recency, for the LRU's bound: only once the cache is past half of
+                # it (below, nothing is evicted before the order is kept again, and a
+                # thread's messages are in it in their order, the head's last).
+                limit = templates.limit
+                if limit is not None and 2 * len(templates) > limit:
+                    # One is gone if another reader's decoding evicted it meanwhile (readers
+                    # share the lock): only the LRU's order is at stake, not what is returned.
+                    with contextlib.suppress(KeyError):
+                        collections.deque(map(templates.move_to_end, ordinals), maxlen=0)
                 if checked is not None:
                     checked.update(ordinals)
                 return msgs
@@ -1430,6 +1451,8 @@ class _Index:
         everything else is the caller's own: JSON parts are copied out of the
         parsed line, which later reads decode again.
         """
+        if enc is None or type(enc) in _JSON_SCALARS:
+            return enc  # what the walk below returns for it (a branch's ``None``, most)
         if not is_list_value(enc):
             enc = json_copy(enc)
 

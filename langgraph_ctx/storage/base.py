@@ -267,19 +267,24 @@ class _AsyncHold:
         """``__aexit__`` run here, when it cannot wait: a re-entered hold, or a backend
         that drops its lock with its sync `_release` (`ThreadLock._arelease` not
         overridden); ``False``: nothing done, await ``__aexit__``."""
-        if (
-            self.acquired
-            and not self.reentered
-            and type(self.lock)._arelease is not ThreadLock._arelease
-        ):
-            return False
-        leaving = self.__aexit__(None, None, None)
-        try:
-            leaving.send(None)
-        except StopIteration:
+        lock = self.lock
+        if self.reentered:
+            lock.depth -= 1
             return True
-        leaving.close()  # unreachable: nothing it runs here awaits
-        raise RuntimeError("_AsyncHold.exit_now: __aexit__ waited")
+        if self.acquired and type(lock)._arelease is not ThreadLock._arelease:
+            return False
+        # `_leave` with the sync `_release` its default `_arelease` would call (no
+        # coroutine to create and run to its end on every call).
+        lock.depth = 0
+        lock.owner = None
+        lock.task = None
+        try:
+            if self.acquired:
+                lock._release()
+        finally:
+            lock.rlock.release()
+            lock._wake()
+        return True
 
     async def __aenter__(self) -> None:
         lock = self.lock

@@ -90,6 +90,10 @@ try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+else:
+    _EX_NOW = fcntl.LOCK_EX | fcntl.LOCK_NB
+    _SH_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
+    _UNLOCK = fcntl.LOCK_UN
 
 SUFFIX = ".jsonl"
 LOCK_DIR = ".locks"
@@ -131,6 +135,14 @@ class _ThreadLock(ThreadLock):
     lock file, so after each flock we check the file we locked is still the one
     at the path, and reopen it if not. Our descriptor keeps its inode alive, so
     another file at the path never has the same inode number.
+
+    The async door's warm hold (`_acquire_now`) makes that check through the log
+    instead, when the log at its path is the one we hold open: ``delete`` unlinks
+    the log (and its backups) before the lock file, and nothing else unlinks or
+    renames either, so while the path still holds our log's inode (which nobody
+    else can be given while we hold it open), no delete has removed the lock file
+    we opened, checked, in the hold that opened that log. That ``lstat`` is the one
+    `JsonlStorage.sync` makes next (``prestat``): the call costs one ``lstat``, not two.
     """
 
     def __init__(self, root: Path, name: str, open_fds: _OpenFds) -> None:
@@ -148,6 +160,8 @@ class _ThreadLock(ThreadLock):
         self.writable = False
         self.forks = _FORKS[0]  # descriptors opened before a fork are the parent's
         self.seen: tuple[int, int] | None = None  # (inode, size) of the log, this hold
+        # The log's lstat `_acquire_now` made under the flock, for this hold's `sync`.
+        self.prestat: os.stat_result | None = None
         self.unflushed = False  # lines appended with durable=False, not yet flushed
         self.dir_unflushed = False  # the log was created, its directory not yet flushed
 
@@ -167,6 +181,31 @@ class _ThreadLock(ThreadLock):
             delay = min(delay * 2, 0.02)
 
     def _acquire_now(self, exclusive: bool) -> bool:
+        fd = self.fd
+        if fd is None or self.forks != _FORKS[0] or fcntl is None:
+            return self._lock_file(exclusive, blocking=False)
+        # `_lock_file`'s steps for a lock file open since an earlier hold (every warm
+        # call): the flock, then the same check that the file is still the one at the path.
+        self.open_fds.touch(self)
+        try:
+            fcntl.flock(fd, _EX_NOW if exclusive else _SH_NOW)
+        except BlockingIOError:
+            return False
+        except BaseException:
+            self.close_lock()
+            raise
+        if self.data is not None:  # the check through the log (see the class docstring)
+            try:
+                st = os.lstat(self.log)
+            except OSError:
+                pass
+            else:
+                if st.st_ino == self.data_ino:
+                    self.prestat = st
+                    return True
+        if _inode(self.path) == self.ino:
+            return True
+        self.close_lock()  # the thread was deleted (and its lock file): closing unlocks
         return self._lock_file(exclusive, blocking=False)
 
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
@@ -220,9 +259,10 @@ class _ThreadLock(ThreadLock):
             return _open_at(lock_dir, self.name, os.O_RDWR | os.O_CREAT)
 
     def _release(self) -> None:
-        self.seen = None
-        if self.fd is not None and fcntl is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        self.seen = self.prestat = None
+        fd = self.fd
+        if fd is not None and fcntl is not None:
+            fcntl.flock(fd, _UNLOCK)
 
     # ------------------------------------------------------------ descriptors
 
@@ -267,6 +307,7 @@ class _ThreadLock(ThreadLock):
             self.dir_unflushed = False
 
     def close_data(self) -> None:
+        self.prestat = None
         if self.data is not None:
             fd, self.data = self.data, None
             try:
@@ -559,9 +600,28 @@ class JsonlStorage(LogStorage):
     # ------------------------------------------------------------------ reads
 
     def sync(self, thread_id: str) -> Synced:
-        path = self.path(thread_id)
         state = self._states.get(thread_id)
         lock = self._held(thread_id)
+        if state is not None and lock is not None:
+            # The warm call (most): under our lock, the log we know, nothing appended.
+            # The same checks as below; anything else is left to them. The log's
+            # lstat is the one the lock made under its flock, if it did (`prestat`).
+            st = lock.prestat
+            lock.prestat = None
+            if st is None:
+                try:  # (not `contextlib.suppress`: an object a call)  # noqa: SIM105
+                    st = os.lstat(lock.log)
+                except OSError:  # the checks below say what is wrong
+                    pass
+            if (
+                st is not None
+                and st.st_ino == state.ino
+                and st.st_size == state.offsets[-1]
+                and not stat.S_ISLNK(st.st_mode)
+            ):
+                lock.seen = (st.st_ino, st.st_size)
+                return Synced(False, len(state.offsets), _NO_LINES)
+        path = self.path(thread_id)
         reset = False
         while True:  # once, unless the log is replaced between our lstat and our open
             try:
@@ -636,16 +696,16 @@ class JsonlStorage(LogStorage):
     # ----------------------------------------------------------------- writes
 
     def append(self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True) -> int:
-        path = self.path(thread_id)
         state = self._states.get(thread_id) or self._states.setdefault(thread_id, _FileState())
         data = b"".join(lines)
         lock = self._held(thread_id)
         if lock is not None:
             fd = lock.append_fd(state.ino)
             seen = lock.seen if lock.seen is not None and lock.seen[0] == lock.data_ino else None
-            self._append_at(path, fd, state, data, seen)
-            lock.seen = (state.ino, state.end + len(data))
+            self._append_at(lock.log, fd, state, data, seen)  # the log's path, as a string
+            lock.seen = (state.ino, state.offsets[-1] + len(data))
         else:  # not under `locked`: a descriptor of our own, flushed now
+            path = self.path(thread_id)
             with _writing(path, "appending"):
                 fd = _open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
@@ -654,11 +714,12 @@ class JsonlStorage(LogStorage):
                     _datasync(fd)
             finally:
                 os.close(fd)
-        first = state.lines + 1
-        pos = state.end
+        offsets = state.offsets
+        first = len(offsets)  # the line after the last one: `state.lines + 1`
+        pos = offsets[-1]
         for line in lines:
             pos += len(line)
-            state.offsets.append(pos)
+            offsets.append(pos)
         if lock is not None and self.fsync:
             lock.unflushed = True
             lock.dir_unflushed |= first == 1
@@ -669,7 +730,12 @@ class JsonlStorage(LogStorage):
         return first
 
     def _append_at(
-        self, path: Path, fd: int, state: _FileState, data: bytes, seen: tuple[int, int] | None
+        self,
+        path: str | Path,
+        fd: int,
+        state: _FileState,
+        data: bytes,
+        seen: tuple[int, int] | None,
     ) -> None:
         """Write ``data`` at the end of the log open as ``fd``, after its last complete line."""
         if seen is None or seen[0] != state.ino or not state.lines:
@@ -688,10 +754,12 @@ class JsonlStorage(LogStorage):
                 stacklevel=5,
             )
             os.ftruncate(fd, state.end)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        written = os.write(fd, data)  # whole, but for a signal or a full disk
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
 
     def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
         path = self.path(thread_id)
@@ -857,6 +925,8 @@ def _inode(path: str | Path) -> int:
     except FileNotFoundError:
         return -1
 
+
+_NO_LINES: tuple[bytes, ...] = ()  # what a `sync` that found nothing new reports
 
 _SPLIT_CHUNK = 1 << 16
 """Bytes `_read_lines_from` reads and splits at a time: a cold open of a long log never
