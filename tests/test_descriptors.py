@@ -258,9 +258,10 @@ async def _achat(graph, *texts: str, config=CONFIG) -> None:
         await graph.ainvoke({"messages": [("user", text)]}, config)
 
 
-def test_an_async_turn_checks_the_lock_file_through_the_log_it_holds(root, monkeypatch):
-    """The async door's warm hold: the lstat of the log (which `sync` then uses) says the
-    lock file is still ours, so a call costs one lstat, where the sync `hold` costs two."""
+def test_an_async_turn_makes_the_sync_calls_checks(root, monkeypatch):
+    """The async door's warm hold makes the sync `hold`'s checks, no more: per saver call
+    a flock and an unlock, an lstat of the lock file (still ours?) and one of the log
+    (changed?), and no open, close or fstat."""
     saver = JsonlSaver(root)
     graph = chat_graph().compile(checkpointer=saver)
     asyncio.run(_achat(graph, "first"))  # opens the thread's lock file and log once
@@ -277,7 +278,7 @@ def test_an_async_turn_checks_the_lock_file_through_the_log_it_holds(root, monke
     counts = calls.take()
     assert counts["open"] == counts["close"] == counts["fstat"] == 0
     assert counts["flock"] == 2 * len(locked)  # take and drop, per saver call
-    assert counts["lstat"] == len(locked)  # the log: changed? and the lock file still ours
+    assert counts["lstat"] == 2 * len(locked)  # the lock file still ours? the log changed?
     assert counts["write"] == 10
     assert contents(saver)[-2:] == ["third", "you said: third"]
 
@@ -309,3 +310,26 @@ def test_an_async_saver_notices_a_thread_deleted_and_remade_elsewhere(root):
 
     assert asyncio.run(write_while_held())
     assert contents(theirs) == ["newer", "you said: newer", "after", "you said: after"]
+
+
+def test_an_async_saver_notices_its_lock_file_removed_by_hand(root):
+    """A lock file removed while the log stays (someone cleaned ``.locks``): the next
+    warm async call sees the path hold another file, opens the new one, and waits while
+    another writer holds it (the log's inode alone would not have told)."""
+    ours = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=ours)
+    asyncio.run(_achat(graph, "before"))
+    os.unlink(root / LOCK_DIR / "t.lock")
+    held = os.open(root / LOCK_DIR / "t.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another writer's, on the lock file now at the path
+
+    async def write_while_held() -> bool:
+        task = asyncio.ensure_future(_achat(graph, "after"))
+        await asyncio.sleep(0.2)
+        waited = not task.done()
+        os.close(held)
+        await asyncio.wait_for(task, 5)
+        return waited
+
+    assert asyncio.run(write_while_held())
+    assert contents(JsonlSaver(root))[-2:] == ["after", "you said: after"]

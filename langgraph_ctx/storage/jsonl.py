@@ -135,14 +135,6 @@ class _ThreadLock(ThreadLock):
     lock file, so after each flock we check the file we locked is still the one
     at the path, and reopen it if not. Our descriptor keeps its inode alive, so
     another file at the path never has the same inode number.
-
-    The async door's warm hold (`_acquire_now`) makes that check through the log
-    instead, when the log at its path is the one we hold open: ``delete`` unlinks
-    the log (and its backups) before the lock file, and nothing else unlinks or
-    renames either, so while the path still holds our log's inode (which nobody
-    else can be given while we hold it open), no delete has removed the lock file
-    we opened, checked, in the hold that opened that log. That ``lstat`` is the one
-    `JsonlStorage.sync` makes next (``prestat``): the call costs one ``lstat``, not two.
     """
 
     def __init__(self, root: Path, name: str, open_fds: _OpenFds) -> None:
@@ -160,8 +152,6 @@ class _ThreadLock(ThreadLock):
         self.writable = False
         self.forks = _FORKS[0]  # descriptors opened before a fork are the parent's
         self.seen: tuple[int, int] | None = None  # (inode, size) of the log, this hold
-        # The log's lstat `_acquire_now` made under the flock, for this hold's `sync`.
-        self.prestat: os.stat_result | None = None
         self.unflushed = False  # lines appended with durable=False, not yet flushed
         self.dir_unflushed = False  # the log was created, its directory not yet flushed
 
@@ -194,15 +184,6 @@ class _ThreadLock(ThreadLock):
         except BaseException:
             self.close_lock()
             raise
-        if self.data is not None:  # the check through the log (see the class docstring)
-            try:
-                st = os.lstat(self.log)
-            except OSError:
-                pass
-            else:
-                if st.st_ino == self.data_ino:
-                    self.prestat = st
-                    return True
         if _inode(self.path) == self.ino:
             return True
         self.close_lock()  # the thread was deleted (and its lock file): closing unlocks
@@ -259,7 +240,7 @@ class _ThreadLock(ThreadLock):
             return _open_at(lock_dir, self.name, os.O_RDWR | os.O_CREAT)
 
     def _release(self) -> None:
-        self.seen = self.prestat = None
+        self.seen = None
         fd = self.fd
         if fd is not None and fcntl is not None:
             fcntl.flock(fd, _UNLOCK)
@@ -307,7 +288,6 @@ class _ThreadLock(ThreadLock):
             self.dir_unflushed = False
 
     def close_data(self) -> None:
-        self.prestat = None
         if self.data is not None:
             fd, self.data = self.data, None
             try:
@@ -604,15 +584,12 @@ class JsonlStorage(LogStorage):
         lock = self._held(thread_id)
         if state is not None and lock is not None:
             # The warm call (most): under our lock, the log we know, nothing appended.
-            # The same checks as below; anything else is left to them. The log's
-            # lstat is the one the lock made under its flock, if it did (`prestat`).
-            st = lock.prestat
-            lock.prestat = None
-            if st is None:
-                try:  # (not `contextlib.suppress`: an object a call)  # noqa: SIM105
-                    st = os.lstat(lock.log)
-                except OSError:  # the checks below say what is wrong
-                    pass
+            # The same checks as below; anything else is left to them.
+            st: os.stat_result | None
+            try:
+                st = os.lstat(lock.log)
+            except OSError:  # the checks below say what is wrong
+                st = None
             if (
                 st is not None
                 and st.st_ino == state.ino
