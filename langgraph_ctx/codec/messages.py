@@ -15,6 +15,7 @@ import json
 import math
 import types
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import orjson
@@ -261,11 +262,22 @@ def message_unvalidated(data: Any) -> BaseMessage | None:
 
 _NO_PLAN = (None, None)
 
+OWN_ID: Any = object()
+"""In the ``ids`` of `messages_unvalidated`: the body keeps its own id (not a ``like``)."""
 
-def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
+_ID_KEY = frozenset({"id"})
+
+
+def messages_unvalidated(
+    bodies: list[Any], ids: list[Any] | None = None
+) -> list[BaseMessage | None]:
     """`message_unvalidated` of each body, in one loop: a cold open builds hundreds of
     messages at once, and a Python call per step of a message's build cost a third of
     it. Each class's plan is looked up once.
+
+    ``ids``: for each body, `OWN_ID`, or the id of a ``like`` line that repeats it: the
+    message of ``like_body(body, id)``, built without making that body (a chat's head is
+    half ``like`` lines).
 
     Only bodies validation would keep unchanged are built: every field known and of its
     plain type (`_checked_fields`), containers copied (the parsed line may be cached). A
@@ -281,11 +293,15 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
     out: list[BaseMessage | None] = []
     append = out.append
     text_only, set_dict, set_fields = _TEXT_ONLY, _SET_DICT, _SET_FIELDS_SET
-    set_extra, set_private = _SET_EXTRA, _SET_PRIVATE
-    for data in bodies:
+    set_extra, set_private, own = _SET_EXTRA, _SET_PRIVATE, OWN_ID
+    if ids is not None and len(ids) != len(bodies):
+        raise ValueError("one id (or OWN_ID) per body")
+    for data, new_id in zip(bodies, repeat(own) if ids is None else ids, strict=False):
         if type(data) is not dict:
             append(None)
             continue
+        if new_id is not own and type(new_id) is not str:
+            data, new_id = like_body(data, new_id), own  # the body as the line reads
         kind = data.get("type")
         found = plans.get(kind) if type(kind) is str else _NO_PLAN
         if found is None:
@@ -306,7 +322,12 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
             fields.update(data)  # in that order still: every key is a field
             for name, factory in plan.factories:  # none of them is in ``data``
                 fields[name] = factory()
+            if new_id is not own:  # a string id, in its place: still a text body
+                fields["id"] = new_id
         else:
+            if new_id is not own:
+                data, new_id = like_body(data, new_id), own
+                keys = data.keys()
             checked = _checked_fields(plan, data)
             if checked is None:
                 append(None)
@@ -314,7 +335,7 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
             fields = checked
         m = cls.__new__(cls)
         set_dict(m, fields)
-        set_fields(m, set(keys))
+        set_fields(m, set(keys) if new_id is own else keys | _ID_KEY)
         set_extra(m, {})
         set_private(m, None)
         append(m)

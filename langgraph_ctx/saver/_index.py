@@ -83,6 +83,7 @@ from langgraph_ctx.codec.lines import (
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
     EMPTY_STANDINS,
+    OWN_ID,
     body_fingerprint,
     json_copy,
     like_body,
@@ -265,20 +266,25 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     )
 
 
-def _built_many(bodies: list[Any]) -> list[tuple[Any, ...] | None]:
+def _built_many(bodies: list[Any], ids: list[Any]) -> list[tuple[Any, ...] | None]:
     """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
-    body does not build; `_Index.message` reads it again and names why).
+    body does not build; `_Index.message` reads it again and names why). ``ids``: of
+    each body, `OWN_ID` or the id of the ``like`` line that repeats it (`like_body`).
 
     A body built without validation (`messages_unvalidated`, most) gives
-    ``(message, None, body)``: its fingerprint is made from the body when first needed
-    (`_Index.template_fingerprint`; a cold ``get_state`` never needs it), so the body is
-    kept, the caller's own. A validated one gives ``(message, fingerprint)``.
+    ``(message, None, body)``, or ``(message, None, body, id)`` for a ``like``: its
+    fingerprint is made from the body when first needed (`_Index._fingerprinted`; a cold
+    ``get_state`` never needs it), so the body is kept, the caller's own. A validated
+    one gives ``(message, fingerprint)``.
     """
     out: list[tuple[Any, ...] | None] = []
-    for body, msg in zip(bodies, messages_unvalidated(bodies), strict=True):
+    built = messages_unvalidated(bodies, ids)
+    for body, msg, new_id in zip(bodies, built, ids, strict=True):
         if msg is not None:
-            out.append((msg, None, body))
+            out.append((msg, None, body) if new_id is OWN_ID else (msg, None, body, new_id))
             continue
+        if new_id is not OWN_ID:
+            body = like_body(body, new_id)
         try:
             msg = message_from_json_owned(body)
         except CodecError:
@@ -1307,9 +1313,11 @@ class _Index:
                 continue  # a serialized body: `message` decodes it
             done.append(o)
             bodies.append(body if owned else dict(body))  # a cached line's: kept, copied
+        ids = [OWN_ID] * len(bodies)
         if likes:
-            self._decode_likes(likes, dict(zip(wanted, objs, strict=True)), done, bodies)
-        built = _built_many(bodies)
+            by_ordinal = dict(zip(wanted, objs, strict=True))
+            self._decode_likes(likes, by_ordinal, done, bodies, ids, owned)
+        built = _built_many(bodies, ids)
         if None in built:
             done = [o for o, b in zip(done, built, strict=True) if b is not None]
             built = [b for b in built if b is not None]
@@ -1322,10 +1330,14 @@ class _Index:
         by_ordinal: dict[int, dict[str, Any] | None],
         done: list[int],
         bodies: list[Any],
+        ids: list[Any],
+        owned: bool,
     ) -> None:
         """The bodies of the ``like`` lines of a batch, each the earlier body it repeats
-        with its own id (those not in the batch read in one call), appended to ``done`` /
-        ``bodies``. A like whose body line is not exactly that message is left out."""
+        (those not in the batch read in one call) and its own id, appended to ``done`` /
+        ``bodies`` / ``ids``. A like whose body line is not exactly that message is left
+        out. ``owned``: the batch's lines were parsed for it (a body from the parsed-line
+        cache is copied, as `_decode_many` copies its own)."""
         lines_of = self.msg_lines
         found = [
             (o, obj, like)
@@ -1334,8 +1346,9 @@ class _Index:
         ]
         unread = sorted({like for *_, like in found if like not in by_ordinal})
         if unread:
-            objs, _ = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
+            objs, fresh = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
             by_ordinal.update(zip(unread, objs, strict=True))
+            owned = owned and fresh
         get = by_ordinal.get
         for o, obj, like in found:
             body_obj = get(like)
@@ -1345,7 +1358,8 @@ class _Index:
             if type(body) is not dict:
                 continue
             done.append(o)
-            bodies.append(like_body(body, obj.get("id")))
+            bodies.append(body if owned else dict(body))  # likes of one body share it
+            ids.append(obj.get("id"))
 
     def _read_parsed(
         self, lines: list[int], ordinals: list[int]
@@ -1394,7 +1408,8 @@ class _Index:
     def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
         """The fingerprint of a template decoded without one (`_built_many`), made from the
         body it was built from and kept in its place."""
-        fp = body_fingerprint(entry[2])
+        body = entry[2] if len(entry) == 3 else like_body(entry[2], entry[3])
+        fp = body_fingerprint(body)
         self.templates[ordinal] = (entry[0], fp)
         return fp
 
