@@ -597,18 +597,18 @@ def parse_checkpoint_line(
     meta = _derive_meta(obj, parent)
     counters = (meta or {}).get("counters_since_delta_snapshot") or {}
     run_id = (meta or {}).get("run_id")
-    return CheckpointHead(
-        ns=ns,
-        id=cid,
-        line=n,
-        parent=parent_id,
-        run_id=run_id if isinstance(run_id, str) else None,
-        versions=versions,
-        seen=seen,
-        meta=meta,
-        stored=stored,
-        counters=frozenset(counters) if counters and isinstance(counters, dict) else NO_CHANNELS,
-        delta_base=frozenset(obj["delta_base"]) if obj.get("delta_base") else NO_CHANNELS,
+    return CheckpointHead(  # by position (a cold open makes one per line after a snapshot)
+        ns,
+        cid,
+        n,
+        parent_id,
+        run_id if isinstance(run_id, str) else None,
+        versions,
+        seen,
+        meta,
+        stored,
+        frozenset(counters) if counters and isinstance(counters, dict) else NO_CHANNELS,
+        frozenset(obj["delta_base"]) if obj.get("delta_base") else NO_CHANNELS,
     )
 
 

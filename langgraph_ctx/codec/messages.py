@@ -149,10 +149,18 @@ def json_copy(value: Any) -> Any:
     """
     kind = type(value)
     if kind is dict:
+        if _LEAVES.issuperset(map(type, value.values())):  # flat (tool call args): in C
+            return value.copy()
         return {k: json_copy(v) for k, v in value.items()}
     if kind is list:
+        if _LEAVES.issuperset(map(type, value)):
+            return value.copy()
         return [json_copy(v) for v in value]
     return value
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""The types of JSON's leaves: a container holding only these is copied in one step."""
 
 
 def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
@@ -169,14 +177,15 @@ def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
 
 
 def _plain_dict(value: Any) -> bool:
-    return type(value) is dict and all(type(k) is str for k in value)
+    return type(value) is dict and _TEXT_ONLY.issuperset(map(type, value))  # str keys, in C
 
 
 def _text_or_blocks(value: Any) -> bool:
     if type(value) is str:
         return True
     return type(value) is list and all(
-        type(b) is str or (type(b) is dict and all(type(k) is str for k in b)) for b in value
+        type(b) is str or (type(b) is dict and _TEXT_ONLY.issuperset(map(type, b)))
+        for b in value
     )
 
 
@@ -188,6 +197,9 @@ def _text(value: Any) -> bool:
     return type(value) is str
 
 
+_TOOL_CALL_KEYS = frozenset({"name", "args", "id", "type"})
+
+
 def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
     """Tool calls as `_backwards_compat_tool_calls` rebuilds them (new dicts, ``args``
     copied: nothing shared with ``value``), or ``None`` if unusual."""
@@ -195,19 +207,18 @@ def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
         return None
     out = []
     for tc in value:
+        if type(tc) is not dict or not tc.keys() <= _TOOL_CALL_KEYS:
+            return None
+        name, args, call_id = tc.get("name"), tc.get("args"), tc.get("id")
         if (
-            type(tc) is not dict
-            or not tc.keys() <= {"name", "args", "id", "type"}
-            or type(tc.get("name")) is not str
-            or not _plain_dict(tc.get("args"))
-            or not _optional_str(tc.get("id"))
+            type(name) is not str
+            or type(args) is not dict
+            or not _TEXT_ONLY.issuperset(map(type, args))  # `_plain_dict`, inline
+            or (call_id is not None and type(call_id) is not str)
             or tc.get("type", "tool_call") != "tool_call"
         ):
             return None
-        out.append(
-            {"name": tc["name"], "args": json_copy(tc["args"]), "id": tc.get("id"),
-             "type": "tool_call"}
-        )
+        out.append({"name": name, "args": json_copy(args), "id": call_id, "type": "tool_call"})
     return out
 
 
@@ -293,7 +304,7 @@ def messages_unvalidated(
     out: list[BaseMessage | None] = []
     append = out.append
     text_only, set_dict, set_fields = _TEXT_ONLY, _SET_DICT, _SET_FIELDS_SET
-    set_extra, set_private, own = _SET_EXTRA, _SET_PRIVATE, OWN_ID
+    set_extra, set_private, own, new_object = _SET_EXTRA, _SET_PRIVATE, OWN_ID, object.__new__
     if ids is not None and len(ids) != len(bodies):
         raise ValueError("one id (or OWN_ID) per body")
     for data, new_id in zip(bodies, repeat(own) if ids is None else ids, strict=False):
@@ -333,7 +344,7 @@ def messages_unvalidated(
                 append(None)
                 continue
             fields = checked
-        m = cls.__new__(cls)
+        m = new_object(cls)  # what ``cls.__new__`` is (`_construct_plan`), not looked up
         set_dict(m, fields)
         set_fields(m, set(keys) if new_id is own else keys | _ID_KEY)
         set_extra(m, {})
@@ -472,6 +483,7 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
     if (
         checks is None
         or cls.__pydantic_post_init__
+        or cls.__new__ is not object.__new__
         or cls.model_config.get("extra") != "allow"
     ):
         return None
