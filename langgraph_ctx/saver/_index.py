@@ -266,10 +266,13 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     )
 
 
-def _built_many(bodies: list[Any], ids: list[Any]) -> list[tuple[Any, ...] | None]:
+def _built_many(
+    bodies: list[Any], ids: list[Any], first_like: int
+) -> list[tuple[Any, ...] | None]:
     """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
     body does not build; `_Index.message` reads it again and names why). ``ids``: of
-    each body, `OWN_ID` or the id of the ``like`` line that repeats it (`like_body`).
+    each body, `OWN_ID` or the id of the ``like`` line that repeats it (`like_body`):
+    those from ``first_like`` on are likes.
 
     A body built without validation (`messages_unvalidated`, most) gives
     ``(message, None, body)``, or ``(message, None, body, id)`` for a ``like``: its
@@ -277,8 +280,13 @@ def _built_many(bodies: list[Any], ids: list[Any]) -> list[tuple[Any, ...] | Non
     ``get_state`` never needs it), so the body is kept, the caller's own. A validated
     one gives ``(message, fingerprint)``.
     """
-    out: list[tuple[Any, ...] | None] = []
     built = messages_unvalidated(bodies, ids)
+    if None not in built:  # every one built unvalidated (a cold open's, mostly): in C
+        k, nones = first_like, itertools.repeat(None)
+        out: list[tuple[Any, ...] | None] = list(zip(built[:k], nones, bodies[:k], strict=False))
+        out += zip(built[k:], nones, bodies[k:], ids[k:], strict=False)
+        return out
+    out = []
     for body, msg, new_id in zip(bodies, built, ids, strict=True):
         if msg is not None:
             out.append((msg, None, body) if new_id is OWN_ID else (msg, None, body, new_id))
@@ -1208,14 +1216,19 @@ class _Index:
         Any template missing (the bound) or changed in place: `message` one by one.
         """
         templates = self.templates
-        entries: list[Any] = list(map(templates.get, ordinals))
+        entries: list[Any] = list(map(templates.get, ordinals)) if templates else []
         done: set[int] = set() if checked is None else checked  # verified by this read
-        if None in entries:
-            missing = list(itertools.compress(ordinals, map(operator.not_, entries)))
+        if not templates or None in entries:  # (none decoded yet: a cold read)
+            missing = (
+                list(itertools.compress(ordinals, map(operator.not_, entries)))
+                if templates
+                else ordinals
+            )
             fresh = self.decode_many(missing)
-            for o in missing:
-                if o not in fresh:
-                    self.message(o, checked)
+            if len(fresh) < len(missing):
+                for o in missing:
+                    if o not in fresh:
+                        self.message(o, checked)
             done.update(fresh)  # built just now: nobody can have changed them
             entries = list(map(templates.get, ordinals))
         if None not in entries:
@@ -1313,11 +1326,12 @@ class _Index:
                 continue  # a serialized body: `message` decodes it
             done.append(o)
             bodies.append(body if owned else dict(body))  # a cached line's: kept, copied
-        ids = [OWN_ID] * len(bodies)
+        first_like = len(bodies)
+        ids = [OWN_ID] * first_like
         if likes:
             by_ordinal = dict(zip(wanted, objs, strict=True))
             self._decode_likes(likes, by_ordinal, done, bodies, ids, owned)
-        built = _built_many(bodies, ids)
+        built = _built_many(bodies, ids, first_like)
         if None in built:
             done = [o for o, b in zip(done, built, strict=True) if b is not None]
             built = [b for b in built if b is not None]
