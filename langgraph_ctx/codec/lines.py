@@ -463,6 +463,16 @@ def peek_message_ordinal(raw: bytes) -> int | None:
     return None if match is None else int(match.group(1))
 
 
+def peek_message_ordinals(raws: Sequence[bytes]) -> list[int | None]:
+    """`peek_message_ordinal` of each line, the prefixes matched in one C-level pass
+    (a cold open peeks at every line after its snapshot).
+
+    >>> peek_message_ordinals([b'{"v":2,"t":"msg","n":0,"like":1}', b'{"v":2,"t":"ckpt"}'])
+    [0, None]
+    """
+    return [None if m is None else int(m[1]) for m in map(_MSG_PREFIX.match, raws)]
+
+
 def message_ordinal(obj: Mapping[str, Any]) -> int:
     """The ordinal ``n`` of a ``msg`` line."""
     n = obj.get("n")

@@ -78,6 +78,7 @@ from langgraph_ctx.codec.lines import (
     parse_snapshot_line,
     parse_writes_line,
     peek_message_ordinal,
+    peek_message_ordinals,
     snapshot_line,
 )
 from langgraph_ctx.codec.messages import (
@@ -319,13 +320,13 @@ def _bulk_checked(
         return
     for i in range(0, len(offsets), _BULK_LINES):
         chunk = offsets[i : i + _BULK_LINES]
-        raws = [lines[o] for o in chunk]
-        ordinals = [
-            peek_message_ordinal(raw) if first_line + o > 1 else None
-            for o, raw in zip(chunk, raws, strict=True)
-        ]
-        msgs_ok = checksums_match([r for r, o in zip(raws, ordinals, strict=True) if o is not None])
-        parsed = iter(loads_lines([r for r, o in zip(raws, ordinals, strict=True) if o is None]))
+        raws = list(map(lines.__getitem__, chunk))
+        ordinals = peek_message_ordinals(raws)
+        if first_line + chunk[0] == 1:  # the header (offsets ascend): parsed, whatever it says
+            ordinals[0] = None
+        is_msg = list(map(operator.is_not, ordinals, itertools.repeat(None)))
+        msgs_ok = checksums_match(list(itertools.compress(raws, is_msg)))
+        parsed = iter(loads_lines(list(itertools.compress(raws, map(operator.not_, is_msg)))))
         for offset, ordinal in zip(chunk, ordinals, strict=True):
             if ordinal is None:
                 yield offset, next(parsed)
