@@ -5,6 +5,11 @@ afterwards; its body is ``{"msg": {"type": ..., "content": ..., ...}}`` (every
 non-default field) or, when some field is not plain JSON (an ``artifact``
 holding bytes, say), ``{"type": ..., "id": ..., "serde": [type, base64]}``.
 Digests of bodies let a writer find a message it stored before.
+
+It is one module (about 620 lines) because building a message without validation
+(`messages_unvalidated`, what a cold open spends most on), checking that validation
+would build the same, and fingerprinting a built body share one plan per message
+class (`_construct_plan`); split, each part would import the others' internals.
 """
 
 from __future__ import annotations
