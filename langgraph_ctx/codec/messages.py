@@ -321,7 +321,7 @@ def messages_unvalidated(
         kind = data.get("type")
         found = plans.get(kind) if type(kind) is str else _NO_PLAN
         if found is None:
-            cls = MESSAGE_CLASSES.get(kind)  # type: ignore[arg-type]
+            cls = MESSAGE_CLASSES.get(kind)
             found = plans[kind] = (cls, None if cls is None else _construct_plan(cls))
         cls, plan = found
         if plan is None or cls is None:
