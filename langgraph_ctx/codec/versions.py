@@ -114,7 +114,7 @@ _COUNTERS: dict[int, str] = {}
 version again on every line that reads or carries it (values, ``seen``), and one shared
 string is cheaper to make and to hold than one per head."""
 
-_COUNTERS_MAX = 4096
+_COUNTERS_MAX = 1024
 
 
 def _counter_text(counter: int) -> str:

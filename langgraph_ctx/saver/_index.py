@@ -1354,19 +1354,21 @@ class _Index:
         out. ``owned``: the batch's lines were parsed for it (a body from the parsed-line
         cache is copied, as `_decode_many` copies its own)."""
         lines_of = self.msg_lines
-        found = [
-            (o, obj, like)
-            for o, obj in likes
-            if type(like := obj["like"]) is int and like < o and like in lines_of
-        ]
-        unread = sorted({like for *_, like in found if like not in by_ordinal})
+        found: list[int] = []  # the likes naming an earlier message, what they name
+        named: list[int] = []  # and their own ids
+        own_ids: list[Any] = []
+        for o, obj in likes:
+            like = obj["like"]
+            if type(like) is int and like < o and like in lines_of:
+                found.append(o)
+                named.append(like)
+                own_ids.append(obj.get("id"))
+        unread = sorted(set(named).difference(by_ordinal))
         if unread:
             objs, fresh = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
             by_ordinal.update(zip(unread, objs, strict=True))
             owned = owned and fresh
-        get = by_ordinal.get
-        for o, obj, like in found:
-            body_obj = get(like)
+        for o, body_obj, new_id in zip(found, map(by_ordinal.get, named), own_ids, strict=True):
             if body_obj is None or "like" in body_obj:
                 continue
             body = body_obj.get("msg")
@@ -1374,7 +1376,7 @@ class _Index:
                 continue
             done.append(o)
             bodies.append(body if owned else dict(body))  # likes of one body share it
-            ids.append(obj.get("id"))
+            ids.append(new_id)
 
     def _read_parsed(
         self, lines: list[int], ordinals: list[int]
