@@ -376,9 +376,6 @@ def _fold_chain(chain: Sequence[Snapshot]) -> list[tuple[int, str, list[int]]]:
     return lists
 
 
-_PARSED_TAIL = 16
-"""The last lines of a cold scan whose parsed form `_Index.feed` keeps (the head's)."""
-
 _DECODE_BATCH = 128
 """Messages `_Index.decode_many` parses and builds at a time (see there)."""
 
@@ -550,10 +547,9 @@ class _Index:
                 start = self._from_snapshot(lines)
                 if start:
                     order = itertools.chain([0], range(start, len(lines)))
-            # A cold scan of a long log keeps only its last parsed lines (the head's
-            # checkpoint and writes, read next): thousands of live dicts would make every
-            # garbage collection walk them (and LangGraph's heap) again.
-            tail_from = 0 if len(lines) <= 64 else len(lines) - _PARSED_TAIL
+            # A cold scan of a long log keeps no parsed lines: thousands of live dicts
+            # would make every garbage collection walk them (and LangGraph's heap) again.
+            fresh_tail = len(lines) <= 64
             for offset, pre in _bulk_checked(lines, order, first_line):
                 raw = lines[offset]
                 n = first_line + offset
@@ -580,8 +576,8 @@ class _Index:
                         continue
                     self.error = err
                     raise err from None
-                if offset >= tail_from and obj is not None:  # lines appended since our
-                    self.parsed.put(n, obj)  # last look are likely read next
+                if fresh_tail and obj is not None:  # lines appended since our last look
+                    self.parsed.put(n, obj)  # are likely read next
 
     def _late_writes(self, exc: Exception, raw: bytes, n: int) -> bool:
         """Whether line ``n``, which the index opened from a snapshot could not take, is
