@@ -8,6 +8,7 @@ loop (`langgraph_ctx.saver._index._Index.decode_many`): each must answer what
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,15 @@ from langgraph_ctx.codec.lines import (
     peek_message_ordinal,
     seal_line,
 )
-from langgraph_ctx.codec.messages import message_to_json, message_unvalidated, messages_unvalidated
+from langgraph_ctx.codec.messages import (
+    OWN_ID,
+    like_body,
+    message_to_json,
+    message_unvalidated,
+    messages_unvalidated,
+)
 from langgraph_ctx.errors import CodecError, CorruptLogError
+from langgraph_ctx.storage.jsonl import JsonlStorage
 from tests.test_cold_open import chat
 from tests.test_cold_read import rewrite_message_line, shapes
 
@@ -218,3 +226,84 @@ def test_bulk_checksums_answer_as_each_line_on_odd_lines(
         alone = line_checksum(raw) is True
         assert checksums_match([raw]) is alone, raw
         assert checksums_match([*goods[:3], raw, *goods[3:]]) is alone, raw
+
+
+LIKE_IDS: list[Any] = [OWN_ID, "id-new", "id-new", None, 7, ""]
+
+
+def test_a_batch_of_likes_builds_what_their_like_bodies_build() -> None:
+    """A ``like`` built from the body it repeats and its own id (`messages_unvalidated`
+    with ``ids``) is the message of the like body `like_body` makes, for every shape and
+    id (a string, none, not a string), and the repeated body is left as it was."""
+    rng = random.Random(12)
+    bodies = [orjson.loads(orjson.dumps(message_to_json(shapes(rng)))) for _ in range(300)]
+    bodies += ODD_BODIES
+    rng.shuffle(bodies)
+    ids = [rng.choice(LIKE_IDS) for _ in bodies]
+    before = repr(bodies)
+    batch = messages_unvalidated(bodies, ids)
+    assert repr(bodies) == before
+    built = 0
+    for body, new_id, msg in zip(bodies, ids, batch, strict=True):
+        if new_id is OWN_ID or not isinstance(body, dict):
+            expect = message_unvalidated(body)
+        else:
+            expect = message_unvalidated(like_body(body, new_id))
+        assert same(msg, expect), (body, new_id)
+        built += msg is not None and new_id == "id-new"
+    assert built >= 50
+    with pytest.raises(ValueError):
+        messages_unvalidated(bodies, ids[:-1])
+
+
+def test_a_like_message_changed_in_place_reads_as_stored(tmp_path: Path) -> None:
+    """A cold read keeps a like's repeated body and id for its fingerprint: an edit made
+    in place to that message is seen, and the next read gives the message as stored."""
+    chat(JsonlSaver(tmp_path), "t", 30)
+    cold = JsonlSaver(tmp_path)
+    config: Any = {"configurable": {"thread_id": "t"}}
+
+    def head_messages() -> list[Any]:
+        tup = cold.get_tuple(config)
+        assert tup is not None
+        return tup.checkpoint["channel_values"]["messages"]  # type: ignore[no-any-return]
+
+    first = head_messages()
+    index = cold._indexes["t"]
+    likes = [o for o, entry in index.templates.items() if len(entry) == 4]
+    assert likes, "the chat's head holds like lines"
+    at = next(i for i, m in enumerate(first) if m is index.templates[likes[0]][0])
+    stored = first[at].content
+    first[at].content = "changed in place"
+    again = head_messages()
+    assert again[at] is not first[at]
+    assert again[at].content == stored
+    assert again[at].id == first[at].id
+    fresh = JsonlSaver(tmp_path)
+    tup = fresh.get_tuple(config)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"]["messages"][at] == again[at]
+
+
+def test_line_offsets_are_the_ends_of_the_lines(tmp_path: Path) -> None:
+    """`JsonlStorage.sync` records where each line ends, for a cold read and after an
+    append; a line read back by number is that line."""
+    storage = JsonlStorage(tmp_path)
+    rng = random.Random(5)
+    first = [b"x" * rng.randrange(0, 300) + b"%d" % i for i in range(500)]
+    path = storage.path("t")
+    path.write_bytes(b"".join(line + b"\n" for line in first))
+    with storage.locked("t", exclusive=False):
+        synced = storage.sync("t")
+    assert list(synced.lines) == first
+    more = [b"y" * rng.randrange(0, 300) for _ in range(50)]
+    with path.open("ab") as f:
+        f.write(b"".join(line + b"\n" for line in more))
+    with storage.locked("t", exclusive=False):
+        synced = storage.sync("t")
+        assert synced.first_line == 501 and list(synced.lines) == more
+        every = first + more
+        ends = list(itertools.accumulate(len(line) + 1 for line in every))
+        assert list(storage._states["t"].offsets) == [0, *ends]
+        picked = [1, 2, 250, 500, 501, 550]
+        assert storage.read_many("t", picked) == {n: every[n - 1] for n in picked}

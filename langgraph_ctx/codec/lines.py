@@ -463,6 +463,16 @@ def peek_message_ordinal(raw: bytes) -> int | None:
     return None if match is None else int(match.group(1))
 
 
+def peek_message_ordinals(raws: Sequence[bytes]) -> list[int | None]:
+    """`peek_message_ordinal` of each line, the prefixes matched in one C-level pass
+    (a cold open peeks at every line after its snapshot).
+
+    >>> peek_message_ordinals([b'{"v":2,"t":"msg","n":0,"like":1}', b'{"v":2,"t":"ckpt"}'])
+    [0, None]
+    """
+    return [None if m is None else int(m[1]) for m in map(_MSG_PREFIX.match, raws)]
+
+
 def message_ordinal(obj: Mapping[str, Any]) -> int:
     """The ordinal ``n`` of a ``msg`` line."""
     n = obj.get("n")
@@ -597,18 +607,18 @@ def parse_checkpoint_line(
     meta = _derive_meta(obj, parent)
     counters = (meta or {}).get("counters_since_delta_snapshot") or {}
     run_id = (meta or {}).get("run_id")
-    return CheckpointHead(
-        ns=ns,
-        id=cid,
-        line=n,
-        parent=parent_id,
-        run_id=run_id if isinstance(run_id, str) else None,
-        versions=versions,
-        seen=seen,
-        meta=meta,
-        stored=stored,
-        counters=frozenset(counters) if counters and isinstance(counters, dict) else NO_CHANNELS,
-        delta_base=frozenset(obj["delta_base"]) if obj.get("delta_base") else NO_CHANNELS,
+    return CheckpointHead(  # by position (a cold open makes one per line after a snapshot)
+        ns,
+        cid,
+        n,
+        parent_id,
+        run_id if isinstance(run_id, str) else None,
+        versions,
+        seen,
+        meta,
+        stored,
+        frozenset(counters) if counters and isinstance(counters, dict) else NO_CHANNELS,
+        frozenset(obj["delta_base"]) if obj.get("delta_base") else NO_CHANNELS,
     )
 
 

@@ -5,6 +5,11 @@ afterwards; its body is ``{"msg": {"type": ..., "content": ..., ...}}`` (every
 non-default field) or, when some field is not plain JSON (an ``artifact``
 holding bytes, say), ``{"type": ..., "id": ..., "serde": [type, base64]}``.
 Digests of bodies let a writer find a message it stored before.
+
+It is one module (about 620 lines) because building a message without validation
+(`messages_unvalidated`, what a cold open spends most on), checking that validation
+would build the same, and fingerprinting a built body share one plan per message
+class (`_construct_plan`); split, each part would import the others' internals.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import math
 import types
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import orjson
@@ -148,10 +154,18 @@ def json_copy(value: Any) -> Any:
     """
     kind = type(value)
     if kind is dict:
+        if _LEAVES.issuperset(map(type, value.values())):  # flat (tool call args): in C
+            return value.copy()
         return {k: json_copy(v) for k, v in value.items()}
     if kind is list:
+        if _LEAVES.issuperset(map(type, value)):
+            return value.copy()
         return [json_copy(v) for v in value]
     return value
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""The types of JSON's leaves: a container holding only these is copied in one step."""
 
 
 def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
@@ -168,14 +182,15 @@ def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
 
 
 def _plain_dict(value: Any) -> bool:
-    return type(value) is dict and all(type(k) is str for k in value)
+    return type(value) is dict and _TEXT_ONLY.issuperset(map(type, value))  # str keys, in C
 
 
 def _text_or_blocks(value: Any) -> bool:
     if type(value) is str:
         return True
     return type(value) is list and all(
-        type(b) is str or (type(b) is dict and all(type(k) is str for k in b)) for b in value
+        type(b) is str or (type(b) is dict and _TEXT_ONLY.issuperset(map(type, b)))
+        for b in value
     )
 
 
@@ -187,6 +202,9 @@ def _text(value: Any) -> bool:
     return type(value) is str
 
 
+_TOOL_CALL_KEYS = frozenset({"name", "args", "id", "type"})
+
+
 def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
     """Tool calls as `_backwards_compat_tool_calls` rebuilds them (new dicts, ``args``
     copied: nothing shared with ``value``), or ``None`` if unusual."""
@@ -194,19 +212,18 @@ def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
         return None
     out = []
     for tc in value:
+        if type(tc) is not dict or not tc.keys() <= _TOOL_CALL_KEYS:
+            return None
+        name, args, call_id = tc.get("name"), tc.get("args"), tc.get("id")
         if (
-            type(tc) is not dict
-            or not tc.keys() <= {"name", "args", "id", "type"}
-            or type(tc.get("name")) is not str
-            or not _plain_dict(tc.get("args"))
-            or not _optional_str(tc.get("id"))
+            type(name) is not str
+            or type(args) is not dict
+            or not _TEXT_ONLY.issuperset(map(type, args))  # `_plain_dict`, inline
+            or (call_id is not None and type(call_id) is not str)
             or tc.get("type", "tool_call") != "tool_call"
         ):
             return None
-        out.append(
-            {"name": tc["name"], "args": json_copy(tc["args"]), "id": tc.get("id"),
-             "type": "tool_call"}
-        )
+        out.append({"name": name, "args": json_copy(args), "id": call_id, "type": "tool_call"})
     return out
 
 
@@ -261,11 +278,22 @@ def message_unvalidated(data: Any) -> BaseMessage | None:
 
 _NO_PLAN = (None, None)
 
+OWN_ID: Any = object()
+"""In the ``ids`` of `messages_unvalidated`: the body keeps its own id (not a ``like``)."""
 
-def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
+_ID_KEY = frozenset({"id"})
+
+
+def messages_unvalidated(
+    bodies: list[Any], ids: list[Any] | None = None
+) -> list[BaseMessage | None]:
     """`message_unvalidated` of each body, in one loop: a cold open builds hundreds of
     messages at once, and a Python call per step of a message's build cost a third of
     it. Each class's plan is looked up once.
+
+    ``ids``: for each body, `OWN_ID`, or the id of a ``like`` line that repeats it: the
+    message of ``like_body(body, id)``, built without making that body (a chat's head is
+    half ``like`` lines).
 
     Only bodies validation would keep unchanged are built: every field known and of its
     plain type (`_checked_fields`), containers copied (the parsed line may be cached). A
@@ -281,15 +309,19 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
     out: list[BaseMessage | None] = []
     append = out.append
     text_only, set_dict, set_fields = _TEXT_ONLY, _SET_DICT, _SET_FIELDS_SET
-    set_extra, set_private = _SET_EXTRA, _SET_PRIVATE
-    for data in bodies:
+    set_extra, set_private, own, new_object = _SET_EXTRA, _SET_PRIVATE, OWN_ID, object.__new__
+    if ids is not None and len(ids) != len(bodies):
+        raise ValueError("one id (or OWN_ID) per body")
+    for data, new_id in zip(bodies, repeat(own) if ids is None else ids, strict=False):
         if type(data) is not dict:
             append(None)
             continue
+        if new_id is not own and type(new_id) is not str:
+            data, new_id = like_body(data, new_id), own  # the body as the line reads
         kind = data.get("type")
         found = plans.get(kind) if type(kind) is str else _NO_PLAN
         if found is None:
-            cls = MESSAGE_CLASSES.get(kind)  # type: ignore[arg-type]
+            cls = MESSAGE_CLASSES.get(kind)
             found = plans[kind] = (cls, None if cls is None else _construct_plan(cls))
         cls, plan = found
         if plan is None or cls is None:
@@ -306,15 +338,20 @@ def messages_unvalidated(bodies: list[Any]) -> list[BaseMessage | None]:
             fields.update(data)  # in that order still: every key is a field
             for name, factory in plan.factories:  # none of them is in ``data``
                 fields[name] = factory()
+            if new_id is not own:  # a string id, in its place: still a text body
+                fields["id"] = new_id
         else:
+            if new_id is not own:
+                data, new_id = like_body(data, new_id), own
+                keys = data.keys()
             checked = _checked_fields(plan, data)
             if checked is None:
                 append(None)
                 continue
             fields = checked
-        m = cls.__new__(cls)
+        m = new_object(cls)  # what ``cls.__new__`` is (`_construct_plan`), not looked up
         set_dict(m, fields)
-        set_fields(m, set(keys))
+        set_fields(m, set(keys) if new_id is own else keys | _ID_KEY)
         set_extra(m, {})
         set_private(m, None)
         append(m)
@@ -451,6 +488,7 @@ def _construct_plan(cls: type[BaseMessage]) -> _Plan | None:
     if (
         checks is None
         or cls.__pydantic_post_init__
+        or cls.__new__ is not object.__new__
         or cls.model_config.get("extra") != "allow"
     ):
         return None

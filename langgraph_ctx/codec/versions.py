@@ -109,6 +109,21 @@ def pack_version(version: Any) -> Any:
     return version
 
 
+_COUNTERS: dict[int, str] = {}
+"""Counter -> its version string, as `unpack_version` made it last: a log names each
+version again on every line that reads or carries it (values, ``seen``), and one shared
+string is cheaper to make and to hold than one per head."""
+
+_COUNTERS_MAX = 1024
+
+
+def _counter_text(counter: int) -> str:
+    if len(_COUNTERS) >= _COUNTERS_MAX:
+        _COUNTERS.clear()  # the oldest steps are rarely read again
+    text = _COUNTERS[counter] = str(counter).zfill(_WIDTH)
+    return text
+
+
 def unpack_version(version: Any) -> Any:
     """Inverse of `pack_version`; raises `CodecError` for a list not of that form.
 
@@ -117,7 +132,8 @@ def unpack_version(version: Any) -> Any:
     """
     if type(version) is list:
         if len(version) == 1 and type(version[0]) is int and 0 <= version[0] < _LIMIT:
-            return str(version[0]).zfill(_WIDTH)  # the usual one, as the f-string below
+            text = _COUNTERS.get(version[0])  # the usual one, as the f-string below
+            return _counter_text(version[0]) if text is None else text
         if (
             len(version) in (1, 2)
             and type(version[0]) is int

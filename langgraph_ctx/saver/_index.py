@@ -78,11 +78,13 @@ from langgraph_ctx.codec.lines import (
     parse_snapshot_line,
     parse_writes_line,
     peek_message_ordinal,
+    peek_message_ordinals,
     snapshot_line,
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
     EMPTY_STANDINS,
+    OWN_ID,
     body_fingerprint,
     json_copy,
     like_body,
@@ -271,20 +273,33 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
     )
 
 
-def _built_many(bodies: list[Any]) -> list[tuple[Any, ...] | None]:
+def _built_many(
+    bodies: list[Any], ids: list[Any], first_like: int
+) -> list[tuple[Any, ...] | None]:
     """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
-    body does not build; `_Index.message` reads it again and names why).
+    body does not build; `_Index.message` reads it again and names why). ``ids``: of
+    each body, `OWN_ID` or the id of the ``like`` line that repeats it (`like_body`):
+    those from ``first_like`` on are likes.
 
     A body built without validation (`messages_unvalidated`, most) gives
-    ``(message, None, body)``: its fingerprint is made from the body when first needed
-    (`_Index.template_fingerprint`; a cold ``get_state`` never needs it), so the body is
-    kept, the caller's own. A validated one gives ``(message, fingerprint)``.
+    ``(message, None, body)``, or ``(message, None, body, id)`` for a ``like``: its
+    fingerprint is made from the body when first needed (`_Index._fingerprinted`; a cold
+    ``get_state`` never needs it), so the body is kept, the caller's own. A validated
+    one gives ``(message, fingerprint)``.
     """
-    out: list[tuple[Any, ...] | None] = []
-    for body, msg in zip(bodies, messages_unvalidated(bodies), strict=True):
+    built = messages_unvalidated(bodies, ids)
+    if None not in built:  # every one built unvalidated (a cold open's, mostly): in C
+        k, nones = first_like, itertools.repeat(None)
+        out: list[tuple[Any, ...] | None] = list(zip(built[:k], nones, bodies[:k], strict=False))
+        out += zip(built[k:], nones, bodies[k:], ids[k:], strict=False)
+        return out
+    out = []
+    for body, msg, new_id in zip(bodies, built, ids, strict=True):
         if msg is not None:
-            out.append((msg, None, body))
+            out.append((msg, None, body) if new_id is OWN_ID else (msg, None, body, new_id))
             continue
+        if new_id is not OWN_ID:
+            body = like_body(body, new_id)
         try:
             msg = message_from_json_owned(body)
         except CodecError:
@@ -311,13 +326,13 @@ def _bulk_checked(
         return
     for i in range(0, len(offsets), _BULK_LINES):
         chunk = offsets[i : i + _BULK_LINES]
-        raws = [lines[o] for o in chunk]
-        ordinals = [
-            peek_message_ordinal(raw) if first_line + o > 1 else None
-            for o, raw in zip(chunk, raws, strict=True)
-        ]
-        msgs_ok = checksums_match([r for r, o in zip(raws, ordinals, strict=True) if o is not None])
-        parsed = iter(loads_lines([r for r, o in zip(raws, ordinals, strict=True) if o is None]))
+        raws = list(map(lines.__getitem__, chunk))
+        ordinals = peek_message_ordinals(raws)
+        if first_line + chunk[0] == 1:  # the header (offsets ascend): parsed, whatever it says
+            ordinals[0] = None
+        is_msg = list(map(operator.is_not, ordinals, itertools.repeat(None)))
+        msgs_ok = checksums_match(list(itertools.compress(raws, is_msg)))
+        parsed = iter(loads_lines(list(itertools.compress(raws, map(operator.not_, is_msg)))))
         for offset, ordinal in zip(chunk, ordinals, strict=True):
             if ordinal is None:
                 yield offset, next(parsed)
@@ -1218,14 +1233,19 @@ class _Index:
         Any template missing (the bound) or changed in place: `message` one by one.
         """
         templates = self.templates
-        entries: list[Any] = list(map(templates.get, ordinals))
+        entries: list[Any] = list(map(templates.get, ordinals)) if templates else []
         done: set[int] = set() if checked is None else checked  # verified by this read
-        if None in entries:
-            missing = list(itertools.compress(ordinals, map(operator.not_, entries)))
+        if not templates or None in entries:  # (none decoded yet: a cold read)
+            missing = (
+                list(itertools.compress(ordinals, map(operator.not_, entries)))
+                if templates
+                else ordinals
+            )
             fresh = self.decode_many(missing)
-            for o in missing:
-                if o not in fresh:
-                    self.message(o, checked)
+            if len(fresh) < len(missing):
+                for o in missing:
+                    if o not in fresh:
+                        self.message(o, checked)
             done.update(fresh)  # built just now: nobody can have changed them
             entries = list(map(templates.get, ordinals))
         if None not in entries:
@@ -1328,9 +1348,12 @@ class _Index:
                 continue  # a serialized body: `message` decodes it
             done.append(o)
             bodies.append(body if owned else dict(body))  # a cached line's: kept, copied
+        first_like = len(bodies)
+        ids = [OWN_ID] * first_like
         if likes:
-            self._decode_likes(likes, dict(zip(wanted, objs, strict=True)), done, bodies)
-        built = _built_many(bodies)
+            by_ordinal = dict(zip(wanted, objs, strict=True))
+            self._decode_likes(likes, by_ordinal, done, bodies, ids, owned)
+        built = _built_many(bodies, ids, first_like)
         if None in built:
             done = [o for o, b in zip(done, built, strict=True) if b is not None]
             built = [b for b in built if b is not None]
@@ -1343,30 +1366,38 @@ class _Index:
         by_ordinal: dict[int, dict[str, Any] | None],
         done: list[int],
         bodies: list[Any],
+        ids: list[Any],
+        owned: bool,
     ) -> None:
         """The bodies of the ``like`` lines of a batch, each the earlier body it repeats
-        with its own id (those not in the batch read in one call), appended to ``done`` /
-        ``bodies``. A like whose body line is not exactly that message is left out."""
+        (those not in the batch read in one call) and its own id, appended to ``done`` /
+        ``bodies`` / ``ids``. A like whose body line is not exactly that message is left
+        out. ``owned``: the batch's lines were parsed for it (a body from the parsed-line
+        cache is copied, as `_decode_many` copies its own)."""
         lines_of = self.msg_lines
-        found = [
-            (o, obj, like)
-            for o, obj in likes
-            if type(like := obj["like"]) is int and like < o and like in lines_of
-        ]
-        unread = sorted({like for *_, like in found if like not in by_ordinal})
+        found: list[int] = []  # the likes naming an earlier message, what they name
+        named: list[int] = []  # and their own ids
+        own_ids: list[Any] = []
+        for o, obj in likes:
+            like = obj["like"]
+            if type(like) is int and like < o and like in lines_of:
+                found.append(o)
+                named.append(like)
+                own_ids.append(obj.get("id"))
+        unread = sorted(set(named).difference(by_ordinal))
         if unread:
-            objs, _ = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
+            objs, fresh = self._read_parsed(list(map(lines_of.__getitem__, unread)), unread)
             by_ordinal.update(zip(unread, objs, strict=True))
-        get = by_ordinal.get
-        for o, obj, like in found:
-            body_obj = get(like)
+            owned = owned and fresh
+        for o, body_obj, new_id in zip(found, map(by_ordinal.get, named), own_ids, strict=True):
             if body_obj is None or "like" in body_obj:
                 continue
             body = body_obj.get("msg")
             if type(body) is not dict:
                 continue
             done.append(o)
-            bodies.append(like_body(body, obj.get("id")))
+            bodies.append(body if owned else dict(body))  # likes of one body share it
+            ids.append(new_id)
 
     def _read_parsed(
         self, lines: list[int], ordinals: list[int]
@@ -1415,7 +1446,8 @@ class _Index:
     def _fingerprinted(self, ordinal: int, entry: tuple[Any, ...]) -> tuple[Any, ...]:
         """The fingerprint of a template decoded without one (`_built_many`), made from the
         body it was built from and kept in its place."""
-        fp = body_fingerprint(entry[2])
+        body = entry[2] if len(entry) == 3 else like_body(entry[2], entry[3])
+        fp = body_fingerprint(body)
         self.templates[ordinal] = (entry[0], fp)
         return fp
 
