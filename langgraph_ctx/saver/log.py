@@ -55,6 +55,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_ctx.codec.classes import DEFAULT_RULES
 from langgraph_ctx.codec.lines import (
     copied_thread_ids,
     dumps_line,
@@ -202,13 +203,15 @@ class LogSaver(BaseCheckpointSaver[str]):
         max_cached_lines: int | None = DEFAULT_CACHED_LINES,
     ) -> None:
         allowed = builtins.list(allowed_types)
-        if serde is None:
-            serde = JsonPlusSerializer(allowed_msgpack_modules=[*PACKAGE_MODELS, *allowed])
-        serde = maybe_add_typed_methods(serde)
-        if not isinstance(serde, LogSerde):
-            serde = LogSerde(serde, value_rules(serde).extended(allowed))
-        elif allowed:
-            serde = LogSerde(serde.inner, serde.rules.extended(allowed))
+        if serde is None:  # ours: typed methods, and rules known without asking it
+            inner = JsonPlusSerializer(allowed_msgpack_modules=[*PACKAGE_MODELS, *allowed])
+            serde = LogSerde(inner, DEFAULT_RULES.extended(allowed))
+        else:
+            serde = maybe_add_typed_methods(serde)
+            if not isinstance(serde, LogSerde):
+                serde = LogSerde(serde, value_rules(serde).extended(allowed))
+            elif allowed:
+                serde = LogSerde(serde.inner, serde.rules.extended(allowed))
         super().__init__(serde=serde)
         if on_corrupt not in ("raise", "skip"):
             raise ValueError("on_corrupt must be 'raise' or 'skip'")
