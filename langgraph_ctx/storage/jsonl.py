@@ -90,10 +90,6 @@ try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
-else:
-    _EX_NOW = fcntl.LOCK_EX | fcntl.LOCK_NB
-    _SH_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
-    _UNLOCK = fcntl.LOCK_UN
 
 SUFFIX = ".jsonl"
 LOCK_DIR = ".locks"
@@ -171,22 +167,6 @@ class _ThreadLock(ThreadLock):
             delay = min(delay * 2, 0.02)
 
     def _acquire_now(self, exclusive: bool) -> bool:
-        fd = self.fd
-        if fd is None or self.forks != _FORKS[0] or fcntl is None:
-            return self._lock_file(exclusive, blocking=False)
-        # `_lock_file`'s steps for a lock file open since an earlier hold (every warm
-        # call): the flock, then the same check that the file is still the one at the path.
-        self.open_fds.touch(self)
-        try:
-            fcntl.flock(fd, _EX_NOW if exclusive else _SH_NOW)
-        except BlockingIOError:
-            return False
-        except BaseException:
-            self.close_lock()
-            raise
-        if _inode(self.path) == self.ino:
-            return True
-        self.close_lock()  # the thread was deleted (and its lock file): closing unlocks
         return self._lock_file(exclusive, blocking=False)
 
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
@@ -243,7 +223,7 @@ class _ThreadLock(ThreadLock):
         self.seen = None
         fd = self.fd
         if fd is not None and fcntl is not None:
-            fcntl.flock(fd, _UNLOCK)
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------ descriptors
 
