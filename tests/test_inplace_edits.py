@@ -139,3 +139,40 @@ def test_an_edit_costs_one_message_line_and_unchanged_ones_nothing(
     # the list is kept up to the edit (by whichever checkpoint of the step saw it first:
     # LangGraph may put the previous one in the background while the node edits)
     assert '"keep":2' in backend.log_bytes("t").decode().replace(" ", "")
+
+
+def test_a_tool_call_given_a_key_in_place_reads_back_as_in_langgraphs_savers(
+    backend: Backend, tmp_path: Any
+) -> None:
+    """A node adds a key of its own to a tool call (``index``, as streaming chunks carry):
+    LangChain's validator refuses the message, LangGraph's serializer builds it without
+    validation, and so does our reader: the thread stays readable, warm and cold."""
+
+    def bot(state: MessagesState) -> dict[str, Any]:
+        messages = state["messages"]
+        if len(messages) == 1:
+            call = {"name": "search", "args": {"q": "x"}, "id": "c1"}
+            return {"messages": [AIMessage("", id="a1", tool_calls=[call])]}
+        messages[1].tool_calls[0]["index"] = 0
+        return {"messages": [AIMessage(f"answer {len(messages)}", id=f"a{len(messages)}")]}
+
+    def run(saver: Any) -> list[Any]:
+        builder = StateGraph(MessagesState)
+        builder.add_node(bot)
+        builder.add_edge(START, "bot")
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [("user", "question")]}, CONFIG)
+        graph.invoke({"messages": [("user", "again")]}, CONFIG)
+        graph.invoke({"messages": [("user", "and again")]}, CONFIG)
+        return [m.tool_calls for m in graph.get_state(CONFIG).values["messages"] if m.type == "ai"]
+
+    with sqlite3.connect(tmp_path / "ref.db", check_same_thread=False) as conn:
+        expected = run(SqliteSaver(conn))
+    assert run(InMemorySaver()) == expected
+    assert expected[0] == [
+        {"name": "search", "args": {"q": "x"}, "id": "c1", "type": "tool_call", "index": 0}
+    ]
+    assert run(backend.saver()) == expected
+    fresh = backend.saver().get_tuple(CONFIG)
+    messages = fresh.checkpoint["channel_values"]["messages"]
+    assert [m.tool_calls for m in messages if m.type == "ai"] == expected

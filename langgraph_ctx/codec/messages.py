@@ -177,7 +177,16 @@ def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
         raise CodecError(f"invalid {cls.__name__}: {where}: {first.get('msg')}") from None
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:  # LangChain's own validators raise KeyError & co.
+    except Exception as exc:  # LangChain's own validators raise TypeError, KeyError & co.
+        # Pydantic passed every field; a LangChain validator refused the whole, as it
+        # refuses some messages a node made valid and then changed in place (a tool call
+        # given a key of its own). LangGraph's serializer then builds the message without
+        # validation, and so does this reader: what was saved reads back as saved.
+        try:
+            return cls.model_construct(**data)
+        except Exception:
+            raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
+    except BaseException as exc:
         raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
 
 
