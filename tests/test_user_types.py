@@ -24,7 +24,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from pydantic import BaseModel
 
 from . import user_types
@@ -339,3 +339,33 @@ def test_langchain_agent_actions_in_state_come_back_as_themselves(backend):
     cold = builder.compile(checkpointer=backend.saver()).get_state(CONFIG).values
     expected = AgentAction(tool="search", tool_input="query", log="go")
     assert type(cold["agent_outcome"]) is AgentAction and cold["agent_outcome"] == expected
+
+
+def test_a_messages_extra_fields_come_back_as_in_langgraphs_savers(backend, tmp_path):
+    """LangChain's message classes allow fields of their own (``HumanMessage("hi",
+    source="ui")``): kept through a save, warm and in a fresh saver, as SqliteSaver and
+    InMemorySaver keep them; and two messages differing only there are not stored as one."""
+    config = {"configurable": {"thread_id": "t"}}
+
+    def bot(state):
+        return {"messages": [AIMessage("ok", id=f"a{len(state['messages'])}", trace="t-1")]}
+
+    def run(saver):
+        builder = StateGraph(MessagesState)
+        builder.add_node(bot)
+        builder.add_edge(START, "bot")
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("hi", id="h1", source="ui")]}, config)
+        graph.invoke({"messages": [HumanMessage("hi", id="h2", source="api")]}, config)
+        return [(m.id, m.__pydantic_extra__) for m in graph.get_state(config).values["messages"]]
+
+    with sqlite3.connect(tmp_path / "ref.db", check_same_thread=False) as conn:
+        expected = run(SqliteSaver(conn))
+    assert run(InMemorySaver()) == expected
+    assert expected == [
+        ("h1", {"source": "ui"}), ("a1", {"trace": "t-1"}),
+        ("h2", {"source": "api"}), ("a3", {"trace": "t-1"}),
+    ]  # fmt: skip
+    assert run(backend.saver()) == expected
+    fresh = backend.saver().get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert [(m.id, m.__pydantic_extra__) for m in fresh] == expected

@@ -71,7 +71,8 @@ BODY_KEYS = ("msg", "type", "id", "serde")
 
 
 def message_to_json(message: BaseMessage) -> dict[str, Any] | None:
-    """The readable form of a message: its type, content and every non-default field.
+    """The readable form of a message: its type, content, every non-default field and
+    its extra fields (the message classes allow them; validation rebuilds them).
 
     Returns ``None`` when some field is not plain JSON; the caller then stores
     the message body through the serializer.
@@ -82,6 +83,10 @@ def message_to_json(message: BaseMessage) -> dict[str, Any] | None:
         if not required and value == default:
             continue
         out[name] = value
+    extra = message.__pydantic_extra__
+    if extra:  # fields of its own (``HumanMessage("hi", source="ui")``): kept, as LangGraph does
+        for name, value in extra.items():
+            out.setdefault(name, value)
     return out if is_plain_json(out) else None
 
 
