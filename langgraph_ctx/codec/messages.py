@@ -183,16 +183,35 @@ def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # LangChain's own validators raise TypeError, KeyError & co.
-        # Pydantic passed every field; a LangChain validator refused the whole, as it
-        # refuses some messages a node made valid and then changed in place (a tool call
-        # given a key of its own). LangGraph's serializer then builds the message without
-        # validation, and so does this reader: what was saved reads back as saved.
-        try:
-            return cls.model_construct(**data)
-        except Exception:
+        kept = _with_own_call_keys(cls, data)
+        if kept is None:
             raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
+        return kept
     except BaseException as exc:
         raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
+
+
+def _with_own_call_keys(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | None:
+    """A message whose tool calls carry keys of their own (``index``, which a node may add
+    in place after LangChain made the call), which LangChain's validator refuses:
+    validated without those keys, then given them back, as LangGraph's serializer reads
+    it back (``model_construct``). ``None`` if that is not the only thing wrong."""
+    calls = data.get("tool_calls")
+    if type(calls) is not list or not all(type(c) is dict for c in calls):
+        return None
+    own = [{k: v for k, v in c.items() if k not in _TOOL_CALL_KEYS} for c in calls]
+    if not any(own):
+        return None
+    plain = [{k: v for k, v in c.items() if k in _TOOL_CALL_KEYS} for c in calls]
+    try:
+        message = cls.model_validate({**data, "tool_calls": plain})
+    except Exception:
+        return None
+    made = getattr(message, "tool_calls", None)
+    if type(made) is not list or len(made) != len(calls):
+        return None
+    message.__dict__["tool_calls"] = [{**m, **o} for m, o in zip(made, own, strict=True)]
+    return message
 
 
 def _plain_dict(value: Any) -> bool:
