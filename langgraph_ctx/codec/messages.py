@@ -182,13 +182,11 @@ def _validated(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage:
         raise CodecError(f"invalid {cls.__name__}: {where}: {first.get('msg')}") from None
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # LangChain's own validators raise TypeError, KeyError & co.
-        kept = _with_own_call_keys(cls, data)
+    except BaseException as exc:  # LangChain's own validators raise TypeError, KeyError & co.
+        kept = _with_own_call_keys(cls, data) if isinstance(exc, Exception) else None
         if kept is None:
             raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
         return kept
-    except BaseException as exc:
-        raise CodecError(f"invalid {cls.__name__}: {type(exc).__name__}: {exc}") from None
 
 
 def _with_own_call_keys(cls: type[BaseMessage], data: dict[str, Any]) -> BaseMessage | None:
