@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from langgraph_ctx import JsonlSaver
+from langgraph_ctx.codec.lines import seal_line
 from langgraph_ctx.saver.log import LogSaver
 from langgraph_ctx.storage.jsonl import LOCK_DIR, JsonlStorage, TornLineWarning
 
@@ -155,6 +156,54 @@ def test_a_thread_deleted_and_remade_elsewhere_is_read_and_locked_anew(root):
     thread.join(5)
     assert entered.is_set()
     assert contents(ours) == ["newer", "you said: newer"]
+
+
+def made_again(log: bytes) -> bytes:
+    """``log`` as another process making its thread again could write it, to the byte as
+    long: another creation time, "new" where it says "old", each line sealed anew."""
+    lines = []
+    for raw in log.splitlines():
+        body = raw[: -len(b',"c":"ABCDEF"}')] + b"}"
+        body = body.replace(b"old", b"new").replace(b'"created":"20', b'"created":"19')
+        lines.append(seal_line(body) + b"\n")
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("longer", [False, True], ids=["same size", "longer"])
+def test_a_thread_remade_on_the_old_inode_after_our_descriptors_closed_is_read_anew(
+    root, tmp_path, longer
+):
+    """Once our descriptors of a log are closed (past ``max_open_threads``), nothing keeps
+    its inode number from going to the next file made: a thread another process deleted
+    and made again can come back with the old inode number, even the old size. Writing the
+    new log's bytes over the old file makes exactly that (the kernel's reuse does not come
+    on cue). The log is told apart by its first line, whose creation time no other log
+    shares; before, the stale state was served (same size) or lines were read from the old
+    end of another file (longer)."""
+    ours = LogSaver(JsonlStorage(root, max_open_threads=1))
+    graph = chat_graph().compile(checkpointer=ours)
+    chat(graph, "old")
+    assert contents(ours) == ["old", "you said: old"]
+    chat(graph, "u", config={"configurable": {"thread_id": "u"}})  # closes t's descriptors
+    path = ours.storage.path("t")
+    assert open_fds(path) == 0
+    before = path.stat()
+    turns = ["new", "more"] if longer else ["new"]
+    if longer:
+        elsewhere = tmp_path / "elsewhere"
+        chat(chat_graph().compile(checkpointer=LogSaver(JsonlStorage(elsewhere))), *turns)
+        remade = (elsewhere / "t.jsonl").read_bytes()
+        assert len(remade) > before.st_size
+    else:
+        remade = made_again(path.read_bytes())
+        assert len(remade) == before.st_size and remade != path.read_bytes()
+    with open(path, "r+b") as f:  # the same inode, the other log's bytes
+        f.write(remade)
+    assert path.stat().st_ino == before.st_ino
+    expected = [text for turn in turns for text in (turn, f"you said: {turn}")]
+    assert contents(ours) == expected
+    chat(graph, "ours")  # and it goes on from there, as another saver reads it
+    assert contents(JsonlSaver(root)) == [*expected, "ours", "you said: ours"]
 
 
 def test_a_torn_line_left_by_another_writer_is_repaired_by_a_saver_in_use(root):

@@ -105,9 +105,17 @@ _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
+_DATA_OPENS = itertools.count(1)
+"""Numbers each opening of a log by a `_ThreadLock` (`_ThreadLock.data_gen`)."""
+
+
 @dataclass
 class _FileState:
     ino: int = -1
+    # The log's first line, and the opening of it (`_ThreadLock.data_gen`) through which
+    # we have known it since: see `_same_log`.
+    header: bytes = b""
+    pinned: int = 0
     # Start of line i+1 at [i]; an array: 8 bytes a line, where a list of ints costs 36.
     offsets: array[int] = field(default_factory=lambda: array("q", [0]))
     torn_warned: int = -1
@@ -145,6 +153,7 @@ class _ThreadLock(ThreadLock):
         self.ino = -1
         self.data: int | None = None  # the log, O_APPEND (read-only on a read-only root)
         self.data_ino = -1
+        self.data_gen = 0  # which opening of the log `data` is (0: closed)
         self.writable = False
         self.forks = _FORKS[0]  # descriptors opened before a fork are the parent's
         self.seen: tuple[int, int] | None = None  # (inode, size) of the log, this hold
@@ -244,6 +253,7 @@ class _ThreadLock(ThreadLock):
             os.close(fd)
             return None
         self.data, self.data_ino, self.writable = fd, ino, writable
+        self.data_gen = next(_DATA_OPENS)
         self.open_fds.touch(self)
         return fd
 
@@ -255,6 +265,7 @@ class _ThreadLock(ThreadLock):
         with _writing(self.log, "appending"):
             fd = _open_nofollow(self.log, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         self.data, self.data_ino, self.writable = fd, os.fstat(fd).st_ino, True
+        self.data_gen = next(_DATA_OPENS)
         self.open_fds.touch(self)
         return fd
 
@@ -269,7 +280,7 @@ class _ThreadLock(ThreadLock):
 
     def close_data(self) -> None:
         if self.data is not None:
-            fd, self.data = self.data, None
+            fd, self.data, self.data_gen = self.data, None, 0
             try:
                 if self.unflushed:
                     _datasync(fd)
@@ -574,6 +585,7 @@ class JsonlStorage(LogStorage):
                 st is not None
                 and st.st_ino == state.ino
                 and st.st_size == state.offsets[-1]
+                and state.pinned == lock.data_gen  # our descriptor open since: `_same_log`
                 and not stat.S_ISLNK(st.st_mode)
             ):
                 lock.seen = (st.st_ino, st.st_size)
@@ -597,6 +609,15 @@ class JsonlStorage(LogStorage):
                 state = self._states[thread_id] = _FileState(ino=st.st_ino)
             if lock is not None:
                 lock.seen = (st.st_ino, st.st_size)
+            if state.lines and (lock is None or state.pinned != lock.data_gen):
+                same = _same_log(path, lock, st.st_ino, state)
+                if same is None:
+                    continue  # replaced since the lstat: look again
+                if not same:
+                    reset = True
+                    state = self._states[thread_id] = _FileState(ino=st.st_ino)
+            if lock is not None:
+                state.pinned = lock.data_gen
             if st.st_size == state.end:
                 return Synced(reset, state.lines + 1, [])
             if lock is None:
@@ -608,8 +629,11 @@ class JsonlStorage(LogStorage):
             fd = lock.data_fd(st.st_ino)
             if fd is not None:
                 lines, pending = _read_lines_from(fd, state.end, st.st_size)
+                state.pinned = lock.data_gen
                 break
         first = state.lines + 1
+        if first == 1 and lines:
+            state.header = lines[0]
         # Each line's end offset (its newline's included) as a running sum from the old
         # end, in C: one addition a line fewer than summing the lengths and the newlines
         # apart (a cold open of a long log sums thousands).
@@ -675,6 +699,9 @@ class JsonlStorage(LogStorage):
                 os.close(fd)
         offsets = state.offsets
         first = len(offsets)  # the line after the last one: `state.lines + 1`
+        if first == 1 and lines:  # a new log, ours from its first line
+            state.header = lines[0][:-1]
+            state.pinned = 0 if lock is None else lock.data_gen
         pos = offsets[-1]
         for line in lines:
             pos += len(line)
@@ -891,6 +918,28 @@ _SPLIT_CHUNK = 1 << 16
 """Bytes `_read_lines_from` reads and splits at a time: a cold open of a long log never
 holds its whole text besides its lines (in a fresh process, memory first touched costs
 a page fault per 4 KB), and each chunk's buffer is reused for the next."""
+
+
+def _same_log(path: Path, lock: _ThreadLock | None, ino: int, state: _FileState) -> bool | None:
+    """Whether the log at ``path``, inode ``ino``, is the one ``state`` describes: its first
+    line is the one we read (``None``: the path holds another inode by now).
+
+    While our descriptor of a log is open its inode number is taken; once it is closed
+    (past ``max_open_threads``, or reading outside `JsonlStorage.locked`), a log another
+    process deleted and made again may get the same number, even the same size. The first
+    line (the header, its creation time to the microsecond) tells them apart: one ``pread``
+    when a log is first used again.
+    """
+    want = state.offsets[1]
+    if lock is not None:
+        fd = lock.data_fd(ino)
+        if fd is None:
+            return None
+        return os.pread(fd, want, 0)[:-1] == state.header
+    with _open_read(path) as f:
+        if os.fstat(f.fileno()).st_ino != ino:
+            return None
+        return os.pread(f.fileno(), want, 0)[:-1] == state.header
 
 
 def _read_lines_from(fd: int, start: int, stop: int | None = None) -> tuple[list[bytes], bytes]:
