@@ -30,15 +30,24 @@ class CorruptLogError(LangGraphCtxError):
         ```
     """
 
-    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+    def __init__(
+        self, path: str | Path, line: int | None, reason: str, *, skipping: bool = False
+    ) -> None:
         self.path = str(path)
         self.line = line
         self.reason = reason
-        where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(
-            f"{where}: {reason}. The rest of the file is intact; fix or remove the line, "
-            "or open the saver with on_corrupt='skip' to read past it with a warning."
+        self.where = f"{self.path}:{line}" if line is not None else self.path
+        way_out = (
+            # A saver reading with on_corrupt="skip" raises only for a line what was asked
+            # needs (a message of the state): leaving it out would change the conversation.
+            "what was asked needs this line, so on_corrupt='skip' cannot leave it out: fix "
+            "the line, or revert the thread to a checkpoint before it (`langgraph-ctx "
+            "history` lists them, `langgraph-ctx revert` or `saver.revert` rolls back)."
+            if skipping
+            else "fix or remove the line, or open the saver with on_corrupt='skip' to read "
+            "past it with a warning."
         )
+        super().__init__(f"{self.where}: {reason}. The rest of the file is intact; {way_out}")
 
 
 class CodecError(LangGraphCtxError, ValueError):

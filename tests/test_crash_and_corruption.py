@@ -124,6 +124,39 @@ def test_skip_mode_reads_past_a_bad_line_with_a_warning(root):
         assert contents(lenient)[-1] == "you said: b"
 
 
+def test_skip_mode_cannot_leave_out_a_message_the_state_holds_and_says_how_out(root):
+    """``on_corrupt="skip"`` reads past lines the state does not need. A bad message the
+    asked state holds still raises (leaving it out would change the conversation the
+    model sees, and the next turn would save it so), and the error no longer sends the
+    reader to ``on_corrupt="skip"``: it says to fix the line or revert before it."""
+    saver = JsonlSaver(root)
+    graph = chat_graph().compile(checkpointer=saver)
+    chat(graph, "a")
+    before = saver.get_tuple(CONFIG).config["configurable"]["checkpoint_id"]
+    chat(graph, "b")
+    path = Path(saver.path("t"))
+    lines = path.read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if '"content":"b"' in line)
+    obj = json.loads(lines[n])
+    obj["msg"]["content"] = {"not": "a valid content"}
+    lines[n] = dumps_line(obj).decode().rstrip("\n")  # a valid checksum: the body is bad
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptLogError) as strict:
+        JsonlSaver(root).get_tuple(CONFIG)
+    assert "open the saver with on_corrupt='skip'" in str(strict.value)
+    lenient = JsonlSaver(root, on_corrupt="skip")
+    with pytest.raises(CorruptLogError) as err:
+        lenient.get_tuple(CONFIG)
+    assert err.value.line == n + 1
+    assert "on_corrupt='skip' cannot leave it out" in str(err.value)
+    assert "revert the thread to a checkpoint before it" in str(err.value)
+    assert "open the saver with on_corrupt='skip'" not in str(err.value)
+    lenient.revert("t", before)  # the way out it names
+    assert contents(lenient) == ["a", "you said: a"]
+    chat(chat_graph().compile(checkpointer=lenient), "c")
+    assert contents(JsonlSaver(root)) == ["a", "you said: a", "c", "you said: c"]
+
+
 def test_line_from_a_newer_format_is_refused(root):
     saver = JsonlSaver(root)
     chat(chat_graph().compile(checkpointer=saver), "a")

@@ -478,7 +478,7 @@ class _Index:
     # ---------------------------------------------------------------- lines
 
     def corrupt(self, line: int | None, reason: str) -> CorruptLogError:
-        return CorruptLogError(self.where, line, reason)
+        return CorruptLogError(self.where, line, reason, skipping=self.skip_corrupt)
 
     def read_lines(self, lines: list[int]) -> dict[int, bytes]:
         """Raw lines by number: from the cold scan while it is kept (`scan`), else the
@@ -581,7 +581,9 @@ class _Index:
                     )
                     err = self.corrupt(n, str(reason))
                     if skip_corrupt:
-                        warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+                        warnings.warn(
+                            f"skipping: {err.where}: {err.reason}", CorruptLineWarning, stacklevel=5
+                        )
                         self.lines = n
                         continue
                     self.error = err
@@ -906,7 +908,9 @@ class _Index:
                         f"{err.reason} (a write compares new messages with every stored "
                         "one, so it needs this line even when no checkpoint does)",
                     ) from None
-                warnings.warn(f"skipping: {err}", CorruptLineWarning, stacklevel=5)
+                warnings.warn(
+                    f"skipping: {err.where}: {err.reason}", CorruptLineWarning, stacklevel=5
+                )
             except BaseException:  # e.g. an async read that must wait: run again later
                 self.undigested = pending[i:] + self.undigested
                 raise

@@ -68,7 +68,6 @@ from langgraph_ctx.codec.versions import next_version
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLineWarning,
-    CorruptLogError,
     LangGraphCtxError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -864,8 +863,8 @@ class LogSaver(BaseCheckpointSaver[str]):
         except (KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
             # The index names the line of what it finds wrong; this is the net under it:
             # a malformed file never escapes as a bare Python error.
-            raise CorruptLogError(
-                index.where, entry.line, f"checkpoint {entry.id} cannot be read ({exc!r})"
+            raise index.corrupt(
+                entry.line, f"checkpoint {entry.id} cannot be read ({exc!r})"
             ) from None
         return CheckpointTuple(
             config=_config(thread_id, entry.ns, entry.id),
