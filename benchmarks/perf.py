@@ -38,7 +38,10 @@ Sections (``--only NAME``, repeatable):
 
 Every figure is the median of 3 (runs of a workload in fresh processes on fresh storage;
 three cold processes; three history reads; three concurrency runs), except the
-2,000-turn chat's turns, run once (``--long-runs 3`` for three). Ratios compare figures of
+2,000-turn chat's turns, run once (``--long-runs 3`` for three), and the cold opens of
+``JsonlSaver`` and ``SqliteSaver``: five processes each, taking turns once every saver's
+runs are done (`COLD_PAIR`), so that the load of the machine changing between two
+savers' runs is not read as a difference between them. Ratios compare figures of
 this one run. PostgreSQL is a throwaway cluster of Debian's binaries on loopback
 (``postgres_server.py``); when it cannot start, one line says why and its columns read
 "skipped". ``--quick`` shrinks every workload, runs each once and leaves out ``chat2000``
@@ -106,6 +109,10 @@ from langgraph_ctx import JsonlSaver  # noqa: E402
 
 SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver", "InMemorySaver", "RedisLogSaver")
 COLD_SAVERS = ("JsonlSaver", "SqliteSaver", "PostgresSaver", "RedisLogSaver")
+COLD_PAIR = ("JsonlSaver", "SqliteSaver")
+"""The savers of the cold goal: their cold processes alternate, after every saver's runs
+(`Perf.cold_pair`), so that a change of the machine's load between two savers' runs
+does not pass for a difference between them."""
 
 FULL: dict[str, dict[str, Any]] = {
     "chat400": {"workload": "chat", "turns": 400, "history_limit": None},
@@ -164,6 +171,7 @@ class Run:
         self.tmp = tmp
         self.quick: bool = args.quick
         self.repeats = 1 if args.quick else 3
+        self.cold_repeats = 1 if args.quick else 5
         self.sizes = QUICK if args.quick else FULL
         self.pg: PostgresServer | None = None
         self.pg_skipped: str | None = None
@@ -227,6 +235,16 @@ class Run:
             }
         )
 
+    def cold_pair(self, specs: dict[str, dict[str, Any]]) -> dict[str, list[float]]:
+        """Cold ``get_state`` ms of each of `COLD_PAIR`, in fresh processes taking turns
+        (JSONL, SQLite, JSONL, ...), ``self.cold_repeats`` each."""
+        cold: dict[str, list[float]] = {saver: [] for saver in specs}
+        for i in range(self.cold_repeats):
+            for saver, spec in specs.items():
+                log(f"cold get_state: {saver}, {i + 1}/{self.cold_repeats}")
+                cold[saver].append(in_child({"task": "cold", **spec})["ms"])
+        return cold
+
     # -- chat and agent workloads ----------------------------------------------
     def workload(self, section: str) -> None:
         size = self.sizes[section]
@@ -240,6 +258,7 @@ class Run:
         if size.get("long"):  # InMemorySaver would hold ~4 GB of states at 2,000 turns
             savers.remove("InMemorySaver")
         figures: dict[str, dict[str, Any]] = {}
+        paired: dict[str, dict[str, Any]] = {}  # COLD_PAIR's cold specs, timed after the loop
         for saver in savers:
             per_run = []
             cold: list[float] = []
@@ -259,7 +278,9 @@ class Run:
                 per_run.append(result)
                 if run == 0:
                     history = result["history_ms"]
-                    if saver in COLD_SAVERS:
+                    if saver in COLD_PAIR:
+                        paired[saver] = spec  # its files stay: each run has its own
+                    elif saver in COLD_SAVERS:  # a server's data: before the next run empties it
                         cold = [
                             in_child({"task": "cold", **spec})["ms"] for _ in range(self.repeats)
                         ]
@@ -270,6 +291,8 @@ class Run:
                 "cold": median(cold) if cold else None,
                 "states": per_run[0]["states"],
             }
+        for saver, cold_ms in self.cold_pair(paired).items():
+            figures[saver]["cold"] = median(cold_ms)
         turns = size["turns"]
         title = {
             "chat400": f"{turns}-turn chat",
