@@ -192,18 +192,11 @@ async def _arun_once(aio: AsyncLog, op: Op[_T]) -> _T:
                 if type(request) is Compute:
                     answer = request.fn() if inline else await _compute(aio, request.fn)
                 elif type(request) is Sync:
-                    # A quick local answer (JSONL) is taken without a coroutine.
-                    answer = aio.sync_now(request.thread_id)
-                    if answer is None:
-                        answer = await aio.sync(request.thread_id)
+                    answer = await aio.sync(request.thread_id)
                 elif type(request) is Append:
-                    answer = aio.append_now(
+                    answer = await aio.append(
                         request.thread_id, request.lines, durable=request.durable
                     )
-                    if answer is None:
-                        answer = await aio.append(
-                            request.thread_id, request.lines, durable=request.durable
-                        )
                 elif type(request) is Lock:
                     hold = aio.locked(request.thread_id, exclusive=request.exclusive)
                     # A lock free at once is taken without a coroutine a step

@@ -385,9 +385,6 @@ def _fold_chain(chain: Sequence[Snapshot]) -> list[tuple[int, str, list[int]]]:
 _DECODE_BATCH = 128
 """Messages `_Index.decode_many` parses and builds at a time (see there)."""
 
-_FEW_NEW = 16
-"""Messages a warm read decodes with `_Index._decode_new` (more: `_Index.decode_many`)."""
-
 PARSED_LINES = 256
 """Parsed lines an index keeps between calls (the head's lines and what was appended last;
 a long history or a cold open reads more, in batches, and lets them go)."""
@@ -1244,13 +1241,7 @@ class _Index:
                 if templates
                 else ordinals
             )
-            if templates and len(missing) < _FEW_NEW:
-                # Built together, then taken as `message` takes a message decoded before
-                # (its fingerprint made from its body, for the next put's comparison).
-                self._decode_new(missing)
-                fresh = set()
-            else:
-                fresh = self.decode_many(missing)
+            fresh = self.decode_many(missing)
             if len(fresh) < len(missing):
                 for o in missing:
                     if o not in fresh:
@@ -1286,21 +1277,6 @@ class _Index:
                     checked.update(ordinals)
                 return msgs
         return [self.message(o, checked) for o in ordinals]
-
-    def _decode_new(self, ordinals: list[int]) -> set[int]:
-        """The few messages a warm read has not decoded yet (those the last put appended,
-        most often), decoded together (`_decode_many`: one build for them all, where
-        `message` makes a call chain each), their lines let go of as `message` lets go
-        of one: the object stands for its line now. Returns the ordinals decoded."""
-        lines_of = self.msg_lines
-        wanted = sorted(o for o in ordinals if o in lines_of)
-        if not wanted or self.reader is None:
-            return set()
-        done = self._decode_many(wanted)
-        parsed = self.parsed
-        for o in done:
-            parsed.pop(lines_of[o], None)
-        return done
 
     def _decode_message(self, ordinal: int) -> BaseMessage:
         line_no, obj = self._message_line(ordinal)

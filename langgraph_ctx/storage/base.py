@@ -362,18 +362,6 @@ class AsyncLog(ABC):
     ) -> int:
         """`LogStorage.append`."""
 
-    def sync_now(self, thread_id: str) -> Synced | None:
-        """`sync` when it needs no wait (``None``: await `sync`). A door whose calls are
-        quick local ones (JSONL's) answers here, and an async saver call is spared a
-        coroutine a request (`langgraph_ctx.saver._drive`)."""
-        return None
-
-    def append_now(
-        self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
-    ) -> int | None:
-        """`append` when it needs no wait (``None``: nothing written, await `append`)."""
-        return None
-
 
 class LogStorage(ABC):
     """Append-only logs of JSON lines, one per thread id.

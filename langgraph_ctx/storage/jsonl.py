@@ -829,12 +829,6 @@ class _JsonlAio(AsyncLog):
             return await asyncio.to_thread(self.storage.sync, thread_id)
         return self.storage.sync(thread_id)
 
-    def sync_now(self, thread_id: str) -> Synced | None:
-        # A thread read before (most calls): what appeared since is read inline, as `sync`.
-        if thread_id in self.storage._states:
-            return self.storage.sync(thread_id)
-        return None
-
     def _unread(self, thread_id: str) -> int:
         """Bytes the first `sync` of a thread would read (0 if unknown: `sync` says why).
         Later syncs read what other processes appended since, inline."""
@@ -852,15 +846,6 @@ class _JsonlAio(AsyncLog):
 
     async def read_many(self, thread_id: str, lines: Sequence[int]) -> dict[int, bytes]:
         return self.storage.read_many(thread_id, lines)
-
-    def append_now(
-        self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
-    ) -> int | None:
-        # Without fsync an append is one write to the page cache: done inline, as `append`.
-        storage = self.storage
-        if storage.fsync and storage._held(thread_id) is not None:
-            return None  # its flush goes off the loop: `append`
-        return storage.append(thread_id, lines, durable=durable)
 
     async def append(
         self, thread_id: str, lines: Sequence[bytes], *, durable: bool = True
