@@ -217,12 +217,12 @@ def _promoted() -> None:
         gc.unfreeze()  # and all of it to the oldest generation
 
 
-@dataclass(slots=True)
-class _Write:
-    path: str
-    channel: str
-    line: int
-    pos: int  # index in the line's "w" list
+_Write = tuple[str, str, int, int]
+"""Where one pending write sits: ``(path, channel, line, pos)`` (``pos``: its index in the
+line's "w" list). A plain tuple of strings and numbers, which the garbage collector stops
+tracking at its first pass: a checkpoint's writes are kept for the thread's life, and an
+object of a class of ours (the dataclass this was) stays tracked, for every full
+collection to walk (three a turn in a chat)."""
 
 
 _CONTAINERS = (dict, list)
@@ -766,7 +766,7 @@ class _Index:
                         self.blobs[key] = (*cands, (cid, line_no))
             stored = self._writes.setdefault((head.ns, head.id), {})
             for task, idx, path, channel, line_no, pos in h.writes:
-                stored.setdefault((task, idx), _Write(path, channel, line_no, pos))
+                stored.setdefault((task, idx), (path, channel, line_no, pos))
         for ns, ids in self._by_ns.items():
             ids.sort()
             self.snap_heads[ns] = ids[-1]
@@ -840,8 +840,7 @@ class _Index:
                     refs = self.materialize(writer[1], channel)
                     lists.append(self._snapshot_list(writer[1], channel, refs, prev_by_channel))
             writes = sorted(
-                ((task, idx, w.path, w.channel, w.line, w.pos)
-                 for (task, idx), w in self._writes.get((ns, head.id), {}).items()),
+                ((task, idx, *w) for (task, idx), w in self._writes.get((ns, head.id), {}).items()),
                 key=lambda w: (w[4], w[5]),
             )
             heads.append(SnapshotHead(head, writers, writes))
@@ -983,7 +982,7 @@ class _Index:
             key = (task, item[0])
             if item[0] >= 0 and key in stored:
                 continue  # the first write of a (task, index) wins, as in put_writes
-            stored[key] = _Write(path, item[1], n, pos)
+            stored[key] = (path, item[1], n, pos)
 
     # -------------------------------------------------------------- queries
 
@@ -1584,14 +1583,14 @@ class _Index:
         if not stored:
             return []
         ordered = sorted(
-            ((key, w) for key, w in stored.items() if channels is None or w.channel in channels),
-            key=lambda kv: writes_sort_key(kv[1].path, *kv[0]),
+            ((key, w) for key, w in stored.items() if channels is None or w[1] in channels),
+            key=lambda kv: writes_sort_key(kv[1][0], *kv[0]),
         )
-        self.prefetch(w.line for _, w in ordered)
+        self.prefetch(w[2] for _, w in ordered)
         out: list[PendingWrite] = []
-        for (task_id, _), w in ordered:
-            enc = self.line(w.line)["w"][w.pos][2]
-            out.append((task_id, w.channel, self.decode(enc, w.line, w.channel, checked)))
+        for (task_id, _), (_, channel, line, pos) in ordered:
+            enc = self.line(line)["w"][pos][2]
+            out.append((task_id, channel, self.decode(enc, line, channel, checked)))
         return out
 
     def metadata(self, entry: CheckpointHead) -> dict[str, Any]:
