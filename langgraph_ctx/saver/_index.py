@@ -309,6 +309,19 @@ def _built_many(
     return out
 
 
+def _forgetter(ident: dict[int, Any]) -> Callable[[Any], None]:
+    """The callback that drops an `_Index.ident` entry when its message is freed (unless
+    the key was taken meanwhile by another object at the same address)."""
+
+    def forget(ref: Any) -> None:
+        key = ref.key
+        entry = ident.get(key)
+        if entry is not None and entry[0] is ref:
+            ident.pop(key, None)
+
+    return forget
+
+
 _BULK_LINES = 256
 """Lines `_bulk_checked` checks and parses at a time (a long scan holds no more parsed)."""
 
@@ -467,6 +480,8 @@ class _Index:
     # Only the latest few are ever a base (each holds a fingerprint per message).
     list_objs: _LRU = field(default_factory=lambda: _LRU(8))
     ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
+    # The callback of `ident`'s weak references (`_forgetter`), one for the index.
+    _forget: Callable[[Any], None] | None = None
     # The raw lines of the cold scan that built this index, kept until the next `feed`:
     # the read that follows a cold open (the head's messages, `decode_many`) takes its
     # lines from here rather than reading the log again (`read_lines`). A saver keeps
@@ -1459,16 +1474,16 @@ class _Index:
         another thread may have changed it, and then it must not match.
         """
         key = id(msg)
-        ident = self.ident
-
-        def forget(ref: Any, key: int = key) -> None:
-            entry = ident.get(key)
-            if entry is not None and entry[0] is ref:
-                ident.pop(key, None)
-
+        forget = self._forget
+        if forget is None:
+            forget = self._forget = _forgetter(self.ident)
         if fingerprint is None:
             fingerprint = _fingerprint(msg)
-        ident[key] = (weakref.ref(msg, forget), fingerprint, ordinal)
+        # The key rides on the reference (`weakref.KeyedRef`): one callback for the index,
+        # not a closure a message (a function, a cell and a tuple, each tracked by the
+        # garbage collector while the message lives: at 50 threads, past the young
+        # collections, into the count that starts a full one).
+        self.ident[key] = (weakref.KeyedRef(msg, forget, key), fingerprint, ordinal)
 
 
     # ------------------------------------------------------------ decoding
