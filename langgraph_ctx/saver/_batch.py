@@ -466,10 +466,12 @@ def _writes_by_task(
     """A checkpoint's writes, decoded, grouped as they were put: ``(task, path, items)``."""
     stored = index.writes.get((entry.ns, entry.id), {})
     groups: dict[tuple[int, str], tuple[str, list[tuple[int, str, Any]]]] = {}
-    for (task_id, idx), w in sorted(stored.items(), key=lambda kv: (kv[1].line, kv[1].pos)):
-        enc = index.line(w.line)["w"][w.pos][2]
-        value = index.decode(enc, w.line, w.channel)
-        groups.setdefault((w.line, task_id), (w.path, []))[1].append((idx, w.channel, value))
+    for (task_id, idx), (path, channel, line, pos) in sorted(
+        stored.items(), key=lambda kv: (kv[1][2], kv[1][3])
+    ):
+        enc = index.line(line)["w"][pos][2]
+        value = index.decode(enc, line, channel)
+        groups.setdefault((line, task_id), (path, []))[1].append((idx, channel, value))
     return [(task, path, items) for (_, task), (path, items) in groups.items()]
 
 

@@ -217,12 +217,12 @@ def _promoted() -> None:
         gc.unfreeze()  # and all of it to the oldest generation
 
 
-@dataclass(slots=True)
-class _Write:
-    path: str
-    channel: str
-    line: int
-    pos: int  # index in the line's "w" list
+_Write = tuple[str, str, int, int]
+"""Where one pending write sits: ``(path, channel, line, pos)`` (``pos``: its index in the
+line's "w" list). A plain tuple of strings and numbers, which the garbage collector stops
+tracking at its first pass: a checkpoint's writes are kept for the thread's life, and an
+object of a class of ours (the dataclass this was) stays tracked, for every full
+collection to walk (three a turn in a chat)."""
 
 
 _CONTAINERS = (dict, list)
@@ -307,6 +307,19 @@ def _built_many(
             continue
         out.append((msg, _fingerprint(msg)))
     return out
+
+
+def _forgetter(ident: dict[int, Any]) -> Callable[[Any], None]:
+    """The callback that drops an `_Index.ident` entry when its message is freed (unless
+    the key was taken meanwhile by another object at the same address)."""
+
+    def forget(ref: Any) -> None:
+        key = ref.key
+        entry = ident.get(key)
+        if entry is not None and entry[0] is ref:
+            ident.pop(key, None)
+
+    return forget
 
 
 _BULK_LINES = 256
@@ -467,6 +480,8 @@ class _Index:
     # Only the latest few are ever a base (each holds a fingerprint per message).
     list_objs: _LRU = field(default_factory=lambda: _LRU(8))
     ident: dict[int, tuple[Any, tuple[Any, ...], int]] = field(default_factory=dict)
+    # The callback of `ident`'s weak references (`_forgetter`), one for the index.
+    _forget: Callable[[Any], None] | None = None
     # The raw lines of the cold scan that built this index, kept until the next `feed`:
     # the read that follows a cold open (the head's messages, `decode_many`) takes its
     # lines from here rather than reading the log again (`read_lines`). A saver keeps
@@ -768,7 +783,7 @@ class _Index:
                         self.blobs[key] = (*cands, (cid, line_no))
             stored = self._writes.setdefault((head.ns, head.id), {})
             for task, idx, path, channel, line_no, pos in h.writes:
-                stored.setdefault((task, idx), _Write(path, channel, line_no, pos))
+                stored.setdefault((task, idx), (path, channel, line_no, pos))
         for ns, ids in self._by_ns.items():
             ids.sort()
             self.snap_heads[ns] = ids[-1]
@@ -842,8 +857,7 @@ class _Index:
                     refs = self.materialize(writer[1], channel)
                     lists.append(self._snapshot_list(writer[1], channel, refs, prev_by_channel))
             writes = sorted(
-                ((task, idx, w.path, w.channel, w.line, w.pos)
-                 for (task, idx), w in self._writes.get((ns, head.id), {}).items()),
+                ((task, idx, *w) for (task, idx), w in self._writes.get((ns, head.id), {}).items()),
                 key=lambda w: (w[4], w[5]),
             )
             heads.append(SnapshotHead(head, writers, writes))
@@ -987,7 +1001,7 @@ class _Index:
             key = (task, item[0])
             if item[0] >= 0 and key in stored:
                 continue  # the first write of a (task, index) wins, as in put_writes
-            stored[key] = _Write(path, item[1], n, pos)
+            stored[key] = (path, item[1], n, pos)
 
     # -------------------------------------------------------------- queries
 
@@ -1464,16 +1478,16 @@ class _Index:
         another thread may have changed it, and then it must not match.
         """
         key = id(msg)
-        ident = self.ident
-
-        def forget(ref: Any, key: int = key) -> None:
-            entry = ident.get(key)
-            if entry is not None and entry[0] is ref:
-                ident.pop(key, None)
-
+        forget = self._forget
+        if forget is None:
+            forget = self._forget = _forgetter(self.ident)
         if fingerprint is None:
             fingerprint = _fingerprint(msg)
-        ident[key] = (weakref.ref(msg, forget), fingerprint, ordinal)
+        # The key rides on the reference (`weakref.KeyedRef`): one callback for the index,
+        # not a closure a message (a function, a cell and a tuple, each tracked by the
+        # garbage collector while the message lives: at 50 threads, past the young
+        # collections, into the count that starts a full one).
+        self.ident[key] = (weakref.KeyedRef(msg, forget, key), fingerprint, ordinal)
 
 
     # ------------------------------------------------------------ decoding
@@ -1588,14 +1602,14 @@ class _Index:
         if not stored:
             return []
         ordered = sorted(
-            ((key, w) for key, w in stored.items() if channels is None or w.channel in channels),
-            key=lambda kv: writes_sort_key(kv[1].path, *kv[0]),
+            ((key, w) for key, w in stored.items() if channels is None or w[1] in channels),
+            key=lambda kv: writes_sort_key(kv[1][0], *kv[0]),
         )
-        self.prefetch(w.line for _, w in ordered)
+        self.prefetch(w[2] for _, w in ordered)
         out: list[PendingWrite] = []
-        for (task_id, _), w in ordered:
-            enc = self.line(w.line)["w"][w.pos][2]
-            out.append((task_id, w.channel, self.decode(enc, w.line, w.channel, checked)))
+        for (task_id, _), (_, channel, line, pos) in ordered:
+            enc = self.line(line)["w"][pos][2]
+            out.append((task_id, channel, self.decode(enc, line, channel, checked)))
         return out
 
     def metadata(self, entry: CheckpointHead) -> dict[str, Any]:
