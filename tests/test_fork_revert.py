@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import operator
+from typing import Annotated, TypedDict
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import START, StateGraph
 
 from langgraph_ctx import (
     CheckpointNotFoundError,
@@ -158,3 +162,63 @@ def test_a_saver_sees_forks_and_reverts_made_by_another(backend):
     assert contents(graph_r, "t") == ["a", "you said: a"]  # reader notices the rewrite
     chat(graph_r, "t", "c")
     assert contents(graph_w, "t")[-1] == "you said: c"
+
+
+class Steps(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def two_step_graph(saver):
+    """START -> a -> b, each node appending its name: a checkpoint whose next is ``b``."""
+    builder = StateGraph(Steps)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    builder.add_node("b", lambda s: {"log": ["b"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    return builder.compile(checkpointer=saver)
+
+
+def test_revert_and_fork_drop_writes_saved_before_their_checkpoint(backend, saver):
+    """LangGraph saves a step's writes in the background: they can reach the log before
+    the line of the checkpoint they belong to. A revert or fork at that checkpoint kept
+    them (the head was the state after its step, which then never ran again). Here the
+    order is made by hand: the writes of X, then X's line."""
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    first = empty_checkpoint()
+    parent = saver.put(config, first, {"source": "input", "step": -1}, {})
+    x = empty_checkpoint()
+    x_config = {"configurable": {**parent["configurable"], "checkpoint_id": x["id"]}}
+    saver.put_writes(x_config, [("log", ["b"])], "task-b")  # before X's line
+    saver.put(parent, x, {"source": "loop", "step": 0}, {})
+    assert saver.get_tuple(x_config).pending_writes == [("task-b", "log", ["b"])]
+    saver.fork("t", "forked", checkpoint_id=x["id"])
+    head = saver.revert("t", x["id"])
+    assert head["configurable"]["checkpoint_id"] == x["id"]
+    for thread in ("t", "forked"):
+        for reader in (saver, backend.saver()):  # warm, then a fresh process
+            tup = reader.get_tuple({"configurable": {"thread_id": thread}})
+            assert tup.checkpoint["id"] == x["id"]
+            assert tup.pending_writes == []
+    assert backend.saver().get_tuple(x_config) is not None  # the backup keeps the rest
+    assert saver.storage.backups("t")
+
+
+@pytest.mark.parametrize("operation", ["revert", "fork"])
+def test_a_revert_or_fork_at_a_step_runs_that_step_again(backend, saver, operation):
+    """The same with a real graph and LangGraph's own ordering (default durability), many
+    times: the head is the checkpoint whose next node is ``b``, and ``b`` runs again."""
+    graph = two_step_graph(saver)
+    for i in range(12):
+        config = {"configurable": {"thread_id": f"t{i}"}}
+        graph.invoke({"log": []}, config)
+        x = next(s for s in graph.get_state_history(config) if s.next == ("b",))
+        x_id = x.config["configurable"]["checkpoint_id"]
+        if operation == "revert":
+            saver.revert(f"t{i}", x_id)
+        else:
+            config = {"configurable": {"thread_id": f"f{i}"}}
+            saver.fork(f"t{i}", f"f{i}", checkpoint_id=x_id)
+        for reader in (saver, backend.saver()):
+            head = two_step_graph(reader).get_state(config)
+            assert (head.values, head.next) == ({"log": ["a"]}, ("b",))
+        assert graph.invoke(None, config) == {"log": ["a", "b"]}

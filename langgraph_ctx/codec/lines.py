@@ -164,12 +164,16 @@ def dumps_line(obj: Mapping[str, Any]) -> bytes:
     """One compact JSON line with its checksum, newline included, UTF-8 (non-ASCII kept
     readable). A ``"c"`` key in ``obj`` (the checksum of a line read before) is replaced.
 
-    ``orjson`` writes it (several times faster than ``json``); what it would write
-    where ``json.dumps`` refuses or differs (NaN as ``null``, integers over 64 bits,
-    subclasses, lone surrogates) goes through ``json.dumps``, which decides as before.
+    ``orjson`` writes it (several times faster than ``json``); what it refuses or would
+    write wrong (NaN as ``null``, subclasses, lone surrogates) goes through ``json.dumps``
+    (`_dumps_by_json`), which decides as before.
 
     >>> dumps_line({"v": 2, "t": "thread", "thread_id": "t"})
     b'{"v":2,"t":"thread","thread_id":"t","c":"P1b9rA"}\\n'
+    >>> dumps_line({"v": 2, "t": "msg", "n": 2**64})
+    Traceback (most recent call last):
+    TypeError: Integer exceeds 64-bit range (18446744073709551616), as LangGraph's savers \
+say too: store it as a string
     """
     if "c" in obj:
         obj = {k: v for k, v in obj.items() if k != "c"}
@@ -180,9 +184,48 @@ def dumps_line(obj: Mapping[str, Any]) -> bytes:
     # orjson writes a NaN or an infinity as null: let json refuse those (a None, the
     # usual null, needs no second encoding).
     if raw is None or (b"null" in raw and has_nonfinite(obj)):
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        raw = text.encode("utf-8")
+        raw = _dumps_by_json(obj)
     return seal_line(raw) + b"\n"
+
+
+def _dumps_by_json(obj: Mapping[str, Any]) -> bytes:
+    """``obj`` as ``json.dumps`` writes it, for what orjson refuses.
+
+    An integer beyond 64 bits raises `TypeError`, as in LangGraph's savers (msgpack): the
+    file could hold it, but orjson reads it back as a float, silently another number. A
+    string with a lone surrogate (``"caf\\udcff"``, from ``surrogateescape``) is written
+    escaped, the line in ASCII: `loads_line` gives back that very string (LangGraph's
+    savers write ``?`` for it).
+    """
+    wide = _wide_int(obj)
+    if wide is not None:
+        raise TypeError(
+            f"Integer exceeds 64-bit range ({wide}), as LangGraph's savers say too: "
+            "store it as a string"
+        )
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot hold: escaped
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def _wide_int(value: Any) -> int | None:
+    """The first integer in ``value`` (or its dicts, lists and tuples) that 64 bits
+    do not hold, signed or not: what orjson refuses to write and reads as a float."""
+    if isinstance(value, int):
+        return None if -(2**63) <= value < 2**64 else value
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return None
+    for item in items:
+        found = _wide_int(item)
+        if found is not None:
+            return found
+    return None
 
 
 def loads_line(raw: bytes) -> dict[str, Any]:
@@ -196,7 +239,7 @@ def loads_line(raw: bytes) -> dict[str, Any]:
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        try:  # orjson refuses some valid JSON (integers over 64 bits)
+        try:  # orjson refuses some valid JSON (an escaped lone surrogate)
             obj = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CodecError(f"not valid JSON ({exc})") from None
@@ -290,7 +333,7 @@ def _parsed_all(raws: Sequence[bytes]) -> list[Any] | None:
         return None
     try:
         return list(map(orjson.loads, raws))
-    except orjson.JSONDecodeError:  # one bad line (or a big integer)
+    except orjson.JSONDecodeError:  # one bad line (or an escaped lone surrogate)
         return None
 
 
@@ -363,7 +406,7 @@ def loads_sealed(raw: bytes) -> dict[str, Any]:
     """
     try:
         obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:  # as in loads_line: integers over 64 bits
+    except orjson.JSONDecodeError:  # as in loads_line: an escaped lone surrogate
         obj = json.loads(raw)
     del obj["c"]
     return obj  # type: ignore[no-any-return]
@@ -1275,6 +1318,50 @@ def line_kind_at(raw: bytes) -> str | None:
     first bytes, unparsed); ``None`` otherwise."""
     match = _KIND_PREFIX.match(raw)
     return None if match is None else match.group(1).decode()
+
+
+# ----------------------------------------------------------------------- writes
+
+
+def writes_past(raws: Sequence[bytes]) -> dict[int, bytes]:
+    """The lines a `revert` or `fork` at a checkpoint must empty: ``raws`` are the log's
+    lines up to that checkpoint's, which is the last; returns the ``writes`` lines among
+    them that belong to it or to a checkpoint not among them, each as it reads holding no
+    writes: ``{line number: line, newline included}``.
+
+    LangGraph saves a step's writes in the background, so they may reach the log before
+    the line of the checkpoint they belong to (named then by its id, not its line). Kept,
+    the writes of the checkpoint reverted to would make the new head the state after its
+    step, where the step must run again. They are emptied rather than dropped: every line
+    keeps its number, which later lines refer to. Lines that do not read are left as they
+    are (`langgraph-ctx verify` names them).
+
+    >>> early = dumps_line({"v": 2, "t": "writes", "ckpt": "x1", "task": "t", "w": [[0, "a", 1]]})
+    >>> ckpt = dumps_line({"v": 2, "t": "ckpt", "id": "x1", "ts": "", "values": {}})
+    >>> writes_past([b"", early[:-1], ckpt[:-1]])
+    {2: b'{"v":2,"t":"writes","ckpt":"x1","task":"t","w":[],"c":"1yDceQ"}\\n'}
+    """
+    held: set[tuple[str, str]] = set()
+    named: list[tuple[int, dict[str, Any]]] = []
+    for n, raw in enumerate(raws[:-1], 1):  # the last: the checkpoint reverted to
+        kind = line_kind_at(raw)
+        if kind == "writes" and b'"ckpt":"' not in raw:
+            continue  # names its checkpoint by line: an earlier one
+        if kind is None and b'"t":"ckpt"' not in raw and b'"t":"writes"' not in raw:
+            continue
+        try:
+            obj = loads_line(raw)
+            if obj.get("t") == "ckpt":
+                held.add(checkpoint_key(obj))
+            elif obj.get("t") == "writes" and isinstance(obj.get("ckpt"), str):
+                named.append((n, obj))
+        except CodecError:
+            continue
+    return {
+        n: dumps_line({**obj, "w": []})
+        for n, obj in named
+        if (obj.get("ns", ""), obj["ckpt"]) not in held
+    }
 
 
 # ----------------------------------------------------------------------- writes

@@ -585,7 +585,7 @@ def message_digest(body: Mapping[str, Any]) -> bytes:
         canonical = None
     if canonical is None or (b"null" in canonical and has_nonfinite(body)):
         text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        canonical = text.encode("utf-8")
+        canonical = text.encode("utf-8", "surrogatepass")  # a lone surrogate: its bytes
     return hashlib.blake2b(canonical, digest_size=16).digest()
 
 

@@ -62,6 +62,7 @@ from langgraph_ctx.codec.lines import (
     has_legacy_versions,
     loads_sealed,
     thread_line,
+    writes_past,
 )
 from langgraph_ctx.codec.values import PACKAGE_MODELS, LogSerde, value_rules
 from langgraph_ctx.codec.versions import next_version
@@ -404,7 +405,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         Checkpoints that survive keep working: a `DeltaChannel` history that ran
         through a deleted checkpoint is folded into the survivor first.
         """
-        runs = set(run_ids)
+        runs = set(_id_list("run_ids", run_ids))
         if not runs:
             return
         for thread_id in list(self.storage.thread_ids()):
@@ -426,7 +427,12 @@ class LogSaver(BaseCheckpointSaver[str]):
     @_retry_on_change
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: keep the latest checkpoint of each namespace (with its
-        writes; `DeltaChannel` history folded in). ``"delete"``: delete the threads."""
+        writes; `DeltaChannel` history folded in). ``"delete"``: delete the threads.
+
+        ``thread_ids`` is a list of ids: a string raises `TypeError` (it would be read as
+        its characters, each another thread's id).
+        """
+        thread_ids = _id_list("thread_ids", thread_ids)
         if strategy == "delete":
             for thread_id in thread_ids:
                 self.delete_thread(thread_id)
@@ -502,13 +508,19 @@ class LogSaver(BaseCheckpointSaver[str]):
                 if entry is None:
                     raise CheckpointNotFoundError(source, checkpoint_id)
                 n_lines = entry.line
-            header = thread_line(
-                target,
-                legacy_versions=has_legacy_versions(index.header),
-                forked_from={"thread_id": source, "checkpoint_id": checkpoint_id},
-                copied_thread_ids=copied_thread_ids(index.header, source),
+            header = dumps_line(
+                thread_line(
+                    target,
+                    legacy_versions=has_legacy_versions(index.header),
+                    forked_from={"thread_id": source, "checkpoint_id": checkpoint_id},
+                    copied_thread_ids=copied_thread_ids(index.header, source),
+                )
             )
-            self.storage.copy(source, target, n_lines, dumps_line(header))
+            lines = None if n_lines is None else self._prefix(source, n_lines)
+            if lines is None:
+                self.storage.copy(source, target, n_lines, header)
+            else:
+                self.storage.replace(target, [header, *lines[1:]], backup=False)
             self._indexes.pop(target, None)
             return self._head_config(target_thread_id, self._sync(target))
 
@@ -533,9 +545,24 @@ class LogSaver(BaseCheckpointSaver[str]):
             entry = index.find(checkpoint_id, ns=None)
             if entry is None:
                 raise CheckpointNotFoundError(tid, checkpoint_id)
-            self.storage.truncate(tid, entry.line, backup=True)
+            lines = self._prefix(tid, entry.line)
+            if lines is None:
+                self.storage.truncate(tid, entry.line, backup=True)
+            else:
+                self.storage.replace(tid, lines, backup=True)
             self._indexes.pop(tid, None)
             return self._head_config(thread_id, self._sync(tid))
+
+    def _prefix(self, thread_id: str, n_lines: int) -> builtins.list[bytes] | None:
+        """The first ``n_lines`` lines of a thread (a `revert` or `fork` at the checkpoint
+        on line ``n_lines``), newlines included, with the writes of that checkpoint or a
+        later one emptied (`writes_past`); ``None`` when there are none: the prefix as it
+        is, which the storage copies without reading it here. Under the thread's lock."""
+        raws = self.storage.read_all(thread_id)[:n_lines]
+        emptied = writes_past(raws)
+        if not emptied:
+            return None
+        return [emptied.get(n) or raw + b"\n" for n, raw in enumerate(raws, 1)]
 
     @_retry_on_change
     def checkpoint_infos(self, thread_id: str) -> builtins.list[CheckpointInfo]:
@@ -925,12 +952,28 @@ class LogSaver(BaseCheckpointSaver[str]):
 def _list_plan(
     config: RunnableConfig | None, before: RunnableConfig | None
 ) -> tuple[builtins.list[Any] | None, str | None, str | None, str | None]:
-    """``(threads, ns, checkpoint id, before id)`` of a `list` call; threads ``None``: all."""
-    before_id = get_checkpoint_id(before) if before else None
+    """``(threads, ns, checkpoint id, before id)`` of a `list` call; threads ``None``: all.
+    An empty checkpoint id filters nothing, as in LangGraph's savers (``get_state`` of such
+    a config is the latest checkpoint)."""
+    before_id = (get_checkpoint_id(before) or None) if before else None
     if config is None:
         return None, None, None, before_id
     conf = config["configurable"]
-    return [conf["thread_id"]], conf.get("checkpoint_ns"), get_checkpoint_id(config), before_id
+    ckpt_id = get_checkpoint_id(config) or None
+    return [conf["thread_id"]], conf.get("checkpoint_ns"), ckpt_id, before_id
+
+
+def _id_list(name: str, ids: Sequence[str]) -> Sequence[str]:
+    """``ids``, refused if it is one string or bytes: iterating it would give its
+    characters, and `prune("ab")` would prune threads ``a`` and ``b``.
+
+    >>> _id_list("thread_ids", "ab")
+    Traceback (most recent call last):
+    TypeError: thread_ids must be a list of ids, not one string: pass ['ab']
+    """
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be a list of ids, not one string: pass [{ids!r}]")
+    return ids
 
 
 def _run_id(index: _Index, entry: CheckpointHead) -> Any:

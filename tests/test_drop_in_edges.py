@@ -1,0 +1,152 @@
+"""Edges of the saver API where an app meets LangGraph's own savers' behaviour, found by
+trying the package as users would: each test runs the same calls on `InMemorySaver` and
+on ours (JSONL and Redis: the ``backend`` fixture), warm and from a fresh saver.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+
+from .backends import Backend
+
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+
+class Value(TypedDict):
+    v: Any
+
+
+def value_graph(checkpointer: Any, produce: Any) -> Any:
+    """One node that returns ``{"v": produce(state)}``."""
+    builder = StateGraph(Value)
+    builder.add_node("n", lambda state: {"v": produce(state)})
+    builder.add_edge(START, "n")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def message_graph(checkpointer: Any, reply: AIMessage) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", lambda state: {"messages": [reply]})
+    builder.add_edge(START, "model")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def history(graph: Any, config: dict[str, Any]) -> list[Any]:
+    return [(s.values, s.next) for s in graph.get_state_history(config)]
+
+
+# ---------------------------------------------------------------- thread id lists
+
+
+@pytest.mark.parametrize("strategy", ["keep_latest", "delete"])
+def test_prune_refuses_one_string_rather_than_prune_its_characters(
+    backend: Backend, strategy: str
+) -> None:
+    """``prune("ab")`` pruned (or deleted) threads ``a`` and ``b``, a string being a
+    sequence of one-letter ids; `PostgresSaver.prune` raises `TypeError` for it."""
+    saver = backend.saver()
+    for thread in ("a", "b", "ab"):
+        graph = value_graph(saver, lambda s: s["v"] + 1)
+        for _ in range(2):
+            graph.invoke({"v": 0}, {"configurable": {"thread_id": thread}})
+
+    def counts() -> dict[str, int]:
+        threads = ("a", "b", "ab")
+        return {t: len(list(saver.list({"configurable": {"thread_id": t}}))) for t in threads}
+
+    before = counts()
+    with pytest.raises(TypeError, match=r"not one string: pass \['ab'\]"):
+        saver.prune("ab", strategy=strategy)
+    with pytest.raises(TypeError, match="not one string"):
+        saver.delete_for_runs("run-1")
+    assert counts() == before
+    saver.prune(["ab"], strategy=strategy)  # the list form works
+    pruned = len(list(saver.list({"configurable": {"thread_id": "ab"}})))
+    assert pruned == (0 if strategy == "delete" else 1)
+
+
+# ---------------------------------------------------------------- integers
+
+
+@pytest.mark.parametrize("wide", [2**64, -(2**63) - 1, 10**30])
+def test_an_integer_beyond_64_bits_is_refused_as_in_langgraphs_savers(
+    backend: Backend, wide: int
+) -> None:
+    """The file could hold it, but it read back as a float (2**64 became
+    1.8446744073709552e+19): another number, silently. `InMemorySaver` and `SqliteSaver`
+    refuse it when the run saves it; so do ours, and the thread keeps what it had."""
+    ours, theirs = backend.saver(), InMemorySaver()
+    for saver in (theirs, ours):
+        graph = value_graph(saver, lambda s: s["v"] + 1)
+        graph.invoke({"v": 1}, CONFIG)
+        with pytest.raises(TypeError, match="Integer exceeds 64-bit range"):
+            value_graph(saver, lambda s: wide).invoke({"v": 5}, CONFIG)
+    assert history(value_graph(ours, None), CONFIG) == history(value_graph(theirs, None), CONFIG)
+    fresh = backend.saver()
+    assert value_graph(fresh, None).get_state(CONFIG).values == {"v": 5}  # the input's
+    edge = 2**64 - 1  # 64 bits still: kept exactly
+    value_graph(ours, lambda s: edge).invoke({"v": 5}, CONFIG)
+    assert value_graph(backend.saver(), None).get_state(CONFIG).values == {"v": edge}
+
+
+def test_a_tool_calls_integer_beyond_64_bits_is_refused_as_in_langgraphs_savers(
+    backend: Backend,
+) -> None:
+    call = {"name": "lookup", "args": {"user_id": 2**64 + 5}, "id": "c1"}
+    reply = AIMessage("", id="a1", tool_calls=[call])
+    with pytest.raises(TypeError):  # msgpack's: "Type is not msgpack serializable: AIMessage"
+        message_graph(InMemorySaver(), reply).invoke({"messages": [HumanMessage("hi")]}, CONFIG)
+    with pytest.raises(TypeError, match="Integer exceeds 64-bit range"):
+        message_graph(backend.saver(), reply).invoke({"messages": [HumanMessage("hi")]}, CONFIG)
+
+
+# ---------------------------------------------------------------- strings
+
+
+def test_a_lone_surrogate_comes_back_as_it_was_put(backend: Backend) -> None:
+    """Text decoded with ``surrogateescape`` holds a lone surrogate, which UTF-8 cannot
+    hold: the run raised a bare `UnicodeEncodeError` from the saver. The line is now
+    written with the string escaped, and read back exact (LangGraph's savers store
+    ``?`` for it and finish the run; ours finish it too)."""
+    text = b"caf\xff".decode("utf-8", "surrogateescape")
+    reply = AIMessage(f"said {text}", id="a1")
+    saver = backend.saver()
+    value_graph(saver, lambda s: {"text": text, "list": [text, "ok"]}).invoke({"v": 1}, CONFIG)
+    message_graph(saver, reply).invoke(
+        {"messages": [HumanMessage(text, id="h1")]}, {"configurable": {"thread_id": "m"}}
+    )
+    for reader in (saver, backend.saver()):  # warm, then a fresh process
+        assert value_graph(reader, None).get_state(CONFIG).values == {
+            "v": {"text": text, "list": [text, "ok"]}
+        }
+        state = message_graph(reader, reply).get_state({"configurable": {"thread_id": "m"}})
+        assert [m.content for m in state.values["messages"]] == [text, f"said {text}"]
+
+
+# ---------------------------------------------------------------- configs
+
+
+def test_an_empty_checkpoint_id_filters_nothing_as_in_langgraphs_savers(
+    backend: Backend,
+) -> None:
+    """``checkpoint_id: ""`` in a config: ``get_state`` gave the latest checkpoint, but
+    ``get_state_history`` and ``list`` gave nothing (the empty id was a filter)."""
+    empty = {"configurable": {"thread_id": "t", "checkpoint_id": ""}}
+    seen = {}
+    for name, saver in (("memory", InMemorySaver()), ("ours", backend.saver())):
+        graph = value_graph(saver, lambda s: s["v"] + 1)
+        graph.invoke({"v": 0}, CONFIG)
+        graph.invoke({"v": 10}, CONFIG)
+        seen[name] = (
+            graph.get_state(empty).values,
+            history(graph, empty),
+            len(list(saver.list(empty))),
+            len(list(saver.list(CONFIG, before=empty))),
+        )
+    assert seen["ours"] == seen["memory"]
+    assert seen["ours"][2] == 6
