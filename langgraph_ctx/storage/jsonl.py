@@ -186,6 +186,7 @@ class _ThreadLock(ThreadLock):
                     with contextlib.suppress(OSError):
                         os.close(fd)  # the parent's descriptor keeps its flock
             self.fd = self.data = None
+            self.data_gen = 0  # the log as the parent knew it: checked again (`_same_log`)
             self.forks = _FORKS[0]
         if fcntl is None:  # pragma: no cover - Windows: in-process lock only
             return True
