@@ -203,3 +203,23 @@ def test_backups_empty_files_and_unknown_threads(root: Path) -> None:
     assert unknown.stderr.startswith("error: thread 'ghost' does not exist in")
     missing = runner.invoke(app, ["--dir", str(root / "nope"), "verify"])
     assert missing.exit_code == 1 and "no such directory" in missing.stderr
+
+
+def test_an_integer_beyond_64_bits_written_before_they_were_refused(root: Path) -> None:
+    """Earlier versions wrote such integers into the file exactly, but the reader's orjson
+    gives a float for them, another number: verify names the line (a warning, as the
+    saver reads it without an error) so the value can be fixed."""
+    from langgraph_ctx.codec.lines import seal_line
+
+    path = root / "chat.jsonl"
+    n, obj = find(path, lambda o: o["t"] == "msg" and o.get("msg", {}).get("type") == "ai")
+    obj.pop("c")
+    obj["msg"]["additional_kwargs"] = {"user_id": 2**64 + 5}
+    rewrite(path, n, seal_line(json.dumps(obj, separators=(",", ":")).encode()) + b"\n")
+    result = verify(root, "chat")
+    assert result.exit_code == 3, result.output
+    assert (
+        f"  {path}:{n}: warning: holds the integer 18446744073709551621, beyond 64 bits: the "
+        "saver reads it back as a float, another number (store such values as strings)"
+    ) in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1] == "1 file checked: 0 errors, 1 warning"

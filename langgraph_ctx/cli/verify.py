@@ -62,6 +62,7 @@ from langgraph_ctx.codec.lines import (
     parse_snapshot_line,
     parse_writes_line,
     snapshot_as_gaps,
+    wide_int_in_line,
 )
 from langgraph_ctx.codec.messages import message_from_body
 from langgraph_ctx.codec.values import PACKAGE_MODELS, message_refs, refs_of
@@ -244,6 +245,14 @@ class _Scanner:
                 self.problem(n, "corrupt", str(exc))
                 unreadable.append(n)
                 continue
+            wide = wide_int_in_line(raw)
+            if wide is not None:  # written before such integers were refused
+                self.problem(
+                    n,
+                    "warning",
+                    f"holds the integer {wide}, beyond 64 bits: the saver reads it back as a "
+                    "float, another number (store such values as strings)",
+                )
             try:
                 self.line(n, obj)
             except CodecError as exc:

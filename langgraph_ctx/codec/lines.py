@@ -197,7 +197,7 @@ def _dumps_by_json(obj: Mapping[str, Any]) -> bytes:
     escaped, the line in ASCII: `loads_line` gives back that very string (LangGraph's
     savers write ``?`` for it).
     """
-    wide = _wide_int(obj)
+    wide = wide_int(obj)
     if wide is not None:
         raise TypeError(
             f"Integer exceeds 64-bit range ({wide}), as LangGraph's savers say too: "
@@ -210,9 +210,11 @@ def _dumps_by_json(obj: Mapping[str, Any]) -> bytes:
         return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
-def _wide_int(value: Any) -> int | None:
+def wide_int(value: Any) -> int | None:
     """The first integer in ``value`` (or its dicts, lists and tuples) that 64 bits
-    do not hold, signed or not: what orjson refuses to write and reads as a float."""
+    do not hold, signed or not: what orjson refuses to write and reads as a float.
+    (A log written before such integers were refused may hold some: `langgraph-ctx
+    verify` names their lines, `wide_int_in_line`.)"""
     if isinstance(value, int):
         return None if -(2**63) <= value < 2**64 else value
     if isinstance(value, dict):
@@ -222,7 +224,7 @@ def _wide_int(value: Any) -> int | None:
     else:
         return None
     for item in items:
-        found = _wide_int(item)
+        found = wide_int(item)
         if found is not None:
             return found
     return None
@@ -1318,6 +1320,22 @@ def line_kind_at(raw: bytes) -> str | None:
     first bytes, unparsed); ``None`` otherwise."""
     match = _KIND_PREFIX.match(raw)
     return None if match is None else match.group(1).decode()
+
+
+_LONG_NUMBER = re.compile(rb"[-:,\[]\d{19}")
+"""Where a line may hold an integer beyond 64 bits: 19 digits or more after what can
+start a JSON number (a string holding such digits passes too, and is then parsed)."""
+
+
+def wide_int_in_line(raw: bytes) -> int | None:
+    """The first integer beyond 64 bits a line holds (`wide_int`), read exactly: the
+    reader's orjson gives a float for it, another number. ``None``: none (or no JSON)."""
+    if _LONG_NUMBER.search(raw) is None:
+        return None
+    try:
+        return wide_int(json.loads(raw))
+    except ValueError:
+        return None
 
 
 # ----------------------------------------------------------------------- writes
