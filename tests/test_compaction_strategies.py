@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -312,6 +313,26 @@ def test_model_failure_retries_then_falls_back_to_extraction() -> None:
     assert not record.summary_updated and record.summary == previous
     assert RUNNING_SUMMARY_ID not in ids(messages), "no summary is made up"
     assert record.within_budget and ordering_problems(messages) == []
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_a_summary_model_with_a_wrong_key_raises_at_once(status: int) -> None:
+    """A 401 from the summary model was retried and then hidden behind the extraction
+    fallback, every compaction; as for the model node, a wrong key raises, untried again."""
+
+    class APIStatusError(Exception):
+        status_code = status
+
+    for run in (compact_messages, lambda *a, **k: asyncio.run(acompact_messages(*a, **k))):
+        model = ScriptedChatModel(script=[APIStatusError("invalid api key")])
+        with pytest.raises(APIStatusError, match="invalid api key"):
+            run(
+                chat(20),
+                max_tokens=600,
+                strategy=LLMSummary(model, max_retries=2, retry_delay=0),
+                token_counter=APPROX,
+            )
+        assert len(model.received) == 1
 
 
 def test_a_retry_that_succeeds_counts_its_attempts() -> None:
