@@ -339,3 +339,42 @@ def test_the_pipeline_counts_like_the_budget_node() -> None:
     assert update["system_prompt"] == prompt
     alone = pipeline.budget.usage({**state, "system_prompt": prompt})
     assert update["context_usage"].used == alone.used
+
+
+def test_a_prompt_and_tools_over_the_target_still_get_the_window_they_fit(
+    tmp_path: Path,
+) -> None:
+    """Twenty-eight tools (1,832 tokens of schemas) and a prompt take more than the "fast"
+    preset's target: once the chat passed the trigger, every turn raised `CompactionError`
+    ("target leaves no room for messages") though the request fit the window, and the
+    thread was stuck. The target is a goal: the messages now get what the window leaves."""
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import StructuredTool
+
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    def crm(customer_id: str, region: str, limit: int = 10) -> str:
+        return "ok"
+
+    description = (
+        "CRM action {}: looks up the customer's orders, invoices and shipments in the given "
+        "region and returns a table of the most recent entries with their status."
+    )
+    tools = [
+        StructuredTool.from_function(crm, name=f"crm_action_{i}", description=description.format(i))
+        for i in range(28)
+    ]
+    model = ScriptedChatModel(script=["Sure. " + "detail " * 60], model_name="gpt-4o")
+    pipeline = context_pipeline("fast", model="gpt-4o", tools=tools, mode="agent")
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model, tools=tools))
+    builder.add_edge(START, pipeline.add_to(builder, before="model"))
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    window = ContextBudget.preset("fast")
+    for i in range(12):
+        text = f"turn {i}: " + "please check things " * 20
+        state = graph.invoke({"messages": [HumanMessage(text)]}, config("tools"))
+        assert state["messages"][-1].content.startswith("Sure.")
+    sent = model.received[-1]
+    assert count_tokens(sent, model="gpt-4o", tools=tools) <= window.input_capacity
+    assert any(r["tokens_after"] < r["tokens_before"] for r in state["compaction_log"])

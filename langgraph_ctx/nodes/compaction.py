@@ -529,17 +529,20 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             now.overhead = now.overhead_from(usage)
         elif source is now.messages:  # counted in full: estimates give way to counts
             now.messages_tokens, now.estimated = conv.tokens_before, False
-        max_tokens = self._target_tokens(window, reserved) - now.overhead
-        max_tokens -= self._marker_room(conv)  # room for the compaction marker
+        marker = self._marker_room(conv)  # room for the compaction marker
+        max_tokens = self._target_tokens(window, reserved) - now.overhead - marker
+        hard = int(window) - reserved - now.overhead - marker if window else None
         if max_tokens < 1:
-            raise CompactionError(
-                f"target {self.target.value:g} leaves no room for messages: the system prompt "
-                f"and tools alone take {now.overhead} tokens; raise target or max_context_tokens"
-            )
-        limit = max_tokens
-        if window:
-            hard = int(window) - reserved - now.overhead - self._marker_room(conv)
-            limit = max(max_tokens, hard)
+            if hard is None or hard < 1:
+                raise CompactionError(
+                    f"target {self.target.value:g} leaves no room for messages: the system "
+                    f"prompt and tools alone take {now.overhead} tokens; raise target or the "
+                    "context window (a larger budget preset, or max_context_tokens)"
+                )
+            # The target is a goal: with the system prompt and tools over it, the messages
+            # get what the window leaves them (each compaction then takes them to that).
+            max_tokens = hard
+        limit = max_tokens if hard is None else max(max_tokens, hard)
         return conv, max_tokens, limit
 
     def _marker_room(self, conv: Conversation) -> int:
