@@ -517,3 +517,16 @@ def test_fresh_copies_reuse_the_counted_prefix_and_edits_are_recounted(
     # An edit in place on the very objects counted before.
     edited[0].content = "question 0, now rewritten in place and longer than before"
     assert node.usage({"messages": edited}).used == count_tokens(edited)
+
+
+@pytest.mark.parametrize("bad", [1500, 1500.0, {"total": 1500}])
+def test_a_budget_that_is_not_a_preset_or_a_contextbudget_is_refused_when_built(bad) -> None:
+    """`context_pipeline(1500)` and `BudgetNode(1500)` were accepted, then failed on the
+    first call with `AttributeError: 'int' object has no attribute 'output_reserve'`."""
+    from langgraph_ctx.nodes.budget import BudgetNode
+    from langgraph_ctx.nodes.pipeline import context_pipeline
+
+    with pytest.raises(TypeError, match="pass context_window=N"):
+        BudgetNode(bad)
+    with pytest.raises(TypeError, match="budget must be a preset name"):
+        context_pipeline(bad)

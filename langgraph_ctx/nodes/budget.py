@@ -122,6 +122,13 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
             budget = ContextBudget.preset(budget)
         elif budget is None:
             budget = ContextBudget.for_model(facts.name, context_window=facts.context_window)
+        elif not isinstance(budget, ContextBudget):
+            # A number failed on the first call, far from its cause: refused here.
+            raise TypeError(
+                "budget must be a preset name, a ContextBudget or None (the model's window); "
+                f"got {budget!r}: for a window of N tokens, pass context_window=N, or "
+                "ContextBudget(total=N, output_reserve=...)"
+            )
         self.budget: ContextBudget = budget
         self.model = facts.name
         self.tools = list(tools) if tools is not None else facts.tools
