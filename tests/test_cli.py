@@ -522,3 +522,36 @@ def test_console_entry_point(built: Path) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: thread 'ghost' does not exist") and proc.stdout == ""
+
+
+def test_usage_of_a_compacted_thread_counts_the_history_not_the_compacted_request(
+    tmp_path: Path,
+) -> None:
+    """After a compaction the provider's usage_metadata measured the compacted request;
+    calibrating the whole history by it printed 753 tokens for a history of 1,811 (the
+    system prompt too small), labelled "calibrated by usage_metadata"."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langgraph.graph import START, StateGraph
+
+    from langgraph_ctx import ContextBudget, ContextState, ModelNode, context_pipeline
+    from langgraph_ctx.context.tokens import count_tokens
+    from langgraph_ctx.testing import StreamingScript
+
+    reply = "Sure, here is a longer answer about the garden plan. " * 6
+    model = StreamingScript(script=[reply], model_name="gpt-4o")
+    budget = ContextBudget(total=1400, output_reserve=200)
+    pipeline = context_pipeline(budget, model="gpt-4o", mode="agent")
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model))
+    builder.add_edge(START, pipeline.add_to(builder, before="model"))
+    root = tmp_path / "chats"
+    graph = builder.compile(checkpointer=JsonlSaver(root))
+    for i in range(16):
+        text = f"Turn {i}: tell me about tomatoes and beans in bed {i}."
+        state = graph.invoke({"messages": [HumanMessage(text)]}, config("garden"))
+    assert state["compaction_log"], "the thread must have been compacted"
+    history = count_tokens([SystemMessage(state["system_prompt"]), *state["messages"]], "gpt-4o")
+    data = as_json(root, "usage", "garden", "-m", "gpt-4o")
+    assert data["usage"]["used"] == history
+    assert data["usage"]["calibrated"] is False
+    assert data["sent"]["used"] < history  # what the model was sent: the compacted request

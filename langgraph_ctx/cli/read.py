@@ -222,17 +222,21 @@ def usage(
     chosen = _usage_budget(model, budget, window, reserved_output)
     saver, info = _checkpoint(ctx, thread, checkpoint)
     values = browse.state_values(saver, info)
+    viewed = messages_key in (None, browse.MESSAGES_KEY) and bool(
+        browse.find_messages(values, browse.VIEW_KEY)
+    )
     result = browse.usage_at(
         values,
         model=model,
         budget=chosen,
         messages_key=messages_key or browse.MESSAGES_KEY,
         system_prompt=system_prompt,
+        # The provider's usage_metadata measured the compacted request, not the history:
+        # calibrating the history by it made it look smaller than it is, and "exact".
+        calibrate=not viewed,
     )
     sent = None  # what a CompactionNode's view sent the model, when it made one
-    if messages_key in (None, browse.MESSAGES_KEY) and browse.find_messages(
-        values, browse.VIEW_KEY
-    ):
+    if viewed:
         sent = browse.usage_at(
             values,
             model=model,
