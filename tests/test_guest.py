@@ -535,3 +535,32 @@ def test_compaction_log_keeps_a_window_and_the_history_keeps_all(
     assert len(history) > COMPACTION_LOG_SIZE
     assert len(state["compaction_log"]) == COMPACTION_LOG_SIZE
     assert state["compaction_log"] == history[-COMPACTION_LOG_SIZE:]
+
+
+def test_pipeline_create_react_agent_takes_a_response_format(saver: JsonlSaver) -> None:
+    """`pipeline.create_react_agent(..., response_format=X)` raised `ValueError: Missing
+    required key(s) {'structured_response'}`: its default schema lacked the key LangGraph's
+    own default has. Now the default is LangGraph's schema plus the pipeline's keys."""
+    from pydantic import BaseModel
+
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    class Answer(BaseModel):
+        city: str
+
+    call = {"name": "Answer", "args": {"city": "Oslo"}, "id": "s1"}
+    model = ScriptedChatModel(
+        script=[AIMessage("It is sunny in Oslo."), AIMessage("", tool_calls=[call])],
+        model_name="gpt-4o",
+    )
+    pipeline = context_pipeline("fast", model="gpt-4o", tools=[lookup], mode="agent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent
+        agent = pipeline.create_react_agent(
+            model, [lookup], response_format=Answer, checkpointer=saver
+        )
+    state = agent.invoke({"messages": [("user", "weather?")]}, {"configurable": {"thread_id": "r"}})
+    assert state["structured_response"] == Answer(city="Oslo")
+    assert state["context_usage"].used > 0  # the pipeline ran before the model
+    first = model.received[0]
+    assert isinstance(first[0], SystemMessage) and "agent" in first[0].content.lower()

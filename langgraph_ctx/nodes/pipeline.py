@@ -661,7 +661,10 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         pipeline instead: the model gets one system message, your prompt first
         (verbatim), then the mode's sections, all counted. `state_schema` defaults to
         `ContextAgentState` (with renamed keys: `AgentState` plus the renamed keys) and is
-        checked for keys the app uses otherwise. Other arguments go to `create_react_agent`.
+        checked for keys the app uses otherwise; with `response_format=`, the default is
+        LangGraph's `AgentStateWithStructuredResponse` plus the pipeline's keys (LangGraph's
+        call for the structured response is sent the agent's whole `messages`, past the
+        pipeline: its design). Other arguments go to `create_react_agent`.
 
         Example:
             ```python
@@ -673,11 +676,18 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             StateKeyConflictError: `state_schema` declares a pipeline key otherwise.
         """
         from langgraph.prebuilt import create_react_agent
-        from langgraph.prebuilt.chat_agent_executor import AgentState
+        from langgraph.prebuilt.chat_agent_executor import (
+            AgentState,
+            AgentStateWithStructuredResponse,
+        )
 
         from langgraph_ctx.nodes.state import ContextAgentState
 
-        if state_schema is None:
+        if state_schema is None and kwargs.get("response_format") is not None:
+            # LangGraph's agent then needs `structured_response` in its state, as its own
+            # default schema has it (without, `create_react_agent` raises ValueError).
+            state_schema = self.keys.schema(AgentStateWithStructuredResponse)
+        elif state_schema is None:
             state_schema = self.keys.schema(AgentState) if self.keys.renamed else ContextAgentState
         self.check_schema(state_schema)
         text = prompt.text if isinstance(prompt, SystemMessage) else prompt
