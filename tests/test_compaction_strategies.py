@@ -335,6 +335,23 @@ def test_a_summary_model_with_a_wrong_key_raises_at_once(status: int) -> None:
         assert len(model.received) == 1
 
 
+def test_no_room_for_a_summary_is_said_in_the_record() -> None:
+    """With too little room for a summary message the strategy falls back to extraction
+    without calling the model. The record said nothing of it (``fallback=None``, a reason
+    the node overwrote): history was dropped, unsummarised, with no trace of why."""
+    model = ScriptedChatModel(script=[summary_json(text="never asked")])
+    _, record = compact_messages(
+        chat(20),
+        max_tokens=120,
+        strategy=LLMSummary(model, retry_delay=0),
+        token_counter=APPROX,
+    )
+    assert model.received == []
+    assert record.fallback == "extract" and not record.summary_updated
+    assert record.reason.endswith("; no room for a summary message")
+    assert record.dropped
+
+
 def test_a_retry_that_succeeds_counts_its_attempts() -> None:
     model = ScriptedChatModel(
         script=[TimeoutError("slow"), "", summary_json(text="the facts")]

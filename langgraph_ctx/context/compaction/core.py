@@ -46,6 +46,7 @@ from langgraph_ctx.context.compaction.record import (
 from langgraph_ctx.context.compaction.strategies.base import CompactionPlan, CompactionStrategy
 from langgraph_ctx.context.compaction.strategies.extraction import KeyMessageExtraction
 from langgraph_ctx.context.compaction.strategies.relevance import RelevanceSelection
+from langgraph_ctx.context.compaction.strategies.summary import NO_SUMMARY_ROOM
 from langgraph_ctx.context.compaction.strategies.window import SlidingWindow
 from langgraph_ctx.context.compaction.summarizer import summary_message_within
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
@@ -189,6 +190,12 @@ def compaction_steps(
     fallback: str | None = None
     attempts = 0
     summarizer = strategy.summarizer
+    if summarizer is not None and plan.reason.endswith(NO_SUMMARY_ROOM):
+        # No room for a summary: the strategy gave way to its fallback, without a call;
+        # said in the record, as a failed call's fallback is (else history is dropped
+        # with nothing to say it was not summarised).
+        fallback = plan.strategy
+        reason = f"{reason}{NO_SUMMARY_ROOM}" if reason else reason
     if plan.summarize and summarizer is not None:
         outcome = yield from summarizer.run(
             conv.previous_summary, plan.summarize, budget=plan.summary_tokens, count=conv.count

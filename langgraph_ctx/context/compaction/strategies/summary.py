@@ -27,6 +27,10 @@ from langgraph_ctx.context.compaction.strategies.window import SlidingWindow
 from langgraph_ctx.context.compaction.summarizer import SUMMARY_INSTRUCTIONS, Summarizer
 
 MIN_SUMMARY_TOKENS = 48  # below this a summary message says too little to be worth a call
+NO_SUMMARY_ROOM = "; no room for a summary message"
+"""What a summarizing strategy's plan adds to its reason when it gives way to its fallback
+because the budget leaves a summary under `MIN_SUMMARY_TOKENS` (the record then says
+``fallback``)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class LLMSummary(CompactionStrategy):
             return super().plan(conv, max_tokens)
         if reserve < MIN_SUMMARY_TOKENS:
             plan = self.fallback_plan(conv, max_tokens)
-            plan.reason += "; no room for a summary message"
+            plan.reason += NO_SUMMARY_ROOM
             return plan
         selection = self.keep.select(conv, max_tokens - fixed - reserve)
         plan = CompactionPlan.from_selection(
