@@ -206,6 +206,62 @@ def test_a_thread_remade_on_the_old_inode_after_our_descriptors_closed_is_read_a
     assert contents(JsonlSaver(root)) == [*expected, "ours", "you said: ours"]
 
 
+def test_a_log_rewritten_whole_keeps_its_header_but_is_read_anew(root, tmp_path):
+    """`prune` (and `delete_for_runs`) rewrite a log whole and keep its first line: on our
+    old inode number (our descriptor closed), the header check alone passed, and the saver
+    read on from its old end in another file (a false `CorruptLogError`; with
+    ``on_corrupt="skip"`` a stale state, then lines pointing at wrong line numbers). The
+    end of the last line we know is checked too. The rewrite is written over our inode
+    here, as the kernel's reuse does not come on cue."""
+    import shutil
+
+    ours = LogSaver(JsonlStorage(root, max_open_threads=1))
+    graph = chat_graph().compile(checkpointer=ours)
+    chat(graph, "a")
+    chat(graph, "u", config={"configurable": {"thread_id": "u"}})  # closes t's descriptors
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(root, elsewhere)
+    other = JsonlSaver(elsewhere)  # another process: prunes, chats on, prunes again
+    other.prune(["t"])
+    chat(chat_graph().compile(checkpointer=other), "b", "c", "d", "e")
+    other.prune(["t"])
+    path = ours.storage.path("t")
+    remade = (elsewhere / "t.jsonl").read_bytes()
+    assert remade.split(b"\n")[0] == path.read_bytes().split(b"\n")[0]  # the same header
+    assert len(remade) > path.stat().st_size  # read on from our old end, before
+    ino = path.stat().st_ino
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(remade)
+    assert path.stat().st_ino == ino
+    assert contents(ours) == contents(JsonlSaver(root)) == contents(other)
+    chat(graph, "f")
+    assert contents(JsonlSaver(root))[-2:] == ["f", "you said: f"]
+
+
+def test_an_async_cold_open_in_a_worker_thread_checks_the_log_when_used_again(root):
+    """A first async read of a log over 1 MB runs in a worker thread, which keeps no
+    descriptor: the state it built passed for one our descriptor held ever since, and a
+    log made again on its inode was served stale (or read from the old end)."""
+    import asyncio
+
+    chat(chat_graph().compile(checkpointer=JsonlSaver(root)), "old " * 150_000, "old")
+    path = JsonlSaver(root).storage.path("t")
+    assert path.stat().st_size > 1 << 20
+
+    async def main() -> list[str]:
+        ours = JsonlSaver(root)
+        first = await ours.aget_tuple(CONFIG)
+        assert first.checkpoint["channel_values"]["messages"][-1].content == "you said: old"
+        remade = made_again(path.read_bytes())
+        with open(path, "r+b") as f:  # the same inode, another log of the same size
+            f.write(remade)
+        again = await ours.aget_tuple(CONFIG)
+        return [m.content[:4] for m in again.checkpoint["channel_values"]["messages"]]
+
+    assert asyncio.run(main()) == ["new ", "you ", "new", "you "]
+
+
 def test_a_torn_line_left_by_another_writer_is_repaired_by_a_saver_in_use(root):
     saver = JsonlSaver(root)
     graph = chat_graph().compile(checkpointer=saver)

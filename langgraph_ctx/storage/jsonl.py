@@ -112,10 +112,11 @@ _DATA_OPENS = itertools.count(1)
 @dataclass
 class _FileState:
     ino: int = -1
-    # The log's first line, and the opening of it (`_ThreadLock.data_gen`) through which
-    # we have known it since: see `_same_log`.
+    # The log's first line, the end of its last, and the opening of it
+    # (`_ThreadLock.data_gen`; -1: none) through which we have known it since: `_same_log`.
     header: bytes = b""
-    pinned: int = 0
+    tail: bytes = b""
+    pinned: int = -1
     # Start of line i+1 at [i]; an array: 8 bytes a line, where a list of ints costs 36.
     offsets: array[int] = field(default_factory=lambda: array("q", [0]))
     torn_warned: int = -1
@@ -618,7 +619,7 @@ class JsonlStorage(LogStorage):
                     reset = True
                     state = self._states[thread_id] = _FileState(ino=st.st_ino)
             if lock is not None:
-                state.pinned = lock.data_gen
+                state.pinned = lock.data_gen or -1  # 0: no descriptor of ours holds it
             if st.st_size == state.end:
                 return Synced(reset, state.lines + 1, [])
             if lock is None:
@@ -633,8 +634,10 @@ class JsonlStorage(LogStorage):
                 state.pinned = lock.data_gen
                 break
         first = state.lines + 1
-        if first == 1 and lines:
-            state.header = lines[0]
+        if lines:
+            state.tail = lines[-1][-_TAIL:]
+            if first == 1:
+                state.header = lines[0]
         # Each line's end offset (its newline's included) as a running sum from the old
         # end, in C: one addition a line fewer than summing the lengths and the newlines
         # apart (a cold open of a long log sums thousands).
@@ -700,9 +703,11 @@ class JsonlStorage(LogStorage):
                 os.close(fd)
         offsets = state.offsets
         first = len(offsets)  # the line after the last one: `state.lines + 1`
+        if lines:
+            state.tail = lines[-1][:-1][-_TAIL:]
         if first == 1 and lines:  # a new log, ours from its first line
             state.header = lines[0][:-1]
-            state.pinned = 0 if lock is None else lock.data_gen
+            state.pinned = -1 if lock is None else lock.data_gen
         pos = offsets[-1]
         for line in lines:
             pos += len(line)
@@ -926,21 +931,33 @@ def _same_log(path: Path, lock: _ThreadLock | None, ino: int, state: _FileState)
     line is the one we read (``None``: the path holds another inode by now).
 
     While our descriptor of a log is open its inode number is taken; once it is closed
-    (past ``max_open_threads``, or reading outside `JsonlStorage.locked`), a log another
-    process deleted and made again may get the same number, even the same size. The first
-    line (the header, its creation time to the microsecond) tells them apart: one ``pread``
-    when a log is first used again.
+    (past ``max_open_threads``, reading outside `JsonlStorage.locked`, a forked child), a
+    log another process deleted and made again may get the same number, even the same size.
+    The first line (the header, its creation time to the microsecond) tells them apart; a
+    log rewritten whole keeps its header (`prune`, `delete_for_runs`), so the end of the
+    last line we know (its checksum) must be where we left it too: two ``pread``s when a
+    log is first used again.
     """
-    want = state.offsets[1]
     if lock is not None:
         fd = lock.data_fd(ino)
-        if fd is None:
-            return None
-        return os.pread(fd, want, 0)[:-1] == state.header
+        return None if fd is None else _known_ends(fd, state)
     with _open_read(path) as f:
         if os.fstat(f.fileno()).st_ino != ino:
             return None
-        return os.pread(f.fileno(), want, 0)[:-1] == state.header
+        return _known_ends(f.fileno(), state)
+
+
+_TAIL = 8
+"""Bytes of the last line `_FileState.tail` keeps: a sealed line's checksum and brace."""
+
+
+def _known_ends(fd: int, state: _FileState) -> bool:
+    """Whether ``fd`` begins with our first line and has our last line's end at our end."""
+    tail = state.tail + b"\n"
+    return (
+        os.pread(fd, state.offsets[1], 0)[:-1] == state.header
+        and os.pread(fd, len(tail), state.end - len(tail)) == tail
+    )
 
 
 def _read_lines_from(fd: int, start: int, stop: int | None = None) -> tuple[list[bytes], bytes]:
