@@ -7,7 +7,9 @@ modules import them from here (and re-export the ones users met there first, suc
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 
 class LangGraphCtxError(Exception):
@@ -48,6 +50,14 @@ class CorruptLogError(LangGraphCtxError):
             "past it with a warning."
         )
         super().__init__(f"{self.where}: {reason}. The rest of the file is intact; {way_out}")
+        self._skipping = skipping
+
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:  # picklable across processes
+        return functools.partial(type(self), skipping=self._skipping), (
+            self.path,
+            self.line,
+            self.reason,
+        )
 
 
 class CodecError(LangGraphCtxError, ValueError):

@@ -27,7 +27,12 @@ from typer.testing import CliRunner
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.cli.app import app
-from langgraph_ctx.errors import MissingExtraError, ReadOnlyLogError, SymlinkRefusedError
+from langgraph_ctx.errors import (
+    CorruptLogError,
+    MissingExtraError,
+    ReadOnlyLogError,
+    SymlinkRefusedError,
+)
 from langgraph_ctx.storage.jsonl import LOCK_DIR
 
 from .backends import Backend
@@ -545,6 +550,8 @@ def test_new_errors_are_picklable(tmp_path: Path) -> None:
         SymlinkRefusedError(tmp_path / "x.jsonl"),
         ReadOnlyLogError(tmp_path, "appending", "Permission denied"),
         MissingExtraError("RedisLogSaver", "redis", "redis"),
+        CorruptLogError(tmp_path / "t.jsonl", 3, "checksum mismatch"),
+        CorruptLogError(tmp_path / "t.jsonl", None, "bad message", skipping=True),
     ):
         again = pickle.loads(pickle.dumps(err))
         assert type(again) is type(err) and str(again) == str(err)

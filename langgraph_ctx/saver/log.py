@@ -398,16 +398,18 @@ class LogSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------ optional methods, then fork/revert
 
-    @_retry_on_change
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) made by these runs, in every thread.
 
         Checkpoints that survive keep working: a `DeltaChannel` history that ran
         through a deleted checkpoint is folded into the survivor first.
         """
-        runs = set(_id_list("run_ids", run_ids))
-        if not runs:
-            return
+        runs = set(_id_list("run_ids", run_ids))  # taken once: a retry sees them all
+        if runs:
+            self._delete_for_runs(runs)
+
+    @_retry_on_change
+    def _delete_for_runs(self, runs: set[str]) -> None:
         for thread_id in list(self.storage.thread_ids()):
             with self._view(thread_id, exclusive=True) as index:
                 run_of = {key: _run_id(index, e) for key, e in index.ckpts.items()}
@@ -424,7 +426,6 @@ class LogSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint and write of a thread to a new thread id (see `fork`)."""
         self.fork(source_thread_id, target_thread_id)
 
-    @_retry_on_change
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: keep the latest checkpoint of each namespace (with its
         writes; `DeltaChannel` history folded in). ``"delete"``: delete the threads.
@@ -432,7 +433,10 @@ class LogSaver(BaseCheckpointSaver[str]):
         ``thread_ids`` is a list of ids: a string raises `TypeError` (it would be read as
         its characters, each another thread's id).
         """
-        thread_ids = _id_list("thread_ids", thread_ids)
+        self._prune(list(_id_list("thread_ids", thread_ids)), strategy)  # a retry: all again
+
+    @_retry_on_change
+    def _prune(self, thread_ids: builtins.list[str], strategy: str) -> None:
         if strategy == "delete":
             for thread_id in thread_ids:
                 self.delete_thread(thread_id)
