@@ -378,3 +378,24 @@ def test_a_prompt_and_tools_over_the_target_still_get_the_window_they_fit(
     sent = model.received[-1]
     assert count_tokens(sent, model="gpt-4o", tools=tools) <= window.input_capacity
     assert any(r["tokens_after"] < r["tokens_before"] for r in state["compaction_log"])
+
+
+def test_one_pipeline_in_two_graphs_with_the_same_thread_id_does_not_warn(
+    tmp_path: Path,
+) -> None:
+    """A notebook rebuilds its graph with the same pipeline object and thread "t": the
+    compaction node remembered writing a cursor to "t" and warned, falsely, that its
+    writes did not reach the state. A thread is now told apart by its checkpointer too;
+    a state that really lacks the keys still warns (`test_compaction_node`)."""
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    pipeline = context_pipeline("fast", model="gpt-4o", mode="agent")
+    for run in range(2):
+        builder = StateGraph(ContextState)
+        builder.add_node("model", ModelNode(ScriptedChatModel(script=["ok"], model_name="gpt-4o")))
+        builder.add_edge(START, pipeline.add_to(builder, before="model"))
+        graph = builder.compile(checkpointer=JsonlSaver(tmp_path / f"run{run}"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for turn in range(2):
+                graph.invoke({"messages": [("user", f"hello {turn}")]}, config("t"))

@@ -91,7 +91,7 @@ from langgraph_ctx.nodes.state import (
     CompactionState,
     cursor_has_view,
     state_value,
-    thread_id_of,
+    thread_key_of,
 )
 
 __all__ = ["CompactionAgentState", "CompactionNode", "CompactionState", "Trigger"]
@@ -638,14 +638,14 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Run the node (sync): summaries use `model.invoke`."""
-        return drive_sync(self.steps(input, thread_id_of(config)))
+        return drive_sync(self.steps(input, thread_key_of(config)))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Run the node (async): summaries use `await model.ainvoke`."""
         await load_tokenizer_off_loop(self.model or "gpt-4o", self.token_counter)
-        return await drive_async(self.steps(input, thread_id_of(config)))
+        return await drive_async(self.steps(input, thread_key_of(config)))
 
     def __call__(self, state: Any) -> dict[str, Any]:
         return self.invoke(state)

@@ -92,7 +92,7 @@ from langgraph_ctx.nodes.state import (
     schema_hints,
     stands_for,
     state_value,
-    thread_id_of,
+    thread_key_of,
     view_active,
 )
 
@@ -434,7 +434,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             # The compacted view without the prompt this pipeline put in front of it.
             view=[m for m in previous if not is_system_prompt_message(m)],
             summary=state_value(state, "running_summary"),
-            thread_id=thread_id_of(config),
+            thread_id=thread_key_of(config),
             message_counter=self.budget.counter,
             overhead=overhead,
         )

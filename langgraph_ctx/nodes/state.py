@@ -35,8 +35,8 @@ This module is the one home of that contract: the keys (`ContextKeys`, `PIPELINE
 `StateKeys`),
 the smaller schemas of single nodes (`BudgetState`, `CompactionState`, ...), and the
 helpers every node uses to read a state (`state_value`, `view_active`, `run_labels`,
-`graph_step`, `thread_id_of`, `stands_for`). The nodes, the pipeline and the middleware
-import them from here.
+`graph_step`, `thread_id_of`, `thread_key_of`, `stands_for`). The nodes, the pipeline and
+the middleware import them from here.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ __all__ = [
     "stands_for",
     "state_value",
     "thread_id_of",
+    "thread_key_of",
     "view_active",
 ]
 
@@ -539,6 +540,17 @@ def thread_id_of(config: RunnableConfig | None) -> str | None:
     """The `thread_id` of a run's config, as a string (None outside a thread)."""
     value = ((config or {}).get("configurable") or {}).get("thread_id")
     return str(value) if value is not None else None
+
+
+def thread_key_of(config: RunnableConfig | None) -> str | None:
+    """The thread a node runs in, told apart from another graph's thread of the same id:
+    its id and the checkpointer holding it (None outside a thread). A pipeline object may
+    serve two graphs, each with its own thread "t" (a notebook rebuilding its agent)."""
+    thread_id = thread_id_of(config)
+    if thread_id is None:
+        return None
+    saver = ((config or {}).get("configurable") or {}).get("__pregel_checkpointer")
+    return f"{thread_id}\x00{id(saver):x}"
 
 
 def graph_step(config: RunnableConfig | None) -> int | None:
