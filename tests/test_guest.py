@@ -564,3 +564,45 @@ def test_pipeline_create_react_agent_takes_a_response_format(saver: JsonlSaver) 
     assert state["context_usage"].used > 0  # the pipeline ran before the model
     first = model.received[0]
     assert isinstance(first[0], SystemMessage) and "agent" in first[0].content.lower()
+
+
+def test_create_agents_tool_strategy_tools_are_counted(saver: JsonlSaver) -> None:
+    """A `ToolStrategy` response format's tool is bound to the model after the middleware
+    (`create_agent`), so the budget left it out (290 counted, 314 sent). Counted now: the
+    same as the same schema given as an ordinary tool."""
+    from langchain.agents import create_agent
+    from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.tools import StructuredTool
+    from pydantic import BaseModel
+
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    class Answer(BaseModel):
+        """The answer."""
+
+        city: str
+        summary: str
+
+    def answer(city: str, summary: str) -> str:
+        """The answer."""
+        return city
+
+    as_tool = StructuredTool.from_function(answer, name="Answer", args_schema=Answer)
+    call = {"name": "Answer", "args": {"city": "Oslo", "summary": "sunny"}, "id": "c2"}
+    counted = {}
+    for how in ("strategy", "tool"):
+        script = [AIMessage("", tool_calls=[call]), "done"]  # a tool's result: one more call
+        model = ScriptedChatModel(script=script, model_name="gpt-4o")
+        pipeline = context_pipeline("fast", model="gpt-4o", mode="agent")
+        agent = create_agent(
+            model,
+            [lookup] if how == "strategy" else [lookup, as_tool],
+            response_format=ToolStrategy(Answer) if how == "strategy" else None,
+            middleware=[pipeline.middleware(offer_tools=False)],
+            checkpointer=saver,
+        )
+        config = {"configurable": {"thread_id": how}}
+        state = agent.invoke({"messages": [("user", "weather?")]}, config)
+        assert sorted(t["function"]["name"] for t in model.tools) == ["Answer", "lookup"]
+        counted[how] = state["context_usage"].breakdown["tools"]
+    assert counted["strategy"] == counted["tool"] > 0

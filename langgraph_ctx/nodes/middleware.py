@@ -52,6 +52,7 @@ try:
         ModelResponse,
         PrivateStateAttr,
     )
+    from langchain.agents.structured_output import OutputToolBinding, ToolStrategy
 except ImportError as err:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "ContextMiddleware needs LangChain's agent middleware (langchain >= 1.2.9): "
@@ -180,7 +181,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
     def _steps(self, request: ModelRequest, state: dict[str, Any]) -> Any:
         host = request.system_message.text if request.system_message is not None else None
         return self.pipeline.canonical_steps(
-            state, _current_config(), tools=request.tools, host_prompt=host or None
+            state, _current_config(), tools=_sent_tools(request), host_prompt=host or None
         )
 
     def _request(self, request: ModelRequest, prepared: PreparedRequest) -> ModelRequest:
@@ -281,3 +282,14 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
     @property
     def _default_mode(self) -> str | None:
         return self.pipeline.prompt.mode if self.pipeline.prompt is not None else None
+
+
+def _sent_tools(request: ModelRequest) -> list[Any]:
+    """The tools the request binds to the model: its own, and a `ToolStrategy`
+    `response_format`'s tools (one a schema), which `create_agent` binds after the
+    middleware (a raw schema's strategy is the model's choice: not counted)."""
+    tools = list(request.tools)
+    response_format = request.response_format
+    if isinstance(response_format, ToolStrategy):
+        tools += [OutputToolBinding.from_schema_spec(s).tool for s in response_format.schema_specs]
+    return tools
