@@ -1341,6 +1341,11 @@ def wide_int_in_line(raw: bytes) -> int | None:
 # ----------------------------------------------------------------------- writes
 
 
+_CKPT_KEY = re.compile(rb'\{"v":\d+,"t":"ckpt",(?:"ns":"([^"\\]*)",)?"id":"([^"\\]*)"')
+"""``(ns, id)`` at the start of a ``ckpt`` line as `dumps_line` writes it (an escaped
+namespace is read by `loads_line` instead: `writes_past`)."""
+
+
 def writes_past(raws: Sequence[bytes]) -> dict[int, bytes]:
     """The lines a `revert` or `fork` at a checkpoint must empty: ``raws`` are the log's
     lines up to that checkpoint's, which is the last; returns the ``writes`` lines among
@@ -1363,9 +1368,14 @@ def writes_past(raws: Sequence[bytes]) -> dict[int, bytes]:
     named: list[tuple[int, dict[str, Any]]] = []
     for n, raw in enumerate(raws[:-1], 1):  # the last: the checkpoint reverted to
         kind = line_kind_at(raw)
-        if kind == "writes" and b'"ckpt":"' not in raw:
+        if kind == "ckpt":  # its key read in place: a long log has thousands
+            found = _CKPT_KEY.match(raw)
+            if found is not None:
+                held.add(((found.group(1) or b"").decode(), found.group(2).decode()))
+                continue
+        elif kind == "writes" and b'"ckpt":"' not in raw:
             continue  # names its checkpoint by line: an earlier one
-        if kind is None and b'"t":"ckpt"' not in raw and b'"t":"writes"' not in raw:
+        elif kind is None and b'"t":"ckpt"' not in raw and b'"t":"writes"' not in raw:
             continue
         try:
             obj = loads_line(raw)
