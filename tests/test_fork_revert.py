@@ -222,3 +222,51 @@ def test_a_revert_or_fork_at_a_step_runs_that_step_again(backend, saver, operati
             head = two_step_graph(reader).get_state(config)
             assert (head.values, head.next) == ({"log": ["a"]}, ("b",))
         assert graph.invoke(None, config) == {"log": ["a", "b"]}
+
+
+def test_revert_and_fork_keep_a_parents_writes_saved_after_the_checkpoints_line(backend):
+    """LangGraph saves a step's writes in the background, so a checkpoint's writes can also
+    land *after* its child's line (24 of 2,000 in one plain chat). A fork or revert at the
+    child kept the parent and dropped those writes: with a `DeltaChannel`, whose value is
+    rebuilt from them, the fork read another state (a user message gone). Here the input
+    task's writes are held back until its checkpoint's child is saved, every turn."""
+    from langchain_core.messages import HumanMessage
+
+    from .test_saver_graphs import delta_graph
+
+    saver = backend.saver()
+    held: list = []
+    put, put_writes = saver.put, saver.put_writes
+
+    def late_put_writes(config, writes, task_id, task_path=""):
+        if task_path.endswith("__start__") and not held:
+            held.append((config, writes, task_id, task_path))
+            return None
+        return put_writes(config, writes, task_id, task_path)
+
+    def put_then_held(config, checkpoint, metadata, new_versions):
+        out = put(config, checkpoint, metadata, new_versions)
+        parent = config["configurable"].get("checkpoint_id")
+        if held and parent == held[0][0]["configurable"]["checkpoint_id"]:  # the child's put
+            put_writes(*held.pop())
+        return out
+
+    saver.put_writes, saver.put = late_put_writes, put_then_held
+    graph = delta_graph().compile(checkpointer=saver)
+    source = {"configurable": {"thread_id": "src"}}
+    for i in range(4):
+        graph.invoke({"messages": [HumanMessage(f"u{i}", id=f"h{i}")]}, source)
+        assert not held
+    plain = backend.saver()
+    history = list(delta_graph().compile(checkpointer=plain).get_state_history(source))
+    for i, snapshot in enumerate(history):
+        checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
+        plain.fork("src", f"fork{i}", checkpoint_id=checkpoint_id)
+        plain.fork("src", f"rev{i}")
+        plain.revert(f"rev{i}", checkpoint_id)
+        for thread in (f"fork{i}", f"rev{i}"):
+            for reader in (plain, backend.saver()):
+                got = delta_graph().compile(checkpointer=reader).get_state(
+                    {"configurable": {"thread_id": thread}}
+                )
+                assert (got.values, got.next) == (snapshot.values, snapshot.next), (i, thread)

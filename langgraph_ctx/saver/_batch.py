@@ -460,15 +460,35 @@ def rebuilt_lines(
     return out
 
 
+def writes_after(
+    index: _Index, line: int
+) -> list[tuple[str, str, str, str, list[tuple[int, str, Any]]]]:
+    """The writes of the checkpoints before line ``line`` that the log holds after it,
+    decoded and grouped as they were put: ``(ns, checkpoint id, task, path, items)``.
+
+    LangGraph saves a step's writes in the background, so a checkpoint's writes may land
+    after its child's line: a `revert` or `fork` at that child keeps the checkpoint and
+    puts these again (`LogSaver.revert`).
+    """
+    out = []
+    for entry in [e for e in index.ckpts.values() if e.line < line]:
+        for task_id, path, items in _writes_by_task(index, entry, after=line):
+            out.append((entry.ns, entry.id, task_id, path, items))
+    return out
+
+
 def _writes_by_task(
-    index: _Index, entry: CheckpointHead
+    index: _Index, entry: CheckpointHead, *, after: int = 0
 ) -> list[tuple[str, str, list[tuple[int, str, Any]]]]:
-    """A checkpoint's writes, decoded, grouped as they were put: ``(task, path, items)``."""
+    """A checkpoint's writes (those on lines after ``after``), decoded, grouped as they
+    were put: ``(task, path, items)``."""
     stored = index.writes.get((entry.ns, entry.id), {})
     groups: dict[tuple[int, str], tuple[str, list[tuple[int, str, Any]]]] = {}
     for (task_id, idx), (path, channel, line, pos) in sorted(
         stored.items(), key=lambda kv: (kv[1][2], kv[1][3])
     ):
+        if line <= after:
+            continue
         enc = index.line(line)["w"][pos][2]
         value = index.decode(enc, line, channel)
         groups.setdefault((line, task_id), (path, []))[1].append((idx, channel, value))

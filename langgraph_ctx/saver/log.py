@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -78,6 +79,7 @@ from langgraph_ctx.saver._batch import (
     checkpoint_batch,
     rebuilt_lines,
     release_superseded,
+    writes_after,
     writes_batch,
 )
 from langgraph_ctx.saver._drive import (
@@ -357,17 +359,29 @@ class LogSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id = check_thread_id(conf["thread_id"])
         ns, checkpoint_id = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        items = [
+            (WRITES_IDX_MAP.get(channel, idx), channel, value)
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        yield from self._put_items(thread_id, ns, checkpoint_id, task_id, task_path, items)
+
+    def _put_items(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        task_path: str,
+        items: builtins.list[tuple[int, str, Any]],
+    ) -> Op[None]:
+        """`put_writes` of ``(index, channel, value)`` items (a revert's carried writes
+        keep their indexes)."""
         index = yield from self._open(thread_id, exclusive=True)
 
         def built() -> _Batch | None:
             stored = index.writes_of(ns, checkpoint_id)
-            items = []
-            for idx, (channel, value) in enumerate(writes):
-                widx = WRITES_IDX_MAP.get(channel, idx)
-                if widx >= 0 and (task_id, widx) in stored:
-                    continue
-                items.append((widx, channel, value))
-            return writes_batch(index, self.serde, ns, checkpoint_id, task_id, task_path, items)
+            fresh = [item for item in items if item[0] < 0 or (task_id, item[0]) not in stored]
+            return writes_batch(index, self.serde, ns, checkpoint_id, task_id, task_path, fresh)
 
         batch = yield Compute(built)
         if batch is not None:
@@ -507,11 +521,13 @@ class LogSaver(BaseCheckpointSaver[str]):
             if self._sync(target).lines > 0:
                 raise ThreadExistsError(target)
             n_lines = None
+            late: builtins.list[Any] = []
             if checkpoint_id is not None:
                 entry = index.find(checkpoint_id, ns=None)
                 if entry is None:
                     raise CheckpointNotFoundError(source, checkpoint_id)
                 n_lines = entry.line
+                late = writes_after(index, entry.line)
             header = dumps_line(
                 thread_line(
                     target,
@@ -526,6 +542,7 @@ class LogSaver(BaseCheckpointSaver[str]):
             else:
                 self.storage.replace(target, [header, *lines[1:]], backup=False)
             self._indexes.pop(target, None)
+            self._carry(target, late)
             return self._head_config(target_thread_id, self._sync(target))
 
     @_retry_on_change
@@ -549,13 +566,22 @@ class LogSaver(BaseCheckpointSaver[str]):
             entry = index.find(checkpoint_id, ns=None)
             if entry is None:
                 raise CheckpointNotFoundError(tid, checkpoint_id)
+            late = writes_after(index, entry.line)
             lines = self._prefix(tid, entry.line)
             if lines is None:
                 self.storage.truncate(tid, entry.line, backup=True)
             else:
                 self.storage.replace(tid, lines, backup=True)
             self._indexes.pop(tid, None)
+            self._carry(tid, late)
             return self._head_config(thread_id, self._sync(tid))
+
+    def _carry(self, thread_id: str, late: builtins.list[Any]) -> None:
+        """Put again the writes a revert or fork cut off though their checkpoint stays: a
+        kept checkpoint's writes that LangGraph saved after its child's line
+        (`writes_after`). Under the thread's lock, which is re-entrant."""
+        for group in late:
+            run(self.storage, functools.partial(self._put_items, thread_id, *group))
 
     def _prefix(self, thread_id: str, n_lines: int) -> builtins.list[bytes] | None:
         """The first ``n_lines`` lines of a thread (a `revert` or `fork` at the checkpoint
