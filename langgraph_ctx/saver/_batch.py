@@ -471,7 +471,11 @@ def writes_after(
     puts these again (`LogSaver.revert`).
     """
     out = []
-    for entry in [e for e in index.ckpts.values() if e.line < line]:
+    ckpts = index.ckpts
+    for key, stored in index.writes.items():
+        entry = ckpts.get(key)
+        if entry is None or entry.line >= line or all(w[2] <= line for w in stored.values()):
+            continue  # most checkpoints: none of their writes past the cut, nothing to sort
         for task_id, path, items in _writes_by_task(index, entry, after=line):
             out.append((entry.ns, entry.id, task_id, path, items))
     return out
