@@ -101,6 +101,18 @@ class CanaryEnum(enum.Enum):
         return cls.A
 
 
+class _CanaryMeta(enum.EnumMeta):
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        fire("_CanaryMeta.__call__")
+        return super().__call__(*args, **kwargs)
+
+
+class CanaryMetaEnum(enum.Enum, metaclass=_CanaryMeta):
+    """An enum whose class call (how LangGraph's decoder makes a member) runs its code."""
+
+    A = "a"
+
+
 MOD = __name__
 CANARIES = (CanaryModel, CanaryPostInit, CanaryData, CanaryTuple, CanaryEnum)
 
@@ -145,6 +157,9 @@ SERDE_PAYLOADS = {
     "msgpack-kwargs": msgpack(2, [MOD, "CanaryData", {"x": 1}]),
     "msgpack-args": msgpack(1, [MOD, "CanaryTuple", [1]]),
     "msgpack-one-arg": msgpack(0, [MOD, "CanaryEnum", "nope"]),
+    "msgpack-one-arg-known": msgpack(0, [MOD, "CanaryEnum", "a"]),
+    "msgpack-one-arg-meta": msgpack(0, [MOD, "CanaryMetaEnum", "a"]),
+    "msgpack-one-arg-model": msgpack(0, [MOD, "CanaryModel", 1]),
     "msgpack-method": msgpack(3, [MOD, "CanaryModel", '{"x": 1}', "model_validate_json"]),
 }
 

@@ -27,6 +27,8 @@ from langgraph.func import entrypoint
 from langgraph.graph import END, START, MessagesState, StateGraph
 from pydantic import BaseModel
 
+from langgraph_ctx.codec import classes
+
 from . import user_types
 from .backends import Backend
 
@@ -369,3 +371,61 @@ def test_a_messages_extra_fields_come_back_as_in_langgraphs_savers(backend, tmp_
     assert run(backend.saver()) == expected
     fresh = backend.saver().get_tuple(config).checkpoint["channel_values"]["messages"]
     assert [(m.id, m.__pydantic_extra__) for m in fresh] == expected
+
+
+class _Lenient(user_types.enum.Enum):
+    """An enum with a ``_missing_`` of its own: ``cls(value)`` would run its code."""
+
+    ON = "on"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        return cls.ON
+
+
+def test_an_enum_inside_a_messages_fields_comes_back_as_in_langgraphs_savers(
+    backend, caplog, monkeypatch
+):
+    """A message whose fields hold an application's enum (``additional_kwargs``, a tool's
+    ``artifact``) goes through LangGraph's serializer: the enum member comes back as
+    SqliteSaver and InMemorySaver return it (pydantic dumps a model there to a dict, in
+    all of them), warm and from a fresh saver; an enum whose lookup would run its own
+    code (``_missing_``) comes back as its value, with a warning naming the fix."""
+    monkeypatch.setattr(classes, "_warned", set())  # one warning per class and process
+    config = {"configurable": {"thread_id": "t"}}
+    color = user_types.Color.RED
+    artifact = user_types.Order(id=1, color=color, items=[user_types.Item(sku="s")])
+
+    def node(state):
+        return {
+            "messages": [
+                AIMessage("x", id="a", additional_kwargs={"c": color, "l": _Lenient.ON}),
+                ToolMessage("found", id="t", tool_call_id="c1", artifact={"hit": artifact}),
+            ]
+        }
+
+    def picture(messages):
+        return [
+            (repr(m.additional_kwargs), repr(getattr(m, "artifact", None))) for m in messages[1:]
+        ]
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(node)
+    builder.add_edge(START, "node")
+    refs = []
+    sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    for saver in (InMemorySaver(), sqlite, backend.saver()):
+        graph = builder.compile(checkpointer=saver)
+        with caplog.at_level(logging.WARNING, logger="langgraph_ctx.codec"):
+            graph.invoke({"messages": [HumanMessage("hi", id="h")]}, config)
+            refs.append(picture(graph.get_state(config).values["messages"]))
+    sqlite.conn.close()
+    mem, lite, ours = refs
+    assert mem == lite
+    assert "<Color.RED: 'red'>" in lite[0][0] and "<Size.SMALL: 1>" in lite[1][1]
+    expected = [(lite[0][0].replace("<_Lenient.ON: 'on'>", "'on'"), lite[0][1]), lite[1]]
+    assert ours == expected
+    fresh = backend.saver().get_tuple(config).checkpoint["channel_values"]["messages"]
+    assert picture(fresh) == expected
+    assert "_Lenient comes back as plain data (not a plain data class)" in caplog.text
+    assert "Color comes back as plain data" not in caplog.text

@@ -39,8 +39,9 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+import ormsgpack
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_TYPES, STRICT_MSGPACK_ENABLED
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG, JsonPlusSerializer
 from pydantic import BaseModel
 
 from langgraph_ctx.errors import CodecError
@@ -327,6 +328,53 @@ class ClassRules:
             self._cache["serde"] = JsonPlusSerializer(allowed_msgpack_modules=allowed)
         return self._cache["serde"]  # type: ignore[no-any-return]
 
+    def serde_for(self, raw: bytes) -> JsonPlusSerializer:
+        """`serde` for the msgpack payload ``raw``, also allowing the loaded plain enums it
+        holds (rule (b)).
+
+        A message whose fields are not plain JSON (an enum in ``additional_kwargs``, a
+        tool's ``artifact``) is stored through LangGraph's serializer: pydantic dumps
+        the application's models and dataclasses in it to dicts, and keeps an enum
+        member, which LangGraph's savers rebuild. So do we, by the rule for values: an
+        enum of the application's, loaded, whose members are looked up by value by
+        ``Enum``'s own code (no ``_missing_``, no metaclass of its own). Anything else
+        not on the registry stays blocked, with one warning naming the fix.
+        """
+        serde = self.serde()
+        names = single_arg_classes(raw)
+        if not names:
+            return serde
+        exact = self._exact()
+        extra: set[type] = set()
+        for module, name in names:
+            key = (module, name)
+            if key in self.names or key in exact or key in SAFE_MSGPACK_TYPES:
+                continue
+            try:
+                found = find_class(module, name)
+            except CodecError:  # not a class: LangGraph's decoder blocks it, and says so
+                continue
+            if found is None:
+                warn_plain_data(module, name, "not loaded")
+            elif self.loaded_data_classes and _looked_up_enum(found):
+                extra.add(found)
+            else:
+                strict = not self.loaded_data_classes
+                warn_plain_data(
+                    module, name, "not on the allowlist" if strict else "not a plain data class"
+                )
+        if not extra:
+            return serde
+        cache: dict[frozenset[type], JsonPlusSerializer] = self._cache.setdefault("serde_for", {})
+        key_set = frozenset(extra)
+        found_serde = cache.get(key_set)
+        if found_serde is None:
+            allowed: list[Any] = [*self.names, *self.classes, *key_set]
+            found_serde = JsonPlusSerializer(allowed_msgpack_modules=allowed)
+            if len(cache) < 64:
+                cache[key_set] = found_serde
+        return found_serde
+
     def resolve(self, kind: ClassKind, name: Any) -> tuple[type | None, bool]:
         """``(class, registered)`` for a tag, or ``(None, False)`` with a warning.
 
@@ -373,6 +421,51 @@ class ClassRules:
 
 
 _ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"
+
+
+def _looked_up_enum(cls: type) -> bool:
+    """Whether ``cls(value)``, how LangGraph's decoder makes an enum member, runs only
+    ``Enum``'s code: an application's plain enum (`plain_data_class`) with the standard
+    metaclass call and no ``_missing_`` of its own."""
+    return (
+        kind_of(cls) == "enum"
+        and plain_data_class(cls, "enum")
+        and _lookup(type(cls), "__call__") is _lookup(enum.EnumMeta, "__call__")
+        and _lookup(cls, "_missing_") is _lookup(enum.Enum, "_missing_")
+    )
+
+
+def single_arg_classes(raw: bytes) -> list[tuple[str, str]]:
+    """The ``(module, name)`` of each value in the msgpack payload ``raw`` that LangGraph's
+    decoder makes by calling a class with one argument (how it stores an enum member),
+    read without making anything; ``[]`` for a payload that does not unpack.
+
+    >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    >>> single_arg_classes(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
+    [('langgraph_ctx.codec.classes', 'C')]
+    """
+    found: list[tuple[str, str]] = []
+
+    def hook(code: int, data: bytes) -> None:
+        try:
+            tup = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        except Exception:  # not LangGraph's layout: nothing to name
+            return None
+        if (
+            code == EXT_CONSTRUCTOR_SINGLE_ARG
+            and isinstance(tup, (list, tuple))
+            and len(tup) >= 2
+            and type(tup[0]) is str
+            and type(tup[1]) is str
+        ):
+            found.append((tup[0], tup[1]))
+        return None
+
+    try:
+        ormsgpack.unpackb(raw, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+    except Exception:
+        return []
+    return found
 
 DEFAULT_RULES = ClassRules.build()
 
