@@ -328,52 +328,40 @@ class ClassRules:
             self._cache["serde"] = JsonPlusSerializer(allowed_msgpack_modules=allowed)
         return self._cache["serde"]  # type: ignore[no-any-return]
 
-    def serde_for(self, raw: bytes) -> JsonPlusSerializer:
-        """`serde` for the msgpack payload ``raw``, also allowing the loaded plain enums it
-        holds (rule (b)).
+    def serde_for(self, type_: str, raw: bytes) -> JsonPlusSerializer:
+        """`serde` for a payload, allowing too the loaded plain enums a msgpack ``raw`` holds.
 
         A message whose fields are not plain JSON (an enum in ``additional_kwargs``, a
         tool's ``artifact``) is stored through LangGraph's serializer: pydantic dumps
         the application's models and dataclasses in it to dicts, and keeps an enum
-        member, which LangGraph's savers rebuild. So do we, by the rule for values: an
-        enum of the application's, loaded, whose members are looked up by value by
-        ``Enum``'s own code (no ``_missing_``, no metaclass of its own). Anything else
-        not on the registry stays blocked, with one warning naming the fix.
+        member, which LangGraph's savers rebuild. So do we, by rule (b): an enum of the
+        application's, loaded, whose members ``Enum``'s own code looks up by value (no
+        ``_missing_``, no metaclass of its own). Anything else off the registry stays
+        blocked, with one warning naming the fix.
         """
-        serde = self.serde()
-        names = single_arg_classes(raw)
-        if not names:
-            return serde
-        exact = self._exact()
+        names = single_arg_classes(raw) if type_ == "msgpack" else []
         extra: set[type] = set()
         for module, name in names:
-            key = (module, name)
-            if key in self.names or key in exact or key in SAFE_MSGPACK_TYPES:
+            if (module, name) in self.names or (module, name) in self._exact():
                 continue
             try:
                 found = find_class(module, name)
             except CodecError:  # not a class: LangGraph's decoder blocks it, and says so
                 continue
-            if found is None:
-                warn_plain_data(module, name, "not loaded")
-            elif self.loaded_data_classes and _looked_up_enum(found):
+            if found is not None and self.loaded_data_classes and _looked_up_enum(found):
                 extra.add(found)
-            else:
-                strict = not self.loaded_data_classes
-                warn_plain_data(
-                    module, name, "not on the allowlist" if strict else "not a plain data class"
-                )
+            elif (module, name) not in SAFE_MSGPACK_TYPES:
+                why = "not loaded" if found is None else "not a plain data class"
+                warn_plain_data(module, name, why if self.loaded_data_classes else _STRICT)
         if not extra:
-            return serde
-        cache: dict[frozenset[type], JsonPlusSerializer] = self._cache.setdefault("serde_for", {})
-        key_set = frozenset(extra)
-        found_serde = cache.get(key_set)
-        if found_serde is None:
-            allowed: list[Any] = [*self.names, *self.classes, *key_set]
-            found_serde = JsonPlusSerializer(allowed_msgpack_modules=allowed)
-            if len(cache) < 64:
-                cache[key_set] = found_serde
-        return found_serde
+            return self.serde()
+        cache: dict[frozenset[type], Any] = self._cache.setdefault("serde_for", {})
+        key = frozenset(extra)
+        serde = cache.get(key)
+        if serde is None:  # a few sets of an application's enums: kept, within a bound
+            serde = JsonPlusSerializer(allowed_msgpack_modules=[*self.names, *self.classes, *key])
+            cache.update({key: serde} if len(cache) < 64 else {})
+        return serde
 
     def resolve(self, kind: ClassKind, name: Any) -> tuple[type | None, bool]:
         """``(class, registered)`` for a tag, or ``(None, False)`` with a warning.
@@ -415,12 +403,13 @@ class ClassRules:
         warn_plain_data(
             module,
             qualname,
-            "not on the allowlist" if not self.loaded_data_classes else "not a plain data class",
+            _STRICT if not self.loaded_data_classes else "not a plain data class",
         )
         return None, False
 
 
 _ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"
+_STRICT = "not on the allowlist"
 
 
 def _looked_up_enum(cls: type) -> bool:

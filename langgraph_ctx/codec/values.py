@@ -196,10 +196,8 @@ def _loads_safely(type_: str, raw: bytes, inner: SerializerProtocol, rules: Clas
     try:
         if type_ == "json":  # plain data: LangChain's reviver would build objects
             return json.loads(raw)
-        if type_ == "msgpack":
-            return rules.serde_for(raw).loads_typed((type_, raw))
         if type_ in SAFE_SERDE_TYPES:
-            return rules.serde().loads_typed((type_, raw))
+            return rules.serde_for(type_, raw).loads_typed((type_, raw))
         return inner.loads_typed((type_, raw))
     except KeyboardInterrupt:
         raise
