@@ -131,6 +131,35 @@ def test_a_lone_surrogate_comes_back_as_it_was_put(backend: Backend) -> None:
 # ---------------------------------------------------------------- configs
 
 
+def test_the_empty_thread_id_is_a_thread_as_in_langgraphs_savers(backend: Backend) -> None:
+    """``thread_id: ""`` (an app's empty form field, say): `InMemorySaver` and
+    `SqliteSaver` keep it as a thread; ours raised `ValueError`. It is its own thread,
+    apart from the others, warm and from a fresh saver, and listed, forked and deleted."""
+    empty = {"configurable": {"thread_id": ""}}
+    seen = {}
+    for name, saver in (("memory", InMemorySaver()), ("ours", backend.saver())):
+        graph = value_graph(saver, lambda s: s["v"] + 1)
+        graph.invoke({"v": 0}, empty)
+        graph.invoke({"v": 10}, empty)
+        graph.invoke({"v": 100}, CONFIG)
+        seen[name] = (
+            graph.get_state(empty).values,
+            history(graph, empty),
+            sorted({c.config["configurable"]["thread_id"] for c in saver.list(None)}),
+        )
+    assert seen["ours"] == seen["memory"]
+    assert seen["ours"][0] == {"v": 11} and seen["ours"][2] == ["", "t"]
+    fresh = backend.saver()
+    assert value_graph(fresh, lambda s: s).get_state(empty).values == {"v": 11}
+    assert sorted(fresh.list_threads()) == ["", "t"]
+    fresh.fork("", "copy")
+    fresh.delete_thread("")
+    assert fresh.get_tuple(empty) is None
+    assert value_graph(fresh, lambda s: s).get_state(
+        {"configurable": {"thread_id": "copy"}}
+    ).values == {"v": 11}
+
+
 def test_an_empty_checkpoint_id_filters_nothing_as_in_langgraphs_savers(
     backend: Backend,
 ) -> None:

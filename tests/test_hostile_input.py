@@ -34,6 +34,7 @@ HOSTILE_IDS = [
     "crème brûlée 🍮",
     "%2F",
     "~abc",
+    "",
     "CON",
     " spaced out ",
     "line\nbreak",
@@ -83,7 +84,7 @@ def test_thread_id_encoding_round_trips(thread_id):
         assert decode_thread_id(name) == thread_id
 
 
-@pytest.mark.parametrize("bad", ["", None, 1.5, b"bytes", True])
+@pytest.mark.parametrize("bad", [None, 1.5, b"bytes", True])
 def test_unusable_thread_ids_are_rejected(saver, bad):
     with pytest.raises(ValueError, match="thread_id"):
         saver.get_tuple({"configurable": {"thread_id": bad}})

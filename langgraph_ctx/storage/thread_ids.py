@@ -5,7 +5,8 @@ inside the root directory and nothing else. Letters, digits, ``-``, ``_`` and
 inner dots are kept so names stay readable; every other byte of the UTF-8
 encoding becomes ``%XX`` (slashes, NUL, ``..``, a leading dot, ``%`` itself).
 Ids whose encoded name would be too long for a file system get a hashed name
-(``~<sha256>``); the original id is then read from the file's header line.
+(``~<sha256>``); the original id is then read from the file's header line. The
+empty id is ``%``.
 
 >>> encode_thread_id("task-001")
 'task-001'
@@ -24,6 +25,8 @@ MAX_NAME_BYTES = 200
 """Encoded names longer than this are hashed (file systems allow 255 bytes)."""
 
 HASHED_PREFIX = "~"
+EMPTY_NAME = "%"
+"""The name of the empty thread id (``%.jsonl``)."""
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 
@@ -35,8 +38,6 @@ def check_thread_id(thread_id: object) -> str:
     if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
         raise ValueError(f"thread_id must be a string (or an int), got {type(thread_id).__name__}")
     text = str(thread_id)
-    if not text:
-        raise ValueError("thread_id must not be empty")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no file name or log line can hold it
@@ -48,7 +49,16 @@ def check_thread_id(thread_id: object) -> str:
 
 
 def encode_thread_id(thread_id: str) -> str:
-    """A file-name-safe, reversible form of ``thread_id`` (without extension)."""
+    """A file-name-safe, reversible form of ``thread_id`` (without extension).
+
+    The empty id, which LangGraph's savers take, is ``%`` (no other id is: every other
+    ``%`` is followed by two hex digits).
+
+    >>> encode_thread_id("")
+    '%'
+    """
+    if not thread_id:
+        return EMPTY_NAME
     data = thread_id.encode("utf-8")
     out = []
     for i, byte in enumerate(data):
@@ -73,6 +83,8 @@ def decode_thread_id(name: str) -> str:
     """
     if is_hashed(name):
         raise ValueError(f"{name!r} is a hashed name; read the thread id from its header")
+    if name == EMPTY_NAME:
+        return ""
     raw = bytearray()
     i = 0
     while i < len(name):
