@@ -606,3 +606,54 @@ def test_create_agents_tool_strategy_tools_are_counted(saver: JsonlSaver) -> Non
         assert sorted(t["function"]["name"] for t in model.tools) == ["Answer", "lookup"]
         counted[how] = state["context_usage"].breakdown["tools"]
     assert counted["strategy"] == counted["tool"] > 0
+
+
+@pytest.mark.parametrize(("model_name", "bound"), [("local-model", True), ("gpt-4o", False)])
+def test_create_agents_raw_response_format_is_counted(
+    saver: JsonlSaver, model_name: str, bound: bool
+) -> None:
+    """A raw schema as ``response_format`` (`AutoStrategy`): `create_agent` binds it as a
+    tool for a model without native structured output, or sends it as the provider's
+    response format; either way it was not counted (32 tokens of tools for 57 sent). It
+    counts as the same schema given as an ordinary tool."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import StructuredTool
+    from pydantic import BaseModel
+
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    class Answer(BaseModel):
+        """The answer."""
+
+        city: str
+        summary: str
+
+    def answer(city: str, summary: str) -> str:
+        """The answer."""
+        return city
+
+    as_tool = StructuredTool.from_function(answer, name="Answer", args_schema=Answer)
+    call = {"name": "Answer", "args": {"city": "Oslo", "summary": "sunny"}, "id": "c2"}
+    counted, sent = {}, {}
+    for how in ("raw", "tool"):
+        native = how == "raw" and not bound  # the reply is the JSON, not a tool call
+        script = ['{"city": "Oslo", "summary": "sunny"}'] if native else [
+            AIMessage("", tool_calls=[call]), "done"
+        ]
+        model = ScriptedChatModel(script=script, model_name=model_name)
+        pipeline = context_pipeline("fast", model="gpt-4o", mode="agent")
+        agent = create_agent(
+            model,
+            [lookup] if how == "raw" else [lookup, as_tool],
+            response_format=Answer if how == "raw" else None,
+            middleware=[pipeline.middleware(offer_tools=False)],
+            checkpointer=saver,
+        )
+        config = {"configurable": {"thread_id": f"{model_name}-{how}"}}
+        state = agent.invoke({"messages": [("user", "weather?")]}, config)
+        sent[how] = sorted(t["function"]["name"] for t in model.tools)
+        counted[how] = state["context_usage"].breakdown["tools"]
+        if how == "raw":
+            assert state["structured_response"] == Answer(city="Oslo", summary="sunny")
+    assert sent["raw"] == (["Answer", "lookup"] if bound else ["lookup"])
+    assert counted["raw"] == counted["tool"] > 0

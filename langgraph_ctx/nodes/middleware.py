@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 try:
+    from langchain.agents.factory import _supports_provider_strategy
     from langchain.agents.middleware.types import (
         AgentMiddleware,
         AgentState,
@@ -52,7 +53,12 @@ try:
         ModelResponse,
         PrivateStateAttr,
     )
-    from langchain.agents.structured_output import OutputToolBinding, ToolStrategy
+    from langchain.agents.structured_output import (
+        AutoStrategy,
+        OutputToolBinding,
+        ProviderStrategy,
+        ToolStrategy,
+    )
 except ImportError as err:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "ContextMiddleware needs LangChain's agent middleware (langchain >= 1.2.9): "
@@ -285,11 +291,35 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
 
 
 def _sent_tools(request: ModelRequest) -> list[Any]:
-    """The tools the request binds to the model: its own, and a `ToolStrategy`
-    `response_format`'s tools (one a schema), which `create_agent` binds after the
-    middleware (a raw schema's strategy is the model's choice: not counted)."""
+    """The tools the request binds to the model: its own, and its `response_format`'s,
+    which `create_agent` binds after the middleware: a `ToolStrategy`'s tools (one a
+    schema); a `ProviderStrategy`'s schema, counted as one tool of that schema (the
+    provider sends it along, and says not how it counts it); a raw schema
+    (`AutoStrategy`) as whichever of the two `create_agent` picks for the model.
+
+    >>> from langchain.agents.structured_output import ToolStrategy
+    >>> from langgraph_ctx.testing import ScriptedChatModel
+    >>> def answer(city: str) -> dict: ...
+    >>> request = ModelRequest(model=ScriptedChatModel(script=[], model_name="local"),
+    ...     messages=[], tools=[], response_format={"title": "Answer", "type": "object",
+    ...     "properties": {"city": {"type": "string"}}})
+    >>> [t.name for t in _sent_tools(request)]
+    ['Answer']
+    """
     tools = list(request.tools)
     response_format = request.response_format
+    if response_format is None:
+        return tools
+    if not isinstance(response_format, (ToolStrategy, ProviderStrategy, AutoStrategy)):
+        response_format = AutoStrategy(schema=response_format)
+    if isinstance(response_format, AutoStrategy):
+        provider = _supports_provider_strategy(request.model, tools=request.tools)
+        strategy = ProviderStrategy if provider else ToolStrategy
+        response_format = strategy(schema=response_format.schema)
     if isinstance(response_format, ToolStrategy):
         tools += [OutputToolBinding.from_schema_spec(s).tool for s in response_format.schema_specs]
+    else:
+        spec = response_format.schema_spec
+        schema = {"name": spec.name, "description": spec.description}
+        tools.append({"type": "function", "function": {**schema, "parameters": spec.json_schema}})
     return tools
