@@ -44,7 +44,6 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 try:
-    from langchain.agents.factory import _supports_provider_strategy
     from langchain.agents.middleware.types import (
         AgentMiddleware,
         AgentState,
@@ -64,6 +63,14 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
         "ContextMiddleware needs LangChain's agent middleware (langchain >= 1.2.9): "
         "pip install 'langgraph-ctx[agents]'"
     ) from err
+
+try:  # how create_agent picks a raw schema's strategy (private: guarded)
+    from langchain.agents.factory import _supports_provider_strategy
+except ImportError:  # pragma: no cover - a LangChain that moved it
+
+    def _supports_provider_strategy(model: Any, tools: Any = None) -> bool:  # type: ignore[misc]
+        return False  # counted as the tool create_agent would otherwise bind
+
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
