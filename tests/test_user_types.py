@@ -21,6 +21,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint
@@ -429,3 +430,51 @@ def test_an_enum_inside_a_messages_fields_comes_back_as_in_langgraphs_savers(
     assert picture(fresh) == expected
     assert "_Lenient comes back as plain data (not a plain data class)" in caplog.text
     assert "Color comes back as plain data" not in caplog.text
+
+
+def _without_the_app(backend: Backend, code: str) -> None:
+    """Run ``code`` (``saver`` bound) in a fresh interpreter that never imports the app's
+    types module, as the CLI or a cron job would."""
+    script = f"import sys\nsaver = {backend.saver_code()}\n{code}\n"
+    script += "assert 'tests.user_types' not in sys.modules\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "comes back as plain data" not in proc.stderr  # nothing came back to anyone
+
+
+def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them(backend):
+    """`prune(strategy="keep_latest")` (``langgraph-ctx prune --keep-latest``, a sweep) in a
+    process without the application's types decoded its values to plain data and wrote
+    them back so: the app's objects were dicts for good. A rewrite keeps what it cannot
+    make as it is stored (`Unresolved`)."""
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    before = user_types.canonical(graph.get_state(CONFIG).values)
+    _without_the_app(backend, "saver.prune(['types'], strategy='keep_latest')")
+    fresh = backend.saver()
+    assert len(list(fresh.list(CONFIG))) == 1  # pruned
+    state = user_types.build().compile(checkpointer=fresh).get_state(CONFIG).values
+    assert user_types.canonical(state) == before
+    assert isinstance(state["order"], user_types.Order) and state["color"] is user_types.Color.BLUE
+
+
+def test_writes_a_revert_carries_where_the_apps_types_are_not_loaded_keep_them(backend):
+    """A revert puts again a kept checkpoint's writes saved after the cut (`writes_after`),
+    decoded and encoded anew: in a process without the app's types they became plain data."""
+    saver = backend.saver()
+    graph = user_types.build().compile(checkpointer=saver)
+    user_types.run(graph, CONFIG)
+    parent = saver.get_tuple(CONFIG).config
+    order = user_types.Order(id=9, color=user_types.Color.BLUE, dims=(1, 1))
+    checkpoint = {**saver.get_tuple(parent).checkpoint, "id": str(uuid6())}
+    child = saver.put(parent, checkpoint, {"source": "loop", "step": 9}, {})
+    saver.put_writes(parent, [("order", order), ("color", user_types.Color.RED)], "late-task")
+    child_id = child["configurable"]["checkpoint_id"]
+    _without_the_app(backend, f"saver.revert('types', {child_id!r})")
+    writes = backend.saver().get_tuple(parent).pending_writes
+    assert [(w[1], w[2]) for w in writes if w[0] == "late-task"] == [
+        ("order", order), ("color", user_types.Color.RED)
+    ]

@@ -363,8 +363,9 @@ class ClassRules:
             cache.update({key: serde} if len(cache) < 64 else {})
         return serde
 
-    def resolve(self, kind: ClassKind, name: Any) -> tuple[type | None, bool]:
-        """``(class, registered)`` for a tag, or ``(None, False)`` with a warning.
+    def resolve(self, kind: ClassKind, name: Any, *, warn: bool = True) -> tuple[type | None, bool]:
+        """``(class, registered)`` for a tag, or ``(None, False)`` with a warning (unless
+        not ``warn``: a rewrite keeps the value as it is stored).
 
         Raises `CodecError` when the tag names something a class tag never
         rebuilds (not a class of its kind, a message, a runnable, ...): the
@@ -392,7 +393,8 @@ class ClassRules:
         except CodecError:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}") from None
         if found is None:
-            warn_plain_data(module, qualname, "not loaded")
+            if warn:
+                warn_plain_data(module, qualname, "not loaded")
             return None, False
         if kind_of(found) != kind:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}")
@@ -400,6 +402,8 @@ class ClassRules:
             return found, True
         if self.loaded_data_classes and plain_data_class(found, kind):
             return found, False
+        if not warn:
+            return None, False
         warn_plain_data(
             module,
             qualname,

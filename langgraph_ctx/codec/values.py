@@ -41,6 +41,9 @@ Which classes a class tag may become is `langgraph_ctx.codec.classes`' rule;
 `value_tag` is the one place that reads a tag; `decode_value` and
 `message_refs` (the walk that finds every message a value refers to) both go
 through it.
+
+One module (a little over 600 lines) because the encoder, the decoder and the walk read
+and write the one table above: split, each half would restate it.
 """
 
 from __future__ import annotations
@@ -328,7 +331,20 @@ class _Encoder:
         tag = kind_of(kind)
         if tag is not None:
             return self.encode_object(value, tag)
+        if kind is Unresolved:
+            return self.encode_unresolved(value)
         return {"serde": serde_encode(value, self.serde)}
+
+    def encode_unresolved(self, value: Unresolved) -> Any:
+        """An `Unresolved` as it was stored: its tag and class name, its fields anew."""
+        if value.tag == "serde":
+            return {"serde": value.name}
+        if value.tag == "enum":
+            return {"enum": value.name, "value": self.encode(value.data, exact=True)}
+        if _is_exact_json(value.data):
+            return {value.tag: value.name, "json": value.data}
+        fields = {k: self.encode(v, exact=True) for k, v in value.data.items()}
+        return {value.tag: value.name, "fields": fields}
 
     def encode_object(self, value: Any, tag: ClassKind) -> Any:
         cls = type(value)
@@ -396,13 +412,31 @@ _TAGS: tuple[ValueTag, ...] = (
 )
 
 
+class Unresolved:
+    """A stored value this process cannot make (its class not loaded or not allowed, a
+    serializer's payload), as stored: what `decode_value` gives with ``keep_unresolved``,
+    for a rewrite of the log (`prune`, the writes a `revert` carries over) run where
+    the application's classes are not, such as the CLI. `encode_value` writes it back
+    as it was (its fields encoded anew: they may hold messages), so a rewrite never
+    turns an application's object into plain data for good. Never handed to an app.
+    """
+
+    __slots__ = ("data", "name", "tag")
+
+    def __init__(self, tag: str, name: Any, data: Any) -> None:
+        self.tag, self.name, self.data = tag, name, data
+
+
 def decode_value(
     enc: Any,
     load_message: MessageLoader,
     load_refs: ListLoader,
     serde: SerializerProtocol,
+    *,
+    keep_unresolved: bool = False,
 ) -> Any:
-    """Inverse of `encode_value`. ``load_refs`` resolves ``msgs``/``append`` lists.
+    """Inverse of `encode_value`. ``load_refs`` resolves ``msgs``/``append`` lists;
+    ``keep_unresolved``: what cannot be made here comes back as an `Unresolved`.
 
     Raises `CodecError` for a malformed value and what decoding raises (a corrupt message
     line too); storage errors, the async driver's "lines not ready", Ctrl-C pass as is."""
@@ -414,7 +448,7 @@ def decode_value(
     if tag == "msgs":
         return [load_message(n) for n in load_refs(enc)]
     try:
-        return _Decoder(load_message, load_refs, serde).decode(enc)
+        return _Decoder(load_message, load_refs, serde, keep_unresolved).decode(enc)
     except BaseException as exc:
         passes = isinstance(exc, (KeyboardInterrupt, LangGraphCtxError))  # CodecError too
         if passes and not isinstance(exc, CorruptLogError):
@@ -424,12 +458,17 @@ def decode_value(
 
 class _Decoder:
     def __init__(
-        self, load_message: MessageLoader, load_refs: ListLoader, serde: SerializerProtocol
+        self,
+        load_message: MessageLoader,
+        load_refs: ListLoader,
+        serde: SerializerProtocol,
+        keep: bool = False,
     ) -> None:
         self.load_message = load_message
         self.load_refs = load_refs
         self.serde = serde
         self.rules = value_rules(serde)
+        self.keep = keep
 
     def decode(self, enc: Any) -> Any:
         tag = value_tag(enc)
@@ -470,10 +509,12 @@ class _Decoder:
             return _DeltaSnapshot(self.decode(enc["snap"]))
         if tag in CLASS_TAGS:
             return self.decode_object(enc, tag)
+        if self.keep:
+            return Unresolved("serde", enc["serde"], None)
         return serde_decode(enc["serde"], self.serde)
 
     def decode_object(self, enc: dict[str, Any], tag: ClassKind) -> Any:
-        cls, registered = self.rules.resolve(tag, enc[tag])
+        cls, registered = self.rules.resolve(tag, enc[tag], warn=not self.keep)
         if tag == "enum":
             data = self.decode(enc.get("value"))
         elif "json" in enc:
@@ -483,7 +524,7 @@ class _Decoder:
         else:
             data = {k: self.decode(v) for k, v in _obj(enc, "fields").items()}
         if cls is None:
-            return data
+            return Unresolved(tag, enc[tag], data) if self.keep else data
         return rebuild(cls, tag, data, registered)
 
 

@@ -414,6 +414,16 @@ def rebuilt_lines(
     stored before, plus those whose writer is gone. A kept checkpoint whose
     parent is gone gets its `DeltaChannel` history folded in.
     """
+    index.keep_unresolved = True  # the app's classes may not be loaded here (the CLI)
+    try:
+        return _rebuilt_lines(index, thread_id, keep)
+    finally:
+        index.keep_unresolved = False
+
+
+def _rebuilt_lines(
+    index: _Index, thread_id: str, keep: Sequence[CheckpointHead]
+) -> list[dict[str, Any]]:
     keep = sorted(keep, key=lambda e: e.line)
     kept = {(e.ns, e.id) for e in keep}
     new = _Index(where=index.where, reader=None, serde=index.serde)
@@ -476,8 +486,12 @@ def writes_after(
         entry = ckpts.get(key)
         if entry is None or entry.line >= line or all(w[2] <= line for w in stored.values()):
             continue  # most checkpoints: none of their writes past the cut, nothing to sort
-        for task_id, path, items in _writes_by_task(index, entry, after=line):
-            out.append((entry.ns, entry.id, task_id, path, items))
+        index.keep_unresolved = True  # put again as stored: see `rebuilt_lines`
+        try:
+            for task_id, path, items in _writes_by_task(index, entry, after=line):
+                out.append((entry.ns, entry.id, task_id, path, items))
+        finally:
+            index.keep_unresolved = False
     return out
 
 

@@ -489,6 +489,9 @@ class _Index:
     # storage whose synced lines read the same under its lock (`keep_scan`).
     scan: Sequence[bytes] | None = None
     keep_scan: bool = False
+    # While a rewrite reads values to write them again (`rebuilt_lines`, `writes_after`):
+    # what this process cannot make stays as stored (`Unresolved`), not plain data.
+    keep_unresolved: bool = False
 
     # ---------------------------------------------------------------- lines
 
@@ -1526,7 +1529,8 @@ class _Index:
                 checked.update(fresh)
         try:
             load = self.message if checked is None else lambda o: self.message(o, checked)
-            return decode_value(enc, load, load_refs, self.serde)
+            keep = self.keep_unresolved
+            return decode_value(enc, load, load_refs, self.serde, keep_unresolved=keep)
         except CodecError as exc:
             raise self.corrupt(line, f"{where}: {exc}") from None
         except CorruptLogError as exc:
