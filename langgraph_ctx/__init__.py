@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownContextWindowError": "langgraph_ctx.errors",
     "CheckpointRefError": "langgraph_ctx.errors",
     "SqliteSourceError": "langgraph_ctx.errors",
+    "ClassUnavailableError": "langgraph_ctx.errors",
     "PlotUnavailableError": "langgraph_ctx.errors",
     "StorageUnavailableError": "langgraph_ctx.errors",
     "LockTimeoutError": "langgraph_ctx.errors",
@@ -143,6 +144,7 @@ if TYPE_CHECKING:
     from langgraph_ctx.errors import (
         CheckpointNotFoundError,
         CheckpointRefError,
+        ClassUnavailableError,
         ContextArchiveError,
         CorruptLogError,
         LangGraphCtxError,

@@ -237,6 +237,23 @@ class SqliteSourceError(LangGraphCtxError, ValueError):
     """The source is not a readable `SqliteSaver` database."""
 
 
+class ClassUnavailableError(SqliteSourceError):
+    """A value of the source names classes this process cannot make (their module does
+    not import here, or the serializer's allowlist blocks them): imported, it would be
+    stored as plain data for good, so nothing is imported."""
+
+    def __init__(self, where: str, classes: list[str]) -> None:
+        self.where, self.classes = where, classes
+        super().__init__(
+            f"{where}: its values name {', '.join(classes)}, which this process cannot make "
+            "(not importable here, or blocked by the serializer's allowlist); imported, they "
+            "would be plain data for good, so nothing was imported. Import where the "
+            "application's modules import: `python -m langgraph_ctx.cli import ...` from the "
+            "application's directory (or with its PYTHONPATH), or "
+            "`langgraph_ctx.migrate.import_sqlite` called from the application."
+        )
+
+
 class PlotUnavailableError(LangGraphCtxError, ImportError):
     """matplotlib is not installed."""
 

@@ -33,6 +33,7 @@ import json
 import shutil
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -41,10 +42,14 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from langgraph_ctx.codec.classes import find_class, msgpack_classes
 from langgraph_ctx.errors import (
+    ClassUnavailableError,
+    CodecError,
     SqliteSourceError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -53,6 +58,7 @@ from langgraph_ctx.saver.jsonl import JsonlSaver
 from langgraph_ctx.storage.jsonl import JsonlStorage
 
 __all__ = [
+    "ClassUnavailableError",
     "ImportReport",
     "ImportedThread",
     "SqliteSourceError",
@@ -212,6 +218,39 @@ def _ordered(rows: Sequence[tuple[str, str, str | None]]) -> list[tuple[str, str
     return out
 
 
+def _loads(serde: SerializerProtocol, data: tuple[str, bytes], where: str) -> Any:
+    """A value of the database, as `SqliteSaver` reads it; refused (`ClassUnavailableError`)
+    when it names a class the serializer could not make in this process: LangGraph's
+    serializer then returns the object's fields (a dict), which an import would store."""
+    me, blocked = threading.get_ident(), []
+
+    def listen(event: Any) -> None:
+        if event.get("kind") in _BLOCKED and threading.get_ident() == me:
+            blocked.append(f"{event.get('module')}.{event.get('name')}")
+
+    unregister = register_serde_event_listener(listen)
+    try:
+        value = serde.loads_typed(data)
+    finally:
+        unregister()
+    named = msgpack_classes(data[1]) if data[0] == "msgpack" else []
+    missing = blocked + [f"{m}.{n}" for _, m, n in named if not _made(m, n)]
+    if missing:
+        raise ClassUnavailableError(where, sorted(set(missing)))
+    return value
+
+
+_BLOCKED = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
+
+
+def _made(module: str, name: str) -> bool:
+    """Whether the class LangGraph's serializer looked up was there to make (loaded now)."""
+    try:
+        return find_class(module, name) is not None
+    except CodecError:  # there, and not a class of its own home: not ours to judge
+        return True
+
+
 def _load_tuple(
     conn: sqlite3.Connection,
     serde: SerializerProtocol,
@@ -226,7 +265,8 @@ def _load_tuple(
         (thread_id, ns, checkpoint_id),
     ).fetchone()
     type_, blob, metadata, parent = row
-    checkpoint = serde.loads_typed((type_, blob))
+    where = f"thread {thread_id!r}, namespace {ns!r}, checkpoint {checkpoint_id}"
+    checkpoint = _loads(serde, (type_, blob), where)
     meta = json.loads(metadata) if metadata is not None else {}
     writes: list[tuple[str, str, int, str, Any]] = []
     if writes_sql is not None:
@@ -235,7 +275,7 @@ def _load_tuple(
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
             (thread_id, ns, checkpoint_id),
         ):
-            writes.append((task_id, task_path, idx, channel, serde.loads_typed((wtype, value))))
+            writes.append((task_id, task_path, idx, channel, _loads(serde, (wtype, value), where)))
     return checkpoint, meta, parent, writes
 
 
@@ -307,8 +347,9 @@ def _import_thread(
             (thread_id,),
         ).fetchall()
         for ns, checkpoint_id in orphans:
+            where = f"thread {thread_id!r}, namespace {ns!r}, writes of {checkpoint_id}"
             writes = [
-                (task_id, task_path, idx, channel, serde.loads_typed((wtype, value)))
+                (task_id, task_path, idx, channel, _loads(serde, (wtype, value), where))
                 for task_id, task_path, idx, channel, wtype, value in conn.execute(
                     f"SELECT {writes_sql} FROM writes "
                     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
@@ -353,6 +394,8 @@ def import_sqlite(
     Raises:
         FileNotFoundError: no such database file.
         SqliteSourceError: not a `SqliteSaver` database.
+        ClassUnavailableError: a value names a class this process cannot make (its
+            module does not import here): imported, it would be plain data for good.
         ThreadNotFoundError: one of ``threads`` is not in the database.
         ThreadExistsError: a thread already exists in ``target`` (and neither ``force``
             nor ``skip_existing``); nothing was written.

@@ -209,3 +209,59 @@ def test_import_reads_the_database_without_changing_it(database: Path, tmp_path:
         database.chmod(0o644)
     assert report.checkpoints > 0
     assert database.read_bytes() == before
+
+
+def _types_database(path: Path) -> None:
+    """A SqliteSaver thread whose state holds the app's own classes (tests/user_types.py)."""
+    from . import user_types
+
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = user_types.build().compile(checkpointer=SqliteSaver(conn))
+        user_types.run(graph, cfg("types"))
+
+
+def _cli(args: list[str], tmp_path: Path, *, in_app_folder: bool) -> Any:
+    """The CLI in a fresh interpreter, as a user runs it: the ``langgraph-ctx`` console
+    script from elsewhere (the app's types module, `tests.user_types`, not importable),
+    or ``python -m langgraph_ctx.cli`` from the app's folder (the repository's root)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    package_only = tmp_path / "package-only"  # this tree's package, not its tests
+    if not package_only.exists():
+        package_only.mkdir()
+        (package_only / "langgraph_ctx").symlink_to(root / "langgraph_ctx")
+    env = {**os.environ, "PYTHONPATH": str(package_only)}
+    if in_app_folder:
+        command, cwd = [sys.executable, "-m", "langgraph_ctx.cli"], root
+    else:
+        command, cwd = [str(Path(sys.executable).parent / "langgraph-ctx")], tmp_path
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_import_refuses_values_whose_classes_this_process_cannot_make(tmp_path: Path) -> None:
+    """`langgraph-ctx import` (a console script: the app's folder is not on its path) read
+    the app's objects as their fields, stored them as dicts for good, and ``--check`` said
+    every checkpoint matched (both sides read the same way). Now the import refuses, says
+    which classes and how to run it, and writes nothing; run where the app's modules
+    import, the threads hold the app's objects and ``--check`` passes."""
+    from . import user_types
+
+    _types_database(tmp_path / "app.db")
+    source = f"sqlite:///{tmp_path / 'app.db'}"
+    out = tmp_path / "out"
+    refused = _cli(["--dir", str(out), "import", source, "--check"], tmp_path, in_app_folder=False)
+    assert refused.returncode == 1, refused.stderr
+    assert "tests.user_types.Order" in refused.stderr
+    assert "python -m langgraph_ctx.cli" in refused.stderr
+    assert not (out / "types.jsonl").exists()
+    done = _cli(["--dir", str(out), "import", source, "--check"], tmp_path, in_app_folder=True)
+    assert done.returncode == 0, done.stderr
+    assert "every checkpoint matches" in done.stdout
+    with sqlite3.connect(tmp_path / "app.db") as conn:
+        graph = user_types.build().compile(checkpointer=SqliteSaver(conn))
+        expected = user_types.canonical(graph.get_state(cfg("types")).values)
+    graph = user_types.build().compile(checkpointer=JsonlSaver(out))
+    assert user_types.canonical(graph.get_state(cfg("types")).values) == expected

@@ -25,6 +25,10 @@ Anything else found comes back as its plain data (a dict of fields, the enum's
 value) with one warning naming the class and the fix. Messages, runnables,
 tools, language models and exceptions are never rebuilt from a class tag,
 whatever the allowlist says (messages have their own lines).
+
+One module (a little over 600 lines): the rule, the registry and the rebuilding all read
+a class through the same namespace-only lookups (`_lookup`, `_home`, `find_class`), and the
+msgpack payloads LangGraph's serializer makes are judged by the same rule.
 """
 
 from __future__ import annotations
@@ -339,10 +343,11 @@ class ClassRules:
         ``_missing_``, no metaclass of its own). Anything else off the registry stays
         blocked, with one warning naming the fix.
         """
-        names = single_arg_classes(raw) if type_ == "msgpack" else []
+        named = msgpack_classes(raw) if type_ == "msgpack" else []
         extra: set[type] = set()
-        for module, name in names:
-            if (module, name) in self.names or (module, name) in self._exact():
+        for code, module, name in named:
+            key = (module, name)
+            if code != EXT_CONSTRUCTOR_SINGLE_ARG or key in self.names or key in self._exact():
                 continue
             try:
                 found = find_class(module, name)
@@ -350,17 +355,17 @@ class ClassRules:
                 continue
             if found is not None and self.loaded_data_classes and _looked_up_enum(found):
                 extra.add(found)
-            elif (module, name) not in SAFE_MSGPACK_TYPES:
+            elif key not in SAFE_MSGPACK_TYPES:
                 why = "not loaded" if found is None else "not a plain data class"
                 warn_plain_data(module, name, why if self.loaded_data_classes else _STRICT)
         if not extra:
             return self.serde()
         cache: dict[frozenset[type], Any] = self._cache.setdefault("serde_for", {})
-        key = frozenset(extra)
-        serde = cache.get(key)
+        enums = frozenset(extra)
+        serde = cache.get(enums)
         if serde is None:  # a few sets of an application's enums: kept, within a bound
-            serde = JsonPlusSerializer(allowed_msgpack_modules=[*self.names, *self.classes, *key])
-            cache.update({key: serde} if len(cache) < 64 else {})
+            serde = JsonPlusSerializer(allowed_msgpack_modules=[*self.names, *self.classes, *enums])
+            cache.update({enums: serde} if len(cache) < 64 else {})
         return serde
 
     def resolve(self, kind: ClassKind, name: Any, *, warn: bool = True) -> tuple[type | None, bool]:
@@ -428,16 +433,17 @@ def _looked_up_enum(cls: type) -> bool:
     )
 
 
-def single_arg_classes(raw: bytes) -> list[tuple[str, str]]:
-    """The ``(module, name)`` of each value in the msgpack payload ``raw`` that LangGraph's
-    decoder makes by calling a class with one argument (how it stores an enum member),
-    read without making anything; ``[]`` for a payload that does not unpack.
+def msgpack_classes(raw: bytes) -> list[tuple[int, str, str]]:
+    """``(ext code, module, name)`` of each value of the msgpack payload ``raw`` that
+    LangGraph's decoder makes from a class it names (code 0: called with one argument,
+    how it stores an enum member), read without making anything; ``[]`` for a payload
+    that does not unpack.
 
     >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    >>> single_arg_classes(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
-    [('langgraph_ctx.codec.classes', 'C')]
+    >>> msgpack_classes(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
+    [(0, 'langgraph_ctx.codec.classes', 'C')]
     """
-    found: list[tuple[str, str]] = []
+    found: list[tuple[int, str, str]] = []
 
     def hook(code: int, data: bytes) -> None:
         try:
@@ -445,13 +451,13 @@ def single_arg_classes(raw: bytes) -> list[tuple[str, str]]:
         except Exception:  # not LangGraph's layout: nothing to name
             return None
         if (
-            code == EXT_CONSTRUCTOR_SINGLE_ARG
+            code in _CLASS_EXTS
             and isinstance(tup, (list, tuple))
             and len(tup) >= 2
             and type(tup[0]) is str
             and type(tup[1]) is str
         ):
-            found.append((tup[0], tup[1]))
+            found.append((code, tup[0], tup[1]))
         return None
 
     try:
@@ -459,6 +465,11 @@ def single_arg_classes(raw: bytes) -> list[tuple[str, str]]:
     except Exception:
         return []
     return found
+
+
+_CLASS_EXTS = frozenset(range(6))
+"""LangGraph's msgpack ext codes whose payload starts with ``(module, name)``: constructor
+calls (one, positional, keyword arguments), a class method, pydantic v1 and v2 models."""
 
 DEFAULT_RULES = ClassRules.build()
 
