@@ -218,7 +218,9 @@ def _ordered(rows: Sequence[tuple[str, str, str | None]]) -> list[tuple[str, str
     return out
 
 
-def _loads(serde: SerializerProtocol, data: tuple[str, bytes], where: str) -> Any:
+def _loads(
+    serde: SerializerProtocol, data: tuple[str, bytes], where: str, plain_data: bool = False
+) -> Any:
     """A value of the database, as `SqliteSaver` reads it; refused (`ClassUnavailableError`)
     when it names a class the serializer could not make in this process: LangGraph's
     serializer then returns the object's fields (a dict), which an import would store."""
@@ -228,6 +230,8 @@ def _loads(serde: SerializerProtocol, data: tuple[str, bytes], where: str) -> An
         if event.get("kind") in _BLOCKED and threading.get_ident() == me:
             blocked.append(f"{event.get('module')}.{event.get('name')}")
 
+    if plain_data:
+        return serde.loads_typed(data)
     unregister = register_serde_event_listener(listen)
     try:
         value = serde.loads_typed(data)
@@ -258,6 +262,7 @@ def _load_tuple(
     thread_id: str,
     ns: str,
     checkpoint_id: str,
+    plain_data: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any], str | None, list[tuple[str, str, int, str, Any]]]:
     row = conn.execute(
         "SELECT type, checkpoint, metadata, parent_checkpoint_id FROM checkpoints "
@@ -266,7 +271,7 @@ def _load_tuple(
     ).fetchone()
     type_, blob, metadata, parent = row
     where = f"thread {thread_id!r}, namespace {ns!r}, checkpoint {checkpoint_id}"
-    checkpoint = _loads(serde, (type_, blob), where)
+    checkpoint = _loads(serde, (type_, blob), where, plain_data)
     meta = json.loads(metadata) if metadata is not None else {}
     writes: list[tuple[str, str, int, str, Any]] = []
     if writes_sql is not None:
@@ -275,7 +280,8 @@ def _load_tuple(
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
             (thread_id, ns, checkpoint_id),
         ):
-            writes.append((task_id, task_path, idx, channel, _loads(serde, (wtype, value), where)))
+            value = _loads(serde, (wtype, value), where, plain_data)
+            writes.append((task_id, task_path, idx, channel, value))
     return checkpoint, meta, parent, writes
 
 
@@ -314,6 +320,7 @@ def _import_thread(
     saver: JsonlSaver,
     thread_id: str,
     progress: Progress | None,
+    plain_data: bool = False,
 ) -> tuple[int, int, list[str]]:
     rows = conn.execute(
         "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id FROM checkpoints "
@@ -324,7 +331,7 @@ def _import_thread(
     n_writes = 0
     for ns, checkpoint_id, _ in _ordered(rows):
         checkpoint, metadata, parent, writes = _load_tuple(
-            conn, serde, writes_sql, thread_id, ns, checkpoint_id
+            conn, serde, writes_sql, thread_id, ns, checkpoint_id, plain_data
         )
         current = dict(checkpoint.get("channel_versions") or {})
         before = versions.get((ns, parent), {}) if parent else {}
@@ -349,7 +356,7 @@ def _import_thread(
         for ns, checkpoint_id in orphans:
             where = f"thread {thread_id!r}, namespace {ns!r}, writes of {checkpoint_id}"
             writes = [
-                (task_id, task_path, idx, channel, _loads(serde, (wtype, value), where))
+                (task_id, task_path, idx, channel, _loads(serde, (wtype, value), where, plain_data))
                 for task_id, task_path, idx, channel, wtype, value in conn.execute(
                     f"SELECT {writes_sql} FROM writes "
                     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
@@ -370,6 +377,7 @@ def import_sqlite(
     skip_existing: bool = False,
     serde: SerializerProtocol | None = None,
     progress: Progress | None = None,
+    plain_data: bool = False,
 ) -> ImportReport:
     """Copy threads of a `SqliteSaver` database into a `JsonlSaver` directory.
 
@@ -387,6 +395,9 @@ def import_sqlite(
             (``KeyboardInterrupt`` included) stops the import between two checkpoints:
             the threads already moved into place stay, complete; the one being
             staged is dropped.
+        plain_data: Import a value whose class cannot be made in this process as the
+            serializer gives it (its fields, a dict), for good, instead of stopping with
+            `ClassUnavailableError` (for a class that no longer exists anywhere).
 
     Returns:
         The threads written, with their files and counts.
@@ -431,7 +442,7 @@ def import_sqlite(
             for thread_id in wanted:
                 staging = JsonlSaver(scratch / "staging")
                 count, n_writes, namespaces = _import_thread(
-                    conn, serde, writes_sql, staging, thread_id, progress
+                    conn, serde, writes_sql, staging, thread_id, progress, plain_data
                 )
                 staged = Path(staging.path(thread_id))
                 with storage.locked(thread_id, exclusive=True):
@@ -476,8 +487,11 @@ def compare_with_sqlite(
     thread_id: str,
     *,
     serde: SerializerProtocol | None = None,
+    plain_data: bool = False,
 ) -> list[str]:
-    """Differences between a thread in the database and in the JSONL directory.
+    """Differences between a thread in the database and in the JSONL directory
+    (``plain_data``: as `import_sqlite`'s; otherwise a class this process cannot make
+    raises `ClassUnavailableError`, since both sides would read as the same dicts).
 
     Every checkpoint is compared whole: channel values, versions, versions seen,
     metadata, parent and pending writes (in order).
@@ -499,7 +513,7 @@ def compare_with_sqlite(
                 problems.append(f"{thread_id} {ns!r} {checkpoint_id}: missing")
                 continue
             checkpoint, metadata, parent, writes = _load_tuple(
-                conn, serde, writes_sql, thread_id, ns, checkpoint_id
+                conn, serde, writes_sql, thread_id, ns, checkpoint_id, plain_data
             )
             writes.sort(key=lambda w: writes_sort_key(w[1], w[0], w[2]))
             expected = {

@@ -257,6 +257,12 @@ def test_import_refuses_values_whose_classes_this_process_cannot_make(tmp_path: 
     assert "tests.user_types.Order" in refused.stderr
     assert "python -m langgraph_ctx.cli" in refused.stderr
     assert not (out / "types.jsonl").exists()
+    plain = tmp_path / "plain"  # a class gone for good: its fields, when asked
+    args = ["--dir", str(plain), "import", source, "--plain-data"]
+    forced = _cli(args, tmp_path, in_app_folder=False)
+    assert forced.returncode == 0, forced.stderr
+    values = JsonlSaver(plain).get_tuple(cfg("types")).checkpoint["channel_values"]
+    assert type(values["order"]) is dict
     done = _cli(["--dir", str(out), "import", source, "--check"], tmp_path, in_app_folder=True)
     assert done.returncode == 0, done.stderr
     assert "every checkpoint matches" in done.stdout

@@ -81,6 +81,14 @@ def import_(
         bool,
         typer.Option("--check", help="Compare every imported checkpoint with the database."),
     ] = False,
+    plain_data: Annotated[
+        bool,
+        typer.Option(
+            "--plain-data",
+            help="Import values whose classes cannot be made here as their plain fields "
+            "(for good; without it such an import stops).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     directory: DirOpt = None,
 ) -> None:
@@ -150,6 +158,7 @@ def import_(
                 force=force,
                 skip_existing=skip_existing,
                 progress=advance,
+                plain_data=plain_data,
             )
         except ThreadExistsError as exc:
             raise CliError(f"{exc} (pass --skip-existing or --force)") from None
@@ -165,7 +174,9 @@ def import_(
     problems: list[str] = []
     if check:
         for t in report.threads:
-            problems += compare_with_sqlite(source, state.root, t.thread_id)
+            problems += compare_with_sqlite(
+                source, state.root, t.thread_id, plain_data=plain_data
+            )
     if as_json:
         out = report.to_dict()
         if check:
