@@ -117,6 +117,19 @@ def test_copy_arguments(built: Path, tmp_path: Path) -> None:
     assert "--as needs exactly one thread" in fails("chat", "trip", "--to", "x", "--as", "z")
     assert "name threads to copy, or pass --all" in fails("--to", str(tmp_path))
     assert "--prefix applies to Redis only" in fails("chat", "--to", str(tmp_path), "--prefix", "p")
-    nowhere = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", str(tmp_path / "x")])
+    args = ["--dir", str(built), "copy", "chat", "--from", str(tmp_path / "x")]
+    nowhere = runner.invoke(app, args)
     assert nowhere.exit_code == 1
     assert nowhere.stderr.strip() == f"error: no such directory: {tmp_path / 'x'}"
+    (tmp_path / "f").write_text("")
+    a_file = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", str(tmp_path / "f")])
+    assert a_file.exit_code == 1
+    assert a_file.stderr.strip() == f"error: not a directory: {tmp_path / 'f'}"
+
+
+def test_copy_to_a_new_directory_makes_it(built: Path, tmp_path: Path) -> None:
+    """``--to DIR`` refused a directory not made yet, where ``--from`` makes ``--dir``."""
+    new = tmp_path / "new" / "chats"
+    result = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", str(new)])
+    assert result.exit_code == 0, result.output
+    assert JsonlSaver(new).list_threads() == ["chat"]

@@ -242,7 +242,7 @@ def copy(
     if bool(thread) == all_threads:
         raise typer.BadParameter("name threads to copy, or pass --all", param_hint="THREAD")
     local = state.saver().storage if from_ is None else _local_storage(state.root)
-    remote = _open_store(to or from_ or "", prefix)
+    remote = _open_store(to or from_ or "", prefix, target=to is not None)
     source, target = (local, remote) if to is not None else (remote, local)
     try:
         ids = list(thread or []) if not all_threads else sorted(source.thread_ids())
@@ -286,7 +286,9 @@ def _local_storage(root: Path) -> Any:
 _REDIS_URLS = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
-def _open_store(where: str, prefix: str | None) -> Any:
+def _open_store(where: str, prefix: str | None, *, target: bool = False) -> Any:
+    """The store of ``--to`` / ``--from``; a ``target`` directory is made by the first
+    copy into it (as ``--dir`` is by ``--from``), a source must exist."""
     if where.startswith(_REDIS_URLS):
         try:
             from langgraph_ctx.storage.redis import RedisStorage
@@ -305,6 +307,8 @@ def _open_store(where: str, prefix: str | None) -> Any:
     if prefix:
         raise typer.BadParameter("--prefix applies to Redis only", param_hint="--prefix")
     path = Path(where)
-    if not path.is_dir():
+    if path.exists() and not path.is_dir():
+        raise CliError(f"not a directory: {path}")
+    if not path.exists() and not target:
         raise CliError(f"no such directory: {path}")
     return _local_storage(path)
