@@ -16,6 +16,11 @@ class LangGraphCtxError(Exception):
     """Base class for every error langgraph-ctx raises on purpose."""
 
 
+OTHER_SERIALIZER = "which this saver's serializer does not read"
+"""In the reason of a value another serializer wrote (an `EncryptedSerializer`'s, without its
+key): the line is intact, so the error says to open the saver with that serializer."""
+
+
 class CorruptLogError(LangGraphCtxError):
     """A complete line of a thread log cannot be read.
 
@@ -40,9 +45,12 @@ class CorruptLogError(LangGraphCtxError):
         self.reason = reason
         self.where = f"{self.path}:{line}" if line is not None else self.path
         way_out = (
+            # Not corruption: a payload another serializer (an encrypting one) wrote.
+            "the line is as it was written: open the saver with the serializer that wrote it."
+            if OTHER_SERIALIZER in reason
             # A saver reading with on_corrupt="skip" raises only for a line what was asked
             # needs (a message of the state): leaving it out would change the conversation.
-            "what was asked needs this line, so on_corrupt='skip' cannot leave it out: fix "
+            else "what was asked needs this line, so on_corrupt='skip' cannot leave it out: fix "
             "the line, or revert the thread to a checkpoint before it (`langgraph-ctx "
             "history` lists them, `langgraph-ctx revert` or `saver.revert` rolls back)."
             if skipping

@@ -230,13 +230,20 @@ def _loads(
         if event.get("kind") in _BLOCKED and threading.get_ident() == me:
             blocked.append(f"{event.get('module')}.{event.get('name')}")
 
-    if plain_data:
-        return serde.loads_typed(data)
-    unregister = register_serde_event_listener(listen)
+    unregister = register_serde_event_listener(listen) if not plain_data else None
     try:
         value = serde.loads_typed(data)
+    except NotImplementedError:  # LangGraph's serializer, given a type it has no codec for
+        raise SqliteSourceError(
+            f"{where}: a value serialized as {data[0]!r}, which this serializer does not "
+            "read (an EncryptedSerializer's?): call langgraph_ctx.migrate.import_sqlite("
+            "..., serde=<the application's serializer>) from Python"
+        ) from None
     finally:
-        unregister()
+        if unregister is not None:
+            unregister()
+    if plain_data:
+        return value
     named = msgpack_classes(data[1]) if data[0] == "msgpack" else []
     missing = blocked + [f"{m}.{n}" for _, m, n in named if not _made(m, n)]
     if missing:
@@ -390,7 +397,9 @@ def import_sqlite(
         skip_existing: Leave threads that already exist in ``target`` as they are
             (listed in `ImportReport.skipped`): how an interrupted import resumes.
         serde: How the database's values were serialized (default: LangGraph's
-            `JsonPlusSerializer`, what `SqliteSaver` uses unless given another).
+            `JsonPlusSerializer`, what `SqliteSaver` uses unless given another). The
+            JSONL threads are written through it too: an `EncryptedSerializer`'s stay
+            encrypted (open them with ``JsonlSaver(target, serde=...)``).
         progress: Called with 1 after each imported checkpoint. An exception it raises
             (``KeyboardInterrupt`` included) stops the import between two checkpoints:
             the threads already moved into place stay, complete; the one being
@@ -440,7 +449,9 @@ def import_sqlite(
         scratch = Path(tempfile.mkdtemp(prefix=".import-", dir=root))
         try:
             for thread_id in wanted:
-                staging = JsonlSaver(scratch / "staging")
+                # The database's serializer writes the JSONL too: an encrypting one stays
+                # encrypting (LangGraph's plain one keeps the lines readable).
+                staging = JsonlSaver(scratch / "staging", serde=serde)
                 count, n_writes, namespaces = _import_thread(
                     conn, serde, writes_sql, staging, thread_id, progress, plain_data
                 )
@@ -498,7 +509,7 @@ def compare_with_sqlite(
     ``[]`` means identical.
     """
     serde = serde or JsonPlusSerializer()
-    saver = target if isinstance(target, JsonlSaver) else JsonlSaver(target)
+    saver = target if isinstance(target, JsonlSaver) else JsonlSaver(target, serde=serde)
     problems: list[str] = []
     with _open(source) as conn:
         writes_sql = _writes_columns(conn)

@@ -87,3 +87,51 @@ def test_a_faulty_serializer_is_called(backend: Backend) -> None:
     graph = _graph(backend.saver(serde=Faulty()))
     with pytest.raises(ValueError, match="faulty serializer"):
         graph.invoke({"messages": [("user", "hi")]}, CONFIG)
+
+
+def test_an_encrypted_thread_read_without_its_serializer_says_so(backend: Backend) -> None:
+    """Read without the serializer that wrote it (no key), an encrypted thread raised a
+    `CorruptLogError` telling to fix or remove the line, or skip it; ``verify`` counted
+    every line an error. The line is intact: the error says to open the saver with that
+    serializer, and verify warns that it could not check it."""
+    from langgraph_ctx.errors import CorruptLogError
+
+    _graph(backend.saver(serde=_serde())).invoke({"messages": [("user", SECRET)]}, CONFIG)
+    with pytest.raises(CorruptLogError) as info:
+        backend.saver().get_tuple({"configurable": {"thread_id": "t"}})
+    message = str(info.value)
+    assert "'msgpack+xor'" in message and "open the saver with the serializer" in message
+    assert "on_corrupt" not in message and "fix or remove" not in message
+    if backend.name == "jsonl":
+        from langgraph_ctx.cli.verify import verify_file
+
+        path = backend._path("t")  # type: ignore[union-attr]
+        report = verify_file(path)
+        assert report.problems and all(p.severity == "warning" for p in report.problems)
+        assert not verify_file(path, serde=_serde()).problems
+
+
+def test_an_encrypted_sqlite_database_imports_encrypted(tmp_path: Any) -> None:
+    """`import_sqlite(serde=EncryptedSerializer(...))` decrypted the database and wrote the
+    JSONL in the clear; the CLI (no key) failed with a bare NotImplementedError."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from typer.testing import CliRunner
+
+    from langgraph_ctx import JsonlSaver
+    from langgraph_ctx.cli.app import app
+    from langgraph_ctx.migrate import import_sqlite
+
+    with sqlite3.connect(tmp_path / "enc.db", check_same_thread=False) as conn:
+        _graph(SqliteSaver(conn, serde=_serde())).invoke({"messages": [("user", SECRET)]}, CONFIG)
+    source = f"sqlite:///{tmp_path / 'enc.db'}"
+    import_sqlite(source, tmp_path / "out", serde=_serde())
+    log = (tmp_path / "out" / "t.jsonl").read_text()
+    assert SECRET not in log and "noted" not in log
+    state = _graph(JsonlSaver(tmp_path / "out", serde=_serde())).get_state(CONFIG)
+    assert state.values["messages"][0].content == SECRET
+    refused = CliRunner().invoke(app, ["--dir", str(tmp_path / "cli"), "import", source])
+    assert refused.exit_code == 1
+    assert "'msgpack+xor'" in refused.stderr and "serde=" in refused.stderr
+    assert not (tmp_path / "cli" / "t.jsonl").exists()

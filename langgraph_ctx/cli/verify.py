@@ -66,7 +66,12 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import message_from_body
 from langgraph_ctx.codec.values import PACKAGE_MODELS, message_refs, refs_of
-from langgraph_ctx.errors import CodecError, CorruptLogError, ThreadNotFoundError
+from langgraph_ctx.errors import (
+    OTHER_SERIALIZER,
+    CodecError,
+    CorruptLogError,
+    ThreadNotFoundError,
+)
 from langgraph_ctx.saver._index import _Index
 from langgraph_ctx.storage.jsonl import JsonlStorage
 
@@ -256,7 +261,8 @@ class _Scanner:
             try:
                 self.line(n, obj)
             except CodecError as exc:
-                self.problem(n, _kind(exc), str(exc))
+                kind = _kind(exc)
+                self.problem(n, kind, str(exc) + (f"; {_NOT_CHECKED}" if kind == "warning" else ""))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self.problem(n, "corrupt", f"malformed {obj.get('t')} line ({exc!r})")
             if decoder is not None:
@@ -390,7 +396,12 @@ class _Scanner:
 
 
 def _kind(exc: CodecError) -> ProblemKind:
+    if OTHER_SERIALIZER in str(exc):  # intact, written by a serializer we have not: said
+        return "warning"
     return "dangling" if exc.dangling else "corrupt"
+
+
+_NOT_CHECKED = "not checked: `verify_file(path, serde=...)` reads it with that serializer"
 
 
 # ----------------------------------------------------------------- decode pass
@@ -471,6 +482,9 @@ class _Decoder:
 
     def fail(self, n: int, line: int, reason: str) -> None:
         self.failed.add(n)
+        if OTHER_SERIALIZER in reason:  # intact, and not ours to read: said, not an error
+            self.add(line, "warning", f"{reason}; {_NOT_CHECKED}")
+            return
         self.add(line, "undecodable", reason)
 
     def value(self, enc: Any, n: int, channel: str) -> None:

@@ -77,7 +77,12 @@ from langgraph_ctx.codec.classes import (
 from langgraph_ctx.codec.classes import (
     ClassRules as ClassRules,
 )
-from langgraph_ctx.errors import CodecError, CorruptLogError, LangGraphCtxError
+from langgraph_ctx.errors import (
+    OTHER_SERIALIZER,
+    CodecError,
+    CorruptLogError,
+    LangGraphCtxError,
+)
 
 SAFE_SERDE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray", "json"})
 """Serializer payload types the codec decodes itself, safely: ``msgpack`` through
@@ -204,6 +209,11 @@ def _loads_safely(type_: str, raw: bytes, inner: SerializerProtocol, rules: Clas
         return inner.loads_typed((type_, raw))
     except KeyboardInterrupt:
         raise
+    except NotImplementedError:  # LangGraph's serializers, for a type they have no codec of
+        raise CodecError(
+            f"a value serialized as {type_!r}, {OTHER_SERIALIZER} (written with another, "
+            "an EncryptedSerializer?)"
+        ) from None
     except BaseException as exc:  # the serializer raises many types on bad bytes
         raise CodecError(
             f"serialized {type_!r} payload does not decode: {type(exc).__name__}: {exc}"
