@@ -844,13 +844,32 @@ class RedisStorage(LogStorage):
                 raise RuntimeError("this RedisStorage has no async client")
             client = made() if callable(made) and not hasattr(made, "execute_command") else made
             door = self._doors[loop] = _RedisAio(self, cast("AsyncRedisClient", client))
+            if client is not made:  # ours: closed with its loop, if nobody closes it first
+                door.closer = self._closed_at_shutdown(loop, door)
+                door.arming = loop.create_task(_first_step(door.closer))
         return door
+
+    async def _closed_at_shutdown(self, loop: asyncio.AbstractEventLoop, door: _RedisAio) -> Any:
+        """An async generator the loop finalizes when it shuts down (``asyncio.run``'s
+        `shutdown_asyncgens`): then it closes the client made for that loop. Each
+        ``asyncio.run`` over one saver otherwise left a connection open for good (the
+        door's client holds its loop, so the weak dictionary never let go of either)."""
+        try:
+            yield None
+        finally:
+            if self._doors.get(loop) is door:
+                del self._doors[loop]
+            if not door.closed:
+                door.closed = True
+                with contextlib.suppress(Exception):
+                    await door.client.aclose()
 
     async def aclose(self) -> None:
         """Close the async clients this storage made (from a function), on this loop."""
         loop = asyncio.get_running_loop()
         door = self._doors.pop(loop, None)
-        if door is not None and door.client is not self.async_client:
+        if door is not None and door.client is not self.async_client and not door.closed:
+            door.closed = True
             await door.client.aclose()
 
     def _run(self, steps: _Steps[_T]) -> _T:
@@ -1345,6 +1364,12 @@ _Queued = tuple[Any, list[str], list[Any], "asyncio.Future[Any]"]
 """A script call waiting for `_RedisAio._send`: script, keys, args, where its reply goes."""
 
 
+async def _first_step(agen: Any) -> None:
+    """Start an async generator: the running loop then finalizes it at shutdown."""
+    with contextlib.suppress(StopAsyncIteration):
+        await agen.__anext__()
+
+
 class _RedisAio(AsyncLog):
     """`RedisStorage`'s async door: its round trips awaited on a ``redis.asyncio`` client.
 
@@ -1371,6 +1396,10 @@ class _RedisAio(AsyncLog):
         self._queue: list[_Queued] = []
         self._pool_takes_name = False  # see `_connection`
         self._sending: set[asyncio.Future[Any]] = set()  # held until done (tasks are weak)
+        # A client the storage made: closed by `aclose`, or when its loop shuts down.
+        self.closer: Any = None
+        self.arming: asyncio.Task[Any] | None = None
+        self.closed = False
 
     async def _start(self) -> None:
         async with self._starting:
