@@ -96,6 +96,9 @@ class ImportReport:
     threads: list[ImportedThread] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Threads left as they were because they already existed (``skip_existing=True``)."""
+    problems: list[str] = field(default_factory=list)
+    """With ``check=True``: where an imported thread differs from the database as the
+    import read it (`compare_with_sqlite`'s findings; ``[]``: identical)."""
 
     @property
     def checkpoints(self) -> int:
@@ -510,8 +513,20 @@ def compare_with_sqlite(
     """
     serde = serde or JsonPlusSerializer()
     saver = target if isinstance(target, JsonlSaver) else JsonlSaver(target, serde=serde)
-    problems: list[str] = []
     with _open(source) as conn:
+        return _compare(conn, serde, saver, thread_id, plain_data)
+
+
+def _compare(
+    conn: sqlite3.Connection,
+    serde: SerializerProtocol,
+    saver: JsonlSaver,
+    thread_id: str,
+    plain_data: bool,
+) -> list[str]:
+    """`compare_with_sqlite` on an open read transaction (the import's own, for its check)."""
+    problems: list[str] = []
+    if True:  # (the body of the transaction)
         writes_sql = _writes_columns(conn)
         rows = conn.execute(
             "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ? "

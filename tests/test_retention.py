@@ -11,11 +11,14 @@ import json
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 from typer.testing import CliRunner
 
@@ -333,3 +336,63 @@ def test_saver_sweep_keeps_what_an_interrupt_needs(tmp_path: Path) -> None:
     assert after is not None and before is not None
     assert after.pending_writes == before.pending_writes
     assert after.checkpoint["id"] == before.checkpoint["id"]
+
+
+def _items(current: Any, writes: Any) -> list[Any]:
+    return [*(current or []), *[x for w in writes for x in w]]
+
+
+class _DeltaState(MessagesState):
+    items: Annotated[list, DeltaChannel(_items, snapshot_frequency=3)]
+
+
+class _AsTheServerSeesIt(BaseCheckpointSaver):
+    """What langgraph-api's `_CustomCheckpointerAdapter` forwards (no delta history)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    def get_tuple(self, config: Any) -> Any:
+        return self.inner.get_tuple(config)
+
+    def list(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.list(*args, **kwargs)
+
+    def put(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.put(*args, **kwargs)
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.put_writes(*args, **kwargs)
+
+    def get_next_version(self, current: Any, channel: Any) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+
+def _delta_node(state: _DeltaState) -> dict[str, Any]:
+    return {"items": [state["messages"][-1].content], "messages": [AIMessage("ok")]}
+
+
+def test_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(backend: Any) -> None:
+    """``keep_latest`` folded a `DeltaChannel`'s history into the kept head, which only this
+    saver's own `get_delta_channel_history` reads. The LangGraph server wraps a custom
+    checkpointer in an adapter that does not forward it, so the server ran LangGraph's
+    default walk (``get_tuple`` + ``parent_config``): the head's parent was gone and the
+    channel read as empty, and the next run went on from empty. The head keeps its
+    ancestors up to the channel's stored value, as LangGraph's `prune` contract asks."""
+    builder = StateGraph(_DeltaState)
+    builder.add_node("node", _delta_node)
+    builder.add_edge(START, "node")
+    saver = backend.saver()
+    cfg = {"configurable": {"thread_id": "t"}}
+    for i in range(5):
+        builder.compile(checkpointer=saver).invoke({"messages": [("user", f"t{i}")]}, cfg)
+    before = len(list(saver.list(cfg)))
+    saver.prune(["t"], strategy="keep_latest")
+    assert len(list(saver.list(cfg))) < before  # still a prune
+    expected = [f"t{i}" for i in range(5)]
+    for reader in (saver, _AsTheServerSeesIt(saver), _AsTheServerSeesIt(backend.saver())):
+        assert builder.compile(checkpointer=reader).get_state(cfg).values["items"] == expected
+    server = builder.compile(checkpointer=_AsTheServerSeesIt(backend.saver()))
+    server.invoke({"messages": [("user", "t5")]}, cfg)
+    assert server.get_state(cfg).values["items"] == [*expected, "t5"]

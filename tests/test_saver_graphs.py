@@ -390,7 +390,10 @@ def test_prune_copy_and_delete_for_runs_keep_delta_chains(backend):
 
     saver.copy_thread("src", "pruned")
     saver.prune(["pruned"], strategy="keep_latest")
-    assert len(list(saver.list({"configurable": {"thread_id": "pruned"}}))) == 1
+    # The head and its ancestors back to the channel's last stored value (snapshot_frequency
+    # 3): LangGraph's default delta walk, the LangGraph server's, reads the channel from them.
+    kept = len(list(saver.list({"configurable": {"thread_id": "pruned"}})))
+    assert 1 < kept <= 1 + 3 < len(list(saver.list(config)))
     check("pruned")
 
     saver.copy_thread("src", "deleted")

@@ -470,6 +470,33 @@ def _rebuilt_lines(
     return out
 
 
+def delta_ancestors(index: _Index, head: CheckpointHead) -> list[CheckpointHead]:
+    """The ancestors ``head``'s `DeltaChannel`s are rebuilt from: its parent chain, up to
+    and including, for each channel, the nearest checkpoint whose values hold it.
+
+    What `prune(strategy="keep_latest")` keeps besides the head, as LangGraph's `prune`
+    contract asks: its default `get_delta_channel_history` (what the LangGraph server
+    calls through its adapter, which does not forward ours) walks that chain, and a
+    head without it reads such a channel as empty. The history folded into a head's
+    own line (``delta_base``) serves only this saver's own walk.
+    """
+    out: list[CheckpointHead] = []
+    remaining = set(head.counters)
+    cur = head
+    while remaining and cur.parent is not None:
+        parent = index.ckpts.get((cur.ns, cur.parent))
+        if parent is None:
+            break
+        out.append(parent)
+        for channel in sorted(remaining):
+            version = parent.versions.get(channel)
+            writer = index.resolve(parent.ns, channel, version, parent.id) if version else None
+            if writer is not None and index.value_enc(writer[1], channel)[0]:
+                remaining.discard(channel)  # `get_tuple` gives its value here: the seed
+        cur = parent
+    return out
+
+
 def writes_after(
     index: _Index, line: int
 ) -> list[tuple[str, str, str, str, list[tuple[int, str, Any]]]]:

@@ -77,6 +77,7 @@ from langgraph_ctx.errors import (
 from langgraph_ctx.saver._batch import (
     _Batch,
     checkpoint_batch,
+    delta_ancestors,
     rebuilt_lines,
     release_superseded,
     writes_after,
@@ -460,11 +461,12 @@ class LogSaver(BaseCheckpointSaver[str]):
         for thread in thread_ids:
             thread_id = check_thread_id(thread)
             with self._view(thread_id, exclusive=True) as index:
-                keep = [index.latest(ns) for ns in index.by_ns]
-                keep_ids = {(e.ns, e.id) for e in keep if e}
+                heads = [e for e in (index.latest(ns) for ns in index.by_ns) if e]
+                keep = heads + [a for h in heads for a in delta_ancestors(index, h)]
+                keep_ids = {(e.ns, e.id) for e in keep}
                 dropped_writes = any(key not in keep_ids for key in index.writes)
                 if len(keep_ids) < len(index.ckpts) or dropped_writes:
-                    self._rebuild(thread_id, index, [e for e in keep if e])
+                    self._rebuild(thread_id, index, list({id(e): e for e in keep}.values()))
 
     @_retry_on_change
     def get_delta_channel_history(
