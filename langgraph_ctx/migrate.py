@@ -388,6 +388,7 @@ def import_sqlite(
     serde: SerializerProtocol | None = None,
     progress: Progress | None = None,
     plain_data: bool = False,
+    check: bool = False,
 ) -> ImportReport:
     """Copy threads of a `SqliteSaver` database into a `JsonlSaver` directory.
 
@@ -407,6 +408,9 @@ def import_sqlite(
             (``KeyboardInterrupt`` included) stops the import between two checkpoints:
             the threads already moved into place stay, complete; the one being
             staged is dropped.
+        check: Compare each imported thread with the database as the import read it (the
+            same read transaction: an application writing meanwhile is no difference);
+            what differs goes to `ImportReport.problems`.
         plain_data: Import a value whose class cannot be made in this process as the
             serializer gives it (its fields, a dict), for good, instead of stopping with
             `ClassUnavailableError` (for a class that no longer exists anywhere).
@@ -470,6 +474,9 @@ def import_sqlite(
                     with open(staged, "rb") as lines:
                         storage.replace(thread_id, lines, backup=existed)
                 shutil.rmtree(scratch / "staging")
+                if check:
+                    target_saver = JsonlSaver(root, serde=serde)
+                    report.problems += _compare(conn, serde, target_saver, thread_id, plain_data)
                 report.threads.append(
                     ImportedThread(
                         thread_id=thread_id,
@@ -526,54 +533,53 @@ def _compare(
 ) -> list[str]:
     """`compare_with_sqlite` on an open read transaction (the import's own, for its check)."""
     problems: list[str] = []
-    if True:  # (the body of the transaction)
-        writes_sql = _writes_columns(conn)
-        rows = conn.execute(
-            "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ? "
-            "ORDER BY checkpoint_id",
-            (thread_id,),
-        ).fetchall()
-        stored = {(i.checkpoint_ns, i.checkpoint_id) for i in saver.checkpoint_infos(thread_id)}
-        for ns, checkpoint_id in rows:
-            if (ns, checkpoint_id) not in stored:
-                problems.append(f"{thread_id} {ns!r} {checkpoint_id}: missing")
-                continue
-            checkpoint, metadata, parent, writes = _load_tuple(
-                conn, serde, writes_sql, thread_id, ns, checkpoint_id, plain_data
-            )
-            writes.sort(key=lambda w: writes_sort_key(w[1], w[0], w[2]))
-            expected = {
-                "checkpoint": checkpoint,
-                "metadata": metadata,
-                "parent": parent,
-                "pending_writes": [(task, ch, v) for task, _, _, ch, v in writes],
+    writes_sql = _writes_columns(conn)
+    rows = conn.execute(
+        "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ? "
+        "ORDER BY checkpoint_id",
+        (thread_id,),
+    ).fetchall()
+    stored = {(i.checkpoint_ns, i.checkpoint_id) for i in saver.checkpoint_infos(thread_id)}
+    for ns, checkpoint_id in rows:
+        if (ns, checkpoint_id) not in stored:
+            problems.append(f"{thread_id} {ns!r} {checkpoint_id}: missing")
+            continue
+        checkpoint, metadata, parent, writes = _load_tuple(
+            conn, serde, writes_sql, thread_id, ns, checkpoint_id, plain_data
+        )
+        writes.sort(key=lambda w: writes_sort_key(w[1], w[0], w[2]))
+        expected = {
+            "checkpoint": checkpoint,
+            "metadata": metadata,
+            "parent": parent,
+            "pending_writes": [(task, ch, v) for task, _, _, ch, v in writes],
+        }
+        config = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
             }
-            config = {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            }
-            got = saver.get_tuple(config)  # type: ignore[arg-type]
-            actual = _tuple_view(got) if got is not None else None
-            if actual is None:
-                problems.append(f"{thread_id} {ns!r} {checkpoint_id}: missing")
-                continue
-            values = dict(actual["checkpoint"]["channel_values"])
-            for channel, value in list(values.items()):
-                # Like InMemorySaver, the JSONL saver returns a DeltaChannel's snapshot under
-                # its unchanged version, where SqliteSaver keeps only what the step wrote;
-                # LangGraph rebuilds the same value from either.
-                if isinstance(value, _DeltaSnapshot) and channel not in checkpoint.get(
-                    "channel_values", {}
-                ):
-                    del values[channel]
-            actual["checkpoint"] = {**actual["checkpoint"], "channel_values": values}
-            for key in expected:
-                if actual[key] != expected[key]:
-                    problems.append(f"{thread_id} {ns!r} {checkpoint_id}: {key} differs")
-        extra = stored - {(ns, cid) for ns, cid in rows}
-        for ns, checkpoint_id in sorted(extra):
-            problems.append(f"{thread_id} {ns!r} {checkpoint_id}: not in the database")
+        }
+        got = saver.get_tuple(config)  # type: ignore[arg-type]
+        actual = _tuple_view(got) if got is not None else None
+        if actual is None:
+            problems.append(f"{thread_id} {ns!r} {checkpoint_id}: missing")
+            continue
+        values = dict(actual["checkpoint"]["channel_values"])
+        for channel, value in list(values.items()):
+            # Like InMemorySaver, the JSONL saver returns a DeltaChannel's snapshot under
+            # its unchanged version, where SqliteSaver keeps only what the step wrote;
+            # LangGraph rebuilds the same value from either.
+            if isinstance(value, _DeltaSnapshot) and channel not in checkpoint.get(
+                "channel_values", {}
+            ):
+                del values[channel]
+        actual["checkpoint"] = {**actual["checkpoint"], "channel_values": values}
+        for key in expected:
+            if actual[key] != expected[key]:
+                problems.append(f"{thread_id} {ns!r} {checkpoint_id}: {key} differs")
+    extra = stored - {(ns, cid) for ns, cid in rows}
+    for ns, checkpoint_id in sorted(extra):
+        problems.append(f"{thread_id} {ns!r} {checkpoint_id}: not in the database")
     return problems

@@ -271,3 +271,28 @@ def test_import_refuses_values_whose_classes_this_process_cannot_make(tmp_path: 
         expected = user_types.canonical(graph.get_state(cfg("types")).values)
     graph = user_types.build().compile(checkpointer=JsonlSaver(out))
     assert user_types.canonical(graph.get_state(cfg("types")).values) == expected
+
+
+def test_import_check_compares_with_what_the_import_read(tmp_path: Path) -> None:
+    """``import --check`` read the database again after the import: an application still
+    writing made it report its new checkpoints as missing and exit 1. The check now runs
+    in the import's own read transaction (`import_sqlite(check=True)`)."""
+    path = tmp_path / "live.db"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    app_graph = chat_graph(SqliteSaver(conn))
+    for text in ["hi", "plan a trip"]:
+        app_graph.invoke({"messages": [("user", text)]}, cfg("chat"))
+    wrote: list[int] = []
+
+    def the_app_writes_meanwhile(n: int) -> None:
+        if not wrote:  # mid-import, on its own connection, committed
+            app_graph.invoke({"messages": [("user", "and more")]}, cfg("chat"))
+            wrote.append(n)
+
+    report = import_sqlite(
+        f"sqlite:///{path}", tmp_path / "out", check=True, progress=the_app_writes_meanwhile
+    )
+    assert wrote and report.problems == []
+    later = compare_with_sqlite(f"sqlite:///{path}", tmp_path / "out", "chat")
+    assert later and all(p.endswith(": missing") for p in later)  # what it wrote since
+    conn.close()

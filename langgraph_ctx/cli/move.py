@@ -106,7 +106,6 @@ def import_(
     )
 
     from langgraph_ctx.migrate import (
-        compare_with_sqlite,
         count_checkpoints,
         import_sqlite,
         sqlite_path,
@@ -159,6 +158,7 @@ def import_(
                 skip_existing=skip_existing,
                 progress=advance,
                 plain_data=plain_data,
+                check=check,
             )
         except ThreadExistsError as exc:
             raise CliError(f"{exc} (pass --skip-existing or --force)") from None
@@ -171,12 +171,7 @@ def import_(
                 err=True,
             )
             sys.exit(130)
-    problems: list[str] = []
-    if check:
-        for t in report.threads:
-            problems += compare_with_sqlite(
-                source, state.root, t.thread_id, plain_data=plain_data
-            )
+    problems = report.problems  # (with --check: against what the import read)
     if as_json:
         out = report.to_dict()
         if check:
