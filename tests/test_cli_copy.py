@@ -133,3 +133,36 @@ def test_copy_to_a_new_directory_makes_it(built: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", str(new)])
     assert result.exit_code == 0, result.output
     assert JsonlSaver(new).list_threads() == ["chat"]
+
+
+def test_copy_takes_a_threads_archived_contexts_and_their_index(
+    tmp_path: Path, redis_server
+) -> None:
+    """``copy`` moved a thread's archive threads (with ``--all``) but not its index of them
+    (``<thread>.contexts.json``, a Redis key): on the target the model's context tools
+    listed no archive. A thread now goes with its archives and their index, to a
+    directory and to Redis."""
+    from langgraph_ctx import RedisLogSaver
+    from langgraph_ctx.context.archive import ContextArchive
+
+    root = tmp_path / "chats"
+    saver = JsonlSaver(root)
+    graph = chat_graph(saver)
+    for text in ["hi", "plan a trip"]:
+        graph.invoke({"messages": [("user", text)]}, config("chat"))
+    messages = graph.get_state(config("chat")).values["messages"]
+    assert ContextArchive(saver).archive("chat", messages, None, title="the plan").entry
+    expected = [(e.context_id, e.title) for e in ContextArchive(saver).entries("chat")]
+    prefix = f"arch-{uuid.uuid4().hex[:8]}"
+    for to, reader in (
+        (str(tmp_path / "other"), lambda: JsonlSaver(tmp_path / "other")),
+        (redis_server.url, lambda: RedisLogSaver.from_url(redis_server.url, prefix=prefix)),
+    ):
+        args = ["--dir", str(root), "copy", "chat", "--to", to]
+        result = runner.invoke(app, args + (["--prefix", prefix] if "redis" in to else []))
+        assert result.exit_code == 0, result.output
+        target = reader()
+        entries = ContextArchive(target).entries("chat")
+        assert [(e.context_id, e.title) for e in entries] == expected
+        archived = target.get_tuple(config(entries[0].thread_id))
+        assert archived is not None  # the archive thread came along

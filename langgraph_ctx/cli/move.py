@@ -227,6 +227,7 @@ def copy(
     directory: DirOpt = None,
 ) -> None:
     """Copy threads between --dir and Redis or another directory, line for line."""
+    from langgraph_ctx.context.archive.forks import archive_threads_of
     from langgraph_ctx.storage.transfer import copy_thread_between
 
     state = _state(ctx)
@@ -240,7 +241,10 @@ def copy(
     remote = _open_store(to or from_ or "", prefix, target=to is not None)
     source, target = (local, remote) if to is not None else (remote, local)
     try:
-        ids = list(thread or []) if not all_threads else sorted(source.thread_ids())
+        every = sorted(source.thread_ids())
+        ids = list(thread or []) if not all_threads else every
+        if new_id is None:  # a thread goes with its context archives, as `delete` takes them
+            ids = list(dict.fromkeys(a for t in ids for a in [t, *archive_threads_of(t, every)]))
         copied = []
         for tid in ids:
             try:
@@ -251,6 +255,8 @@ def copy(
             except ThreadExistsError as exc:
                 where = to if to is not None else state.root
                 raise CliError(f"{exc} (in {where})") from None
+            if new_id is None:
+                _copy_archive_index(source, target, tid)
             copied.append(
                 {
                     "thread_id": tid,
@@ -268,6 +274,20 @@ def copy(
         return
     for c in copied:
         typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
+
+
+def _copy_archive_index(source: Any, target: Any, thread_id: str) -> None:
+    """The thread's index of archived contexts, to the target's own home for it (a file
+    next to the threads, a Redis key): without it the archives copied along are there,
+    but the model's context tools list none."""
+    from langgraph_ctx.context.archive.index import index_for_storage
+
+    here, there = index_for_storage(source), index_for_storage(target)
+    if here is None or there is None:
+        return
+    entries = here.read(thread_id)
+    if entries:
+        there.update(thread_id, lambda existing: existing or entries)  # nothing overwritten
 
 
 def _local_storage(root: Path) -> Any:

@@ -40,6 +40,7 @@ __all__ = [
     "MemoryContextIndex",
     "RedisContextIndex",
     "index_for",
+    "index_for_storage",
 ]
 
 INDEX_SUFFIX = ".contexts.json"
@@ -232,9 +233,8 @@ _MEMORY_INDEXES: weakref.WeakKeyDictionary[Any, MemoryContextIndex] = weakref.We
 _MEMORY_GUARD = threading.Lock()
 
 
-def index_for(saver: BaseCheckpointSaver[Any]) -> ContextIndex:
-    """The natural index home of `saver` (see the module's table)."""
-    storage = getattr(saver, "storage", None)
+def index_for_storage(storage: Any) -> ContextIndex | None:
+    """The index home next to a storage's threads (``None``: a storage without one)."""
     if isinstance(storage, JsonlStorage):
         return JsonFileContextIndex(storage.root, fsync=storage.fsync, locks=storage)
     try:
@@ -243,6 +243,14 @@ def index_for(saver: BaseCheckpointSaver[Any]) -> ContextIndex:
         RedisStorage = None  # type: ignore[assignment,misc]
     if RedisStorage is not None and isinstance(storage, RedisStorage):
         return RedisContextIndex(storage.client, prefix=storage.prefix, ttl=storage.ttl)
+    return None
+
+
+def index_for(saver: BaseCheckpointSaver[Any]) -> ContextIndex:
+    """The natural index home of `saver` (see the module's table)."""
+    found = index_for_storage(getattr(saver, "storage", None))
+    if found is not None:
+        return found
     with _MEMORY_GUARD:
         try:
             index = _MEMORY_INDEXES.get(saver)
