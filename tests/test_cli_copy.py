@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -166,3 +167,26 @@ def test_copy_takes_a_threads_archived_contexts_and_their_index(
         assert [(e.context_id, e.title) for e in entries] == expected
         archived = target.get_tuple(config(entries[0].thread_id))
         assert archived is not None  # the archive thread came along
+
+
+def test_copy_as_a_new_id_names_it_in_the_checkpoints_metadata(tmp_path: Path) -> None:
+    """``copy --as NEW`` kept the source's ``thread_id`` in every checkpoint's metadata (the
+    LangGraph server puts it there): ``list(filter={"thread_id": NEW})`` found none of
+    them. It reads the new id, as after `fork` (and the server's ``threads.copy``)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    root, other = tmp_path / "chats", tmp_path / "other"
+    source = JsonlSaver(root)
+    head: Any = config("chat")
+    for step in range(3):  # metadata as the LangGraph server's runs save it
+        checkpoint = {**empty_checkpoint(), "channel_versions": {"n": step + 1}}
+        checkpoint["channel_values"] = {"n": step}
+        meta = {"source": "loop", "step": step, "thread_id": "chat"}
+        head = source.put(head, checkpoint, meta, {"n": step + 1})  # type: ignore[arg-type]
+    args = ["--dir", str(root), "copy", "chat", "--to", str(other), "--as", "chat-2"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    saver = JsonlSaver(other)
+    tuples = list(saver.list(config("chat-2")))
+    assert tuples and {t.metadata["thread_id"] for t in tuples} == {"chat-2"}
+    assert len(list(saver.list(None, filter={"thread_id": "chat-2"}))) == len(tuples)

@@ -7,6 +7,7 @@ decoding, no re-encoding, nothing about checkpoints needs to be understood.
 from __future__ import annotations
 
 from langgraph_ctx.codec import CodecError, dumps_line, loads_line
+from langgraph_ctx.codec.lines import copied_thread_ids
 from langgraph_ctx.errors import CorruptLogError, ThreadExistsError, ThreadNotFoundError
 from langgraph_ctx.storage.base import LogStorage
 from langgraph_ctx.storage.thread_ids import check_thread_id
@@ -74,6 +75,8 @@ def copy_thread_between(
     if header.get("t") != "thread":
         raise CorruptLogError(source.describe(source_id), 1, "the first line must be a header")
     if target_id != source_id:
+        # The copied checkpoints' metadata then reads the new id, as after `fork`.
+        header["copied_thread_ids"] = copied_thread_ids(header, source_id)
         header["thread_id"] = target_id
         header["copied_from"] = {"thread_id": source_id}
         lines[0] = dumps_line(header)[:-1]
