@@ -108,7 +108,10 @@ async def jsonl_checkpointer(
     # Creating the directory is file I/O: off the event loop, where `langgraph dev`
     # rejects blocking calls.
     saver = await asyncio.to_thread(lambda: JsonlSaver(root, **kwargs))
-    yield saver
+    try:
+        yield saver
+    finally:  # shutdown: close the kept files, flushing pending writes (off the loop)
+        await asyncio.to_thread(saver.close)
 
 
 @asynccontextmanager

@@ -102,6 +102,16 @@ async def test_jsonl_checkpointer_arguments_win_over_the_environment(
         assert saver.storage.fsync is False
 
 
+async def test_jsonl_checkpointer_closes_its_files_at_shutdown(tmp_path: Path) -> None:
+    """`redis_checkpointer` closed its client at shutdown; `jsonl_checkpointer` left its
+    thread files open (and a step's unflushed writes with ``fsync``) for the process."""
+    config = {"configurable": {"thread_id": "t1"}}
+    async with jsonl_checkpointer(tmp_path, fsync=True) as saver:
+        await _echo_graph(saver).ainvoke({"messages": [("user", "hi")]}, config)
+        assert saver.storage._open_fds.locks  # files kept open while serving
+    assert not saver.storage._open_fds.locks
+
+
 async def test_a_bad_fsync_value_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_FSYNC, "sometimes")
     with pytest.raises(ValueError, match="LANGGRAPH_CTX_FSYNC='sometimes'"):
