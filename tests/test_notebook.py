@@ -76,3 +76,24 @@ def test_notebook_runs_and_shows_usage_compaction_fork_revert_and_the_plot(execu
     _, image = cell("from IPython.display import Image")
     png = image["image/png"]
     assert isinstance(png, str) and len(png) > 10_000  # base64 of a real chart
+
+
+def test_the_plot_charts_the_whole_conversation_after_the_revert_cell_runs_again(
+    tmp_path: Path,
+) -> None:
+    """Re-running the revert cell (as notebook users do) made the newest backup the
+    already-reverted thread, and the plot cell charted that. It charts the oldest."""
+    work = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, work, ignore=shutil.ignore_patterns("chats", "__pycache__"))
+    notebook = nbformat.read(work / "notebook.ipynb", as_version=4)
+    (at,) = [i for i, c in enumerate(notebook.cells) if c.source.startswith("# Revert the")]
+    notebook.cells.insert(at + 1, nbformat.v4.new_code_cell(notebook.cells[at].source))
+    NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}
+    ).execute()
+    root = work / "chats" / "notebook"  # the notebook's ROOT
+    charted = (root / "before-revert" / "garden.jsonl").read_bytes()
+    assert sorted(p.name for p in root.glob("garden.jsonl.*")) == [
+        "garden.jsonl.1", "garden.jsonl.2"  # the revert ran twice
+    ]
+    assert charted == (root / "garden.jsonl.2").read_bytes()  # the thread before both

@@ -113,6 +113,33 @@ class CanaryMetaEnum(enum.Enum, metaclass=_CanaryMeta):
     A = "a"
 
 
+class CanaryBase(enum.Enum):
+    """A member-less enum: a call with a name and members makes a new enum class, running
+    these hooks."""
+
+    @staticmethod
+    def _generate_next_value_(name: str, start: int, count: int, last: list[Any]) -> Any:
+        fire("CanaryBase._generate_next_value_")
+        return name
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        fire("CanaryBase.__init_subclass__")
+        super().__init_subclass__(**kwargs)
+
+
+class _CanaryLookupMeta(enum.EnumMeta):
+    def __getattribute__(cls, name: str) -> Any:
+        if name == "_value2member_map_":
+            fire("_CanaryLookupMeta.__getattribute__")
+        return super().__getattribute__(name)
+
+
+class CanaryLookupEnum(enum.Enum, metaclass=_CanaryLookupMeta):
+    """The standard metaclass call, a metaclass of its own that runs on every lookup."""
+
+    A = "a"
+
+
 MOD = __name__
 CANARIES = (CanaryModel, CanaryPostInit, CanaryData, CanaryTuple, CanaryEnum)
 
@@ -147,6 +174,11 @@ def lc_json(lc: int, name: str) -> list[str]:
     return ["json", b64(json.dumps(envelope).encode())]
 
 
+def msgpack_many(*exts: tuple[int, Any]) -> list[str]:
+    """A ``serde`` payload holding several of LangGraph's ext values in a list."""
+    return ["msgpack", b64(ormsgpack.packb([ext(code, payload) for code, payload in exts]))]
+
+
 SERDE_PAYLOADS = {
     "json-lc1-model": lc_json(1, "CanaryModel"),
     "json-lc2-model": lc_json(2, "CanaryModel"),
@@ -160,6 +192,14 @@ SERDE_PAYLOADS = {
     "msgpack-one-arg-known": msgpack(0, [MOD, "CanaryEnum", "a"]),
     "msgpack-one-arg-meta": msgpack(0, [MOD, "CanaryMetaEnum", "a"]),
     "msgpack-one-arg-model": msgpack(0, [MOD, "CanaryModel", 1]),
+    "msgpack-one-arg-lookup-meta": msgpack(0, [MOD, "CanaryLookupEnum", "a"]),
+    # a member once (code 0), then the same enum called to make a class (code 1)
+    "msgpack-enum-made-anew": msgpack_many(
+        (0, [MOD, "CanaryBase", "x"]), (1, [MOD, "CanaryBase", ["Evil", ["A", "B"]]])
+    ),
+    "msgpack-enum-base-made-anew": msgpack_many(
+        (0, ["enum", "Enum", "x"]), (1, ["enum", "Enum", ["Evil", ["A", "B"]]])
+    ),
     "msgpack-method": msgpack(3, [MOD, "CanaryModel", '{"x": 1}', "model_validate_json"]),
 }
 
@@ -256,6 +296,7 @@ def assert_inert(backend: Backend, canary: Path, caplog: pytest.LogCaptureFixtur
             *[w[2] for w in tup.pending_writes],
         ]
         assert not any(isinstance(v, CANARIES) for v in _leaves(found))
+        assert not any(isinstance(v, type) for v in _leaves(found))  # a class made anew
     return tup
 
 

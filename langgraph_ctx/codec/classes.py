@@ -344,6 +344,9 @@ class ClassRules:
         blocked, with one warning naming the fix.
         """
         named = msgpack_classes(raw) if type_ == "msgpack" else []
+        # The allowlist admits a name for every way LangGraph makes a value: an enum named
+        # by any other (a call with more arguments makes a new enum class) is not admitted.
+        other_calls = {(m, n) for code, m, n in named if code != EXT_CONSTRUCTOR_SINGLE_ARG}
         extra: set[type] = set()
         for code, module, name in named:
             key = (module, name)
@@ -353,7 +356,12 @@ class ClassRules:
                 found = find_class(module, name)
             except CodecError:  # not a class: LangGraph's decoder blocks it, and says so
                 continue
-            if found is not None and self.loaded_data_classes and _looked_up_enum(found):
+            if (
+                found is not None
+                and key not in other_calls
+                and self.loaded_data_classes
+                and _looked_up_enum(found, name)
+            ):
                 extra.add(found)
             elif key not in SAFE_MSGPACK_TYPES:
                 why = "not loaded" if found is None else "not a plain data class"
@@ -421,14 +429,18 @@ _ONLY = "a class tag rebuilds only data classes the application loaded, or allow
 _STRICT = "not on the allowlist"
 
 
-def _looked_up_enum(cls: type) -> bool:
+def _looked_up_enum(cls: type, name: str) -> bool:
     """Whether ``cls(value)``, how LangGraph's decoder makes an enum member, runs only
-    ``Enum``'s code: an application's plain enum (`plain_data_class`) with the standard
-    metaclass call and no ``_missing_`` of its own."""
+    ``Enum``'s code, a lookup by value: an application's plain enum (`plain_data_class`)
+    defined at its module's top level under ``name`` (LangGraph finds it by that name),
+    with members (a member-less enum's call makes a new class), ``Enum``'s own metaclass
+    and no ``_missing_`` of its own."""
     return (
         kind_of(cls) == "enum"
         and plain_data_class(cls, "enum")
-        and _lookup(type(cls), "__call__") is _lookup(enum.EnumMeta, "__call__")
+        and type(cls) is enum.EnumMeta
+        and _home(cls)[1] == name
+        and bool(_lookup(cls, "_member_map_"))
         and _lookup(cls, "_missing_") is _lookup(enum.Enum, "_missing_")
     )
 
