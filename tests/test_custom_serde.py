@@ -135,3 +135,26 @@ def test_an_encrypted_sqlite_database_imports_encrypted(tmp_path: Any) -> None:
     assert refused.exit_code == 1
     assert "'msgpack+xor'" in refused.stderr and "serde=" in refused.stderr
     assert not (tmp_path / "cli" / "t.jsonl").exists()
+
+
+def test_rewrites_keep_an_encrypted_threads_values(backend: Backend) -> None:
+    """A rewrite keeps what the process cannot make as stored; with a serializer of the
+    user's own that handed a kept-as-stored value to it: `prune` raised `TypeError`, and a
+    `revert` that carries a kept checkpoint's late writes lost them after the cut."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver = backend.saver(serde=_serde())
+    checkpoint: Any = {**empty_checkpoint(), "channel_values": {"v": 1}}
+    checkpoint["channel_versions"] = {"v": 1}
+    parent = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"v": 1})
+    child = saver.put(parent, {**checkpoint, "id": str(uuid6())}, {"source": "loop", "step": 0}, {})
+    saver.put_writes(parent, [("v", 2), ("note", SECRET)], "late-task")  # after the child
+    backend.saver(serde=_serde()).revert("t", child["configurable"]["checkpoint_id"])
+    writes = backend.saver(serde=_serde()).get_tuple(parent).pending_writes
+    assert [(w[1], w[2]) for w in writes] == [("v", 2), ("note", SECRET)]
+    backend.saver(serde=_serde()).prune(["t"], strategy="keep_latest")
+    head = backend.saver(serde=_serde()).get_tuple({"configurable": {"thread_id": "t"}})
+    assert head.checkpoint["channel_values"] == {"v": 1}
+    assert SECRET not in backend.log_bytes("t").decode()

@@ -414,7 +414,9 @@ def rebuilt_lines(
     stored before, plus those whose writer is gone. A kept checkpoint whose
     parent is gone gets its `DeltaChannel` history folded in.
     """
-    index.keep_unresolved = True  # the app's classes may not be loaded here (the CLI)
+    # The app's classes may not be loaded here (the CLI): what cannot be made stays as
+    # stored. (A serializer of the user's own decodes and encodes every value whole.)
+    index.keep_unresolved = writes_readable(index.serde)
     try:
         return _rebuilt_lines(index, thread_id, keep)
     finally:
@@ -513,7 +515,7 @@ def writes_after(
         entry = ckpts.get(key)
         if entry is None or entry.line >= line or all(w[2] <= line for w in stored.values()):
             continue  # most checkpoints: none of their writes past the cut, nothing to sort
-        index.keep_unresolved = True  # put again as stored: see `rebuilt_lines`
+        index.keep_unresolved = writes_readable(index.serde)  # as stored: `rebuilt_lines`
         try:
             for task_id, path, items in _writes_by_task(index, entry, after=line):
                 out.append((entry.ns, entry.id, task_id, path, items))
