@@ -478,3 +478,27 @@ def test_writes_a_revert_carries_where_the_apps_types_are_not_loaded_keep_them(b
     assert [(w[1], w[2]) for w in writes if w[0] == "late-task"] == [
         ("order", order), ("color", user_types.Color.RED)
     ]
+
+
+def test_a_prune_where_the_apps_types_are_not_loaded_keeps_enums_in_message_fields(backend):
+    """A rewrite re-encoded every kept message from the object it decoded: an enum in a
+    message's fields, which a process without the app's module reads as its value, was
+    stored as that value for good. A serialized message body is written as it is."""
+    config = {"configurable": {"thread_id": "fields"}}
+
+    def node(state):
+        n, fields = len(state["messages"]), {"c": user_types.Color.RED}
+        return {"messages": [AIMessage(f"a{n}", id=f"a{n}", additional_kwargs=fields)]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(node)
+    builder.add_edge(START, "node")
+    graph = builder.compile(checkpointer=backend.saver())
+    for i in range(2):
+        graph.invoke({"messages": [HumanMessage(f"h{i}", id=f"h{i}")]}, config)
+    _without_the_app(backend, "saver.prune(['fields'], strategy='keep_latest')")
+    fresh = builder.compile(checkpointer=backend.saver()).get_state(config).values["messages"]
+    assert len(list(backend.saver().list(config))) == 1
+    assert [m.additional_kwargs for m in fresh if m.type == "ai"] == [
+        {"c": user_types.Color.RED}, {"c": user_types.Color.RED}
+    ]

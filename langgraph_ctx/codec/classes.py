@@ -33,6 +33,8 @@ msgpack payloads LangGraph's serializer makes are judged by the same rule.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import dataclasses
 import enum
@@ -40,7 +42,7 @@ import importlib
 import logging
 import sys
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import ormsgpack
@@ -250,10 +252,24 @@ _plain_cache: dict[int, tuple[type, bool]] = {}
 _warned: set[tuple[str, str, str]] = set()
 
 
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("quiet_plain_data", default=False)
+
+
+@contextlib.contextmanager
+def quiet_plain_data() -> Iterator[None]:
+    """No `warn_plain_data` inside: a rewrite that writes what it read as it was stored
+    hands nothing back as plain data."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
 def warn_plain_data(module: str, qualname: str, why: str) -> None:
     """One warning per class: what came back as plain data, and how to get the class."""
     key = (module, qualname, why)
-    if key in _warned or len(_warned) >= 1000:
+    if key in _warned or len(_warned) >= 1000 or _QUIET.get():
         return
     _warned.add(key)
     fix = (

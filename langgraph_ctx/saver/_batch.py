@@ -81,11 +81,14 @@ class _Batch:
         # LangGraph's reducer may give the message an id while a background put
         # serializes it: keep the fingerprint of exactly what was serialized.
         fingerprint = _fingerprint(msg)
-        while True:
+        kept = self.index.verbatim.get(id(msg)) if self.index.verbatim else None
+        while kept is None or kept[0] is not msg:  # (a rewrite's stored body: as it is)
             body = message_body(msg, self.serde)
             if _unchanged(msg, fingerprint):  # `_fingerprint(msg) == fingerprint`, in C
                 break
             fingerprint = _fingerprint(msg)
+        else:
+            body = kept[1]
         digest = message_digest(body)
         self.index.ensure_digests()
         ordinal = self.index.msg_digest.get(digest)
@@ -421,6 +424,7 @@ def rebuilt_lines(
         return _rebuilt_lines(index, thread_id, keep)
     finally:
         index.keep_unresolved = False
+        index.verbatim = {}
 
 
 def _rebuilt_lines(
@@ -429,6 +433,7 @@ def _rebuilt_lines(
     keep = sorted(keep, key=lambda e: e.line)
     kept = {(e.ns, e.id) for e in keep}
     new = _Index(where=index.where, reader=None, serde=index.serde)
+    new.verbatim = index.verbatim  # the messages the rewrite decodes, as stored
     new.parsed.limit = None
     out: list[dict[str, Any]] = [index.header or thread_line(thread_id)]
     new.add(out[0], 1)
@@ -521,6 +526,7 @@ def writes_after(
                 out.append((entry.ns, entry.id, task_id, path, items))
         finally:
             index.keep_unresolved = False
+            index.verbatim = {}
     return out
 
 

@@ -52,6 +52,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_ctx.codec.classes import quiet_plain_data
 from langgraph_ctx.codec.lines import (
     SNAP_PREFIX,
     SNAPSHOT_EVERY,
@@ -492,6 +493,9 @@ class _Index:
     # While a rewrite reads values to write them again (`rebuilt_lines`, `writes_after`):
     # what this process cannot make stays as stored (`Unresolved`), not plain data.
     keep_unresolved: bool = False
+    # And the serialized bodies of the messages it decoded (by the message's id): written
+    # again as they are, not from a message this process could not make whole.
+    verbatim: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- lines
 
@@ -1307,7 +1311,12 @@ class _Index:
                 if "msg" in obj:
                     return message_from_json_owned(obj["msg"])
                 # A serialized body is decoded from bytes: nothing shared with the line.
-                return message_from_body(obj, self.serde)
+                if not self.keep_unresolved:
+                    return message_from_body(obj, self.serde)
+                with quiet_plain_data():  # written again as it is stored: see `verbatim`
+                    msg = message_from_body(obj, self.serde)
+                self.verbatim[id(msg)] = (msg, {k: obj[k] for k in BODY_KEYS if k in obj})
+                return msg
             body_line = self.body_line(ordinal)
             body = self.line(body_line).get("msg")
             if not isinstance(body, dict):
