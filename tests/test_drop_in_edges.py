@@ -179,3 +179,26 @@ def test_an_empty_checkpoint_id_filters_nothing_as_in_langgraphs_savers(
         )
     assert seen["ours"] == seen["memory"]
     assert seen["ours"][2] == 6
+
+
+def test_the_empty_threads_archived_context_is_its_archive(backend: Backend) -> None:
+    """The empty thread's context archive (``.ctx.<id>``) was listed as a user thread and
+    left behind when the thread was deleted (an archive's owner had to be non-empty)."""
+    from langgraph_ctx.context.archive import ContextArchive
+    from langgraph_ctx.context.archive.forks import archive_thread_id
+    from langgraph_ctx.context.archive.store import delete_archives
+
+    saver = backend.saver()
+    empty = {"configurable": {"thread_id": ""}}
+    graph = message_graph(saver, AIMessage("ok", id="a1"))
+    graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, empty)
+    graph.invoke({"messages": [HumanMessage("something else", id="h2")]}, empty)
+    messages = graph.get_state(empty).values["messages"]
+    outcome = ContextArchive(saver).archive("", messages, None, title="first")
+    assert outcome.entry is not None
+    archive = archive_thread_id("", outcome.entry.context_id)  # ".ctx.c_..."
+    assert saver.list_threads() == [""]
+    assert saver.list_threads(include_archives=True) == ["", archive]
+    saver.delete_thread("")
+    delete_archives(saver, "", thread_ids=saver.list_threads(include_archives=True))
+    assert saver.list_threads(include_archives=True) == []

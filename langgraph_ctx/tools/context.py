@@ -186,7 +186,7 @@ class ContextTools:
     @staticmethod
     def _thread(config: RunnableConfig | None) -> str:
         thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-        if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)) or thread_id == "":
+        if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):  # "": a thread
             raise _BadInput(
                 "the context tools need a thread: run the graph with a checkpointer and "
                 "config={'configurable': {'thread_id': ...}}. Nothing was changed."

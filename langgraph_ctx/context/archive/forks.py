@@ -36,7 +36,7 @@ def archive_thread_id(thread_id: str, context_id: str) -> str:
     return f"{thread_id}.ctx.{context_id}"
 
 
-_ARCHIVE_THREAD = re.compile(r"(?P<owner>.+)\.ctx\.c_\d{8}_[0-9a-f]{6}", re.DOTALL)
+_ARCHIVE_THREAD = re.compile(r"(?P<owner>.*)\.ctx\.c_\d{8}_[0-9a-f]{6}", re.DOTALL)
 """`archive_thread_id` of a context id `new_context_id` made (`c_<yyyymmdd>_<6 hex>`):
 strict, so a user's own ``notes.ctx.backup`` stays a user thread."""
 
