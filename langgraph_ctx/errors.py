@@ -248,14 +248,16 @@ class SqliteSourceError(LangGraphCtxError, ValueError):
 class ClassUnavailableError(SqliteSourceError):
     """A value of the source names classes this process cannot make (their module does
     not import here, or the serializer's allowlist blocks them): imported, it would be
-    stored as plain data for good, so nothing is imported."""
+    stored as plain data for good, so that thread is not imported."""
 
     def __init__(self, where: str, classes: list[str]) -> None:
         self.where, self.classes = where, classes
         super().__init__(
             f"{where}: its values name {', '.join(classes)}, which this process cannot make "
             "(not importable here, or blocked by the serializer's allowlist); imported, they "
-            "would be plain data for good, so nothing was imported. Import where the "
+            "would be plain data for good, so this thread was not imported (threads imported "
+            "before it stay, complete: add --skip-existing when you run it again). Import "
+            "where the "
             "application's modules import: `python -m langgraph_ctx.cli import ...` from the "
             "application's directory (or with its PYTHONPATH), or "
             "`langgraph_ctx.migrate.import_sqlite` called from the application."

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -42,14 +43,14 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from langgraph_ctx.codec.classes import find_class, msgpack_classes
+from langgraph_ctx.codec.classes import msgpack_classes
 from langgraph_ctx.errors import (
     ClassUnavailableError,
-    CodecError,
     SqliteSourceError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -247,8 +248,7 @@ def _loads(
             unregister()
     if plain_data:
         return value
-    named = msgpack_classes(data[1]) if data[0] == "msgpack" else []
-    missing = blocked + [f"{m}.{n}" for _, m, n in named if not _made(m, n)]
+    missing = blocked + [f"{m}.{n}" for _, m, n in _named(serde, data) if m not in sys.modules]
     if missing:
         raise ClassUnavailableError(where, sorted(set(missing)))
     return value
@@ -257,12 +257,22 @@ def _loads(
 _BLOCKED = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
 
 
-def _made(module: str, name: str) -> bool:
-    """Whether the class LangGraph's serializer looked up was there to make (loaded now)."""
-    try:
-        return find_class(module, name) is not None
-    except CodecError:  # there, and not a class of its own home: not ours to judge
-        return True
+def _named(serde: SerializerProtocol, data: tuple[str, bytes]) -> list[tuple[int, str, str]]:
+    """The classes a payload names (`msgpack_classes`), an `EncryptedSerializer`'s too
+    (decrypted again: its own serializer gets the plain bytes only inside).
+
+    Their modules are what must be loaded once the value is read: LangGraph's serializer
+    imports a module it names, and where that fails gives the object's fields instead
+    (a class its own module lacks, renamed since, is as plain in `SqliteSaver`'s hands:
+    not refused)."""
+    type_, raw = data
+    if isinstance(serde, EncryptedSerializer) and "+" in type_:
+        type_, ciphername = type_.split("+", 1)
+        try:
+            raw = serde.cipher.decrypt(ciphername, raw)
+        except Exception:
+            return []  # `loads_typed` decrypted it just now: not reached
+    return msgpack_classes(raw) if type_ == "msgpack" else []
 
 
 def _load_tuple(

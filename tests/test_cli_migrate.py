@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 from typer.testing import CliRunner
 
@@ -296,3 +297,79 @@ def test_import_check_compares_with_what_the_import_read(tmp_path: Path) -> None
     later = compare_with_sqlite(f"sqlite:///{path}", tmp_path / "out", "chat")
     assert later and all(p.endswith(": missing") for p in later)  # what it wrote since
     conn.close()
+
+
+def _one_value_database(path: Path, value: Any, serde: Any = None) -> Any:
+    """A SqliteSaver thread ``t`` whose state's ``v`` is ``value``; what it reads back."""
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        v: Any
+
+    builder = StateGraph(S)
+    builder.add_node("n", lambda s: {"v": s["v"]})
+    builder.add_edge(START, "n")
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn, serde=serde))
+        graph.invoke({"v": value}, cfg("t"))
+        return graph.get_state(cfg("t")).values["v"]
+
+
+def test_import_takes_what_sqlite_saver_itself_reads_as_plain_data(tmp_path: Path) -> None:
+    """A nested enum, which LangGraph's serializer names by its bare name and cannot find
+    again, is plain data to `SqliteSaver` in the app itself: the import refused it even
+    run from the app. Only a class whose module this process lacks is refused."""
+    from . import user_types
+
+    seen = _one_value_database(tmp_path / "n.db", user_types.Outer.Inner.X)
+    assert seen == "x"  # SqliteSaver's own reading, in the app
+    import_sqlite(f"sqlite:///{tmp_path / 'n.db'}", tmp_path / "out")
+    assert JsonlSaver(tmp_path / "out").get_tuple(cfg("t")).checkpoint["channel_values"]["v"] == "x"
+
+
+def test_an_encrypted_import_refuses_classes_this_process_cannot_make(tmp_path: Path) -> None:
+    """With ``serde=EncryptedSerializer(...)`` the payloads' classes were not looked at
+    (their type is ``msgpack+<cipher>``): the app's dataclass, its module not importable
+    here, was imported as a dict, silently."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    from . import user_types
+
+    cipher = textwrap.dedent(
+        """
+        class Xor:
+            def encrypt(self, p): return "xor", bytes(b ^ 0x5A for b in p)
+            def decrypt(self, n, c): return bytes(b ^ 0x5A for b in c)
+        """
+    )
+    namespace: dict[str, Any] = {}
+    exec(cipher, namespace)
+    serde = EncryptedSerializer(namespace["Xor"]())
+    _one_value_database(tmp_path / "e.db", user_types.Point(1.0, 2.0), serde)
+    script = cipher + textwrap.dedent(
+        f"""
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+        from langgraph_ctx.errors import ClassUnavailableError
+        from langgraph_ctx.migrate import import_sqlite
+        try:
+            import_sqlite({f"sqlite:///{tmp_path / 'e.db'}"!r}, {str(tmp_path / "out")!r},
+                          serde=EncryptedSerializer(Xor()))
+        except ClassUnavailableError as exc:
+            print("refused:", exc.classes)
+        """
+    )
+    package_only = tmp_path / "package-only"
+    package_only.mkdir()
+    (package_only / "langgraph_ctx").symlink_to(Path(__file__).parent.parent / "langgraph_ctx")
+    env = {**os.environ, "PYTHONPATH": str(package_only)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: ['tests.user_types.Point']" in proc.stdout
+    assert not (tmp_path / "out" / "t.jsonl").exists()

@@ -60,6 +60,14 @@ class Pair(NamedTuple):
     right: int = 0
 
 
+class Outer:
+    """Holds an enum LangGraph's serializer names by its bare name (``Inner``), which it
+    then cannot find in the module: `SqliteSaver` reads a member as its value."""
+
+    class Inner(enum.Enum):
+        X = "x"
+
+
 class Envelope(BaseModel):
     """A model holding a message: the message is stored once and referenced.
 
