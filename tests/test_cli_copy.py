@@ -128,12 +128,20 @@ def test_copy_arguments(built: Path, tmp_path: Path) -> None:
     assert a_file.stderr.strip() == f"error: not a directory: {tmp_path / 'f'}"
 
 
-def test_copy_to_a_new_directory_makes_it(built: Path, tmp_path: Path) -> None:
-    """``--to DIR`` refused a directory not made yet, where ``--from`` makes ``--dir``."""
+def test_copy_to_a_new_directory_makes_it(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--to DIR`` refused a directory not made yet, where ``--from`` makes ``--dir``; a
+    mistyped store URL is not taken for a new directory's name."""
     new = tmp_path / "new" / "chats"
     result = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", str(new)])
     assert result.exit_code == 0, result.output
     assert JsonlSaver(new).list_threads() == ["chat"]
+    monkeypatch.chdir(tmp_path)
+    for typo in ("redis:/localhost:6379/0", "localhost:6379"):
+        result = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", typo])
+        assert result.exit_code == 1 and "not a store URL" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
 
 
 def test_copy_takes_a_threads_archived_contexts_and_their_index(

@@ -326,4 +326,9 @@ def _open_store(where: str, prefix: str | None, *, target: bool = False) -> Any:
         raise CliError(f"not a directory: {path}")
     if not path.exists() and not target:
         raise CliError(f"no such directory: {path}")
+    if not path.exists() and ":" in where:  # not made from a mistyped store URL
+        raise CliError(
+            f"no such directory: {path}, and not a store URL: {_STORES} "
+            "(a new directory's name has no ':')"
+        )
     return _local_storage(path)
