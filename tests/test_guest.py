@@ -566,16 +566,10 @@ def test_pipeline_create_react_agent_takes_a_response_format(saver: JsonlSaver) 
     assert isinstance(first[0], SystemMessage) and "agent" in first[0].content.lower()
 
 
-def test_create_agents_tool_strategy_tools_are_counted(saver: JsonlSaver) -> None:
-    """A `ToolStrategy` response format's tool is bound to the model after the middleware
-    (`create_agent`), so the budget left it out (290 counted, 314 sent). Counted now: the
-    same as the same schema given as an ordinary tool."""
-    from langchain.agents import create_agent
-    from langchain.agents.structured_output import ToolStrategy
+def _answer_schema() -> tuple[Any, Any, dict[str, Any]]:
+    """A response schema, the same schema as an ordinary tool, and a call of it."""
     from langchain_core.tools import StructuredTool
     from pydantic import BaseModel
-
-    from langgraph_ctx.testing import ScriptedChatModel
 
     class Answer(BaseModel):
         """The answer."""
@@ -589,6 +583,19 @@ def test_create_agents_tool_strategy_tools_are_counted(saver: JsonlSaver) -> Non
 
     as_tool = StructuredTool.from_function(answer, name="Answer", args_schema=Answer)
     call = {"name": "Answer", "args": {"city": "Oslo", "summary": "sunny"}, "id": "c2"}
+    return Answer, as_tool, call
+
+
+def test_create_agents_tool_strategy_tools_are_counted(saver: JsonlSaver) -> None:
+    """A `ToolStrategy` response format's tool is bound to the model after the middleware
+    (`create_agent`), so the budget left it out (290 counted, 314 sent). Counted now: the
+    same as the same schema given as an ordinary tool."""
+    from langchain.agents import create_agent
+    from langchain.agents.structured_output import ToolStrategy
+
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    Answer, as_tool, call = _answer_schema()
     counted = {}
     for how in ("strategy", "tool"):
         script = [AIMessage("", tool_calls=[call]), "done"]  # a tool's result: one more call
@@ -617,23 +624,10 @@ def test_create_agents_raw_response_format_is_counted(
     response format; either way it was not counted (32 tokens of tools for 57 sent). It
     counts as the same schema given as an ordinary tool."""
     from langchain.agents import create_agent
-    from langchain_core.tools import StructuredTool
-    from pydantic import BaseModel
 
     from langgraph_ctx.testing import ScriptedChatModel
 
-    class Answer(BaseModel):
-        """The answer."""
-
-        city: str
-        summary: str
-
-    def answer(city: str, summary: str) -> str:
-        """The answer."""
-        return city
-
-    as_tool = StructuredTool.from_function(answer, name="Answer", args_schema=Answer)
-    call = {"name": "Answer", "args": {"city": "Oslo", "summary": "sunny"}, "id": "c2"}
+    Answer, as_tool, call = _answer_schema()
     counted, sent = {}, {}
     for how in ("raw", "tool"):
         native = how == "raw" and not bound  # the reply is the JSON, not a tool call
