@@ -158,3 +158,48 @@ def test_rewrites_keep_an_encrypted_threads_values(backend: Backend) -> None:
     head = backend.saver(serde=_serde()).get_tuple({"configurable": {"thread_id": "t"}})
     assert head.checkpoint["channel_values"] == {"v": 1}
     assert SECRET not in backend.log_bytes("t").decode()
+
+
+def test_a_rewrite_where_the_apps_types_are_not_loaded_keeps_an_encrypted_threads_values(
+    backend: Backend,
+) -> None:
+    """With a serializer of the user's own, a rewrite (`prune`, a `revert` carrying late
+    writes) decoded and encoded every value again: run where the app's module does not
+    import (a maintenance script), its objects were stored as dicts for good, encrypted."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    from . import user_types
+
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver = backend.saver(serde=_serde())
+    order = user_types.Order(id=1, color=user_types.Color.RED)
+    checkpoint: Any = {**empty_checkpoint(), "channel_values": {"v": order}}
+    checkpoint["channel_versions"] = {"v": 1}
+    parent = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"v": 1})
+    child = saver.put(parent, {**checkpoint, "id": str(uuid6())}, {"source": "loop", "step": 0}, {})
+    saver.put_writes(parent, [("v", order)], "late-task")  # saved after the child
+    def elsewhere(call: str) -> None:
+        code = (
+            "import sys\nfrom tests.test_custom_serde import _serde\n"
+            f"saver = {backend.saver_code()[:-1]}, serde=_serde())\n{call}\n"
+            "assert 'tests.user_types' not in sys.modules\n"
+        )
+        root = Path(__file__).resolve().parent.parent
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root
+        )
+        assert proc.returncode == 0, proc.stderr
+
+    elsewhere(f"saver.revert('t', {child['configurable']['checkpoint_id']!r})")
+    assert backend.saver(serde=_serde()).get_tuple(parent).pending_writes[0][2] == order
+    elsewhere("saver.prune(['t'], strategy='keep_latest')")
+    head = backend.saver(serde=_serde()).get_tuple({"configurable": {"thread_id": "t"}})
+    assert len(list(backend.saver(serde=_serde()).list(config))) == 1
+    assert head.checkpoint["channel_values"] == {"v": order}

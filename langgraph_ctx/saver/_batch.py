@@ -9,8 +9,10 @@ then tells the index (`langgraph_ctx.saver._index`) what now sits where.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -30,7 +32,7 @@ from langgraph_ctx.codec.lines import (
     writes_readable,
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
-from langgraph_ctx.codec.values import all_messages, encode_value, serde_encode
+from langgraph_ctx.codec.values import Unresolved, all_messages, encode_value, serde_encode
 from langgraph_ctx.saver._index import (
     CheckpointHead,
     _all_unchanged,
@@ -81,7 +83,8 @@ class _Batch:
         # LangGraph's reducer may give the message an id while a background put
         # serializes it: keep the fingerprint of exactly what was serialized.
         fingerprint = _fingerprint(msg)
-        kept = self.index.verbatim.get(id(msg)) if self.index.verbatim else None
+        bodies = _VERBATIM.get()
+        kept = bodies.get(id(msg)) if bodies else None
         while kept is None or kept[0] is not msg:  # (a rewrite's stored body: as it is)
             body = message_body(msg, self.serde)
             if _unchanged(msg, fingerprint):  # `_fingerprint(msg) == fingerprint`, in C
@@ -217,6 +220,8 @@ class _Batch:
         from it unread (`_shared`).
         """
         if not self.readable:
+            if type(value) is Unresolved:  # a rewrite's value, the serializer's own payload
+                return {"serde": value.name}, None
             return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
             return encode_value(value, self.ref, self.serde, self.refs), None
@@ -419,12 +424,12 @@ def rebuilt_lines(
     """
     # The app's classes may not be loaded here (the CLI): what cannot be made stays as
     # stored. (A serializer of the user's own decodes and encodes every value whole.)
-    index.keep_unresolved = writes_readable(index.serde)
+    index.keep_unresolved, index.verbatim = True, {}
     try:
-        return _rebuilt_lines(index, thread_id, keep)
+        with keeping_bodies(index.verbatim):
+            return _rebuilt_lines(index, thread_id, keep)
     finally:
-        index.keep_unresolved = False
-        index.verbatim = {}
+        index.keep_unresolved, index.verbatim = False, {}
 
 
 def _rebuilt_lines(
@@ -433,7 +438,6 @@ def _rebuilt_lines(
     keep = sorted(keep, key=lambda e: e.line)
     kept = {(e.ns, e.id) for e in keep}
     new = _Index(where=index.where, reader=None, serde=index.serde)
-    new.verbatim = index.verbatim  # the messages the rewrite decodes, as stored
     new.parsed.limit = None
     out: list[dict[str, Any]] = [index.header or thread_line(thread_id)]
     new.add(out[0], 1)
@@ -504,30 +508,50 @@ def delta_ancestors(index: _Index, head: CheckpointHead) -> list[CheckpointHead]
     return out
 
 
-def writes_after(
-    index: _Index, line: int
-) -> list[tuple[str, str, str, str, list[tuple[int, str, Any]]]]:
+def writes_after(index: _Index, line: int) -> tuple[list[Any], Bodies]:
     """The writes of the checkpoints before line ``line`` that the log holds after it,
-    decoded and grouped as they were put: ``(ns, checkpoint id, task, path, items)``.
+    decoded and grouped as they were put: ``(ns, checkpoint id, task, path, items)``;
+    and the stored bodies of the serialized messages among them (`keeping_bodies`).
 
     LangGraph saves a step's writes in the background, so a checkpoint's writes may land
     after its child's line: a `revert` or `fork` at that child keeps the checkpoint and
-    puts these again (`LogSaver.revert`).
+    puts these again (`LogSaver.revert`). What this process cannot make is kept as stored
+    (`Unresolved`, the message bodies), as in `rebuilt_lines`.
     """
-    out = []
+    out: list[Any] = []
+    bodies: Bodies = {}
     ckpts = index.ckpts
     for key, stored in index.writes.items():
         entry = ckpts.get(key)
         if entry is None or entry.line >= line or all(w[2] <= line for w in stored.values()):
             continue  # most checkpoints: none of their writes past the cut, nothing to sort
-        index.keep_unresolved = writes_readable(index.serde)  # as stored: `rebuilt_lines`
+        index.keep_unresolved, index.verbatim = True, bodies
         try:
             for task_id, path, items in _writes_by_task(index, entry, after=line):
                 out.append((entry.ns, entry.id, task_id, path, items))
         finally:
-            index.keep_unresolved = False
-            index.verbatim = {}
-    return out
+            index.keep_unresolved, index.verbatim = False, {}
+    return out, bodies
+
+
+Bodies = dict[int, tuple[Any, dict[str, Any]]]
+"""Stored bodies of serialized messages, by the id of the message read from them."""
+
+_VERBATIM: contextvars.ContextVar[Bodies | None] = contextvars.ContextVar(
+    "verbatim", default=None
+)
+
+
+@contextlib.contextmanager
+def keeping_bodies(bodies: Bodies) -> Iterator[None]:
+    """Inside, a batch stores a message read from a serialized body with that body as it
+    is (a rewrite, a revert's carried writes): the message object may lack what this
+    process could not make, an app's enum in its fields."""
+    token = _VERBATIM.set(bodies)
+    try:
+        yield
+    finally:
+        _VERBATIM.reset(token)
 
 
 def _writes_by_task(

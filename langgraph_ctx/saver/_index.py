@@ -493,7 +493,7 @@ class _Index:
     # While a rewrite reads values to write them again (`rebuilt_lines`, `writes_after`):
     # what this process cannot make stays as stored (`Unresolved`), not plain data.
     keep_unresolved: bool = False
-    # And the serialized bodies of the messages it decoded (by the message's id): written
+    # And the serialized bodies of the messages it read (by the message's id): written
     # again as they are, not from a message this process could not make whole.
     verbatim: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
 
@@ -1214,6 +1214,23 @@ class _Index:
         return like_body(body, obj.get("id")) if "like" in obj else dict(body)
 
     def message(self, ordinal: int, checked: set[int] | None = None) -> BaseMessage:
+        """`_message`; during a rewrite, the message's stored body is kept (`verbatim`)."""
+        msg = self._message(ordinal, checked)
+        if self.keep_unresolved:
+            self._keep_body(msg, ordinal)
+        return msg
+
+    def _keep_body(self, msg: BaseMessage, ordinal: int) -> None:
+        """Keep the serialized body a message was read from, for the rewrite to write it
+        as it is: the object may lack what this process could not make (an app's enum in
+        its fields). Whoever decoded the message first, this read or an earlier one."""
+        if id(msg) in self.verbatim:
+            return
+        obj = self._message_line(ordinal)[1]
+        if "serde" in obj and "like" not in obj:
+            self.verbatim[id(msg)] = (msg, {k: obj[k] for k in BODY_KEYS if k in obj})
+
+    def _message(self, ordinal: int, checked: set[int] | None = None) -> BaseMessage:
         """The message object of an ordinal, the same object for every read.
 
         Decoded (and validated) once; later reads return that object after a
@@ -1249,6 +1266,16 @@ class _Index:
         return msg
 
     def messages(self, ordinals: list[int], checked: set[int] | None = None) -> list[BaseMessage]:
+        """`_messages`; during a rewrite, their stored bodies are kept (`message`)."""
+        msgs = self._messages(ordinals, checked)
+        if self.keep_unresolved:
+            for msg, ordinal in zip(msgs, ordinals, strict=True):
+                self._keep_body(msg, ordinal)
+        return msgs
+
+    def _messages(
+        self, ordinals: list[int], checked: set[int] | None = None
+    ) -> list[BaseMessage]:
         """``[self.message(o, checked) for o in ordinals]``, in C for the messages decoded
         before: one lookup of their templates, one comparison with their fingerprints
         (`_all_unchanged`), one touch of the LRU. A warm read of the head is then linear
@@ -1314,9 +1341,7 @@ class _Index:
                 if not self.keep_unresolved:
                     return message_from_body(obj, self.serde)
                 with quiet_plain_data():  # written again as it is stored: see `verbatim`
-                    msg = message_from_body(obj, self.serde)
-                self.verbatim[id(msg)] = (msg, {k: obj[k] for k in BODY_KEYS if k in obj})
-                return msg
+                    return message_from_body(obj, self.serde)
             body_line = self.body_line(ordinal)
             body = self.line(body_line).get("msg")
             if not isinstance(body, dict):

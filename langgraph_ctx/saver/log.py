@@ -75,9 +75,11 @@ from langgraph_ctx.errors import (
     ThreadNotFoundError,
 )
 from langgraph_ctx.saver._batch import (
+    Bodies,
     _Batch,
     checkpoint_batch,
     delta_ancestors,
+    keeping_bodies,
     rebuilt_lines,
     release_superseded,
     writes_after,
@@ -524,12 +526,13 @@ class LogSaver(BaseCheckpointSaver[str]):
                 raise ThreadExistsError(target)
             n_lines = None
             late: builtins.list[Any] = []
+            bodies: Bodies = {}
             if checkpoint_id is not None:
                 entry = index.find(checkpoint_id, ns=None)
                 if entry is None:
                     raise CheckpointNotFoundError(source, checkpoint_id)
                 n_lines = entry.line
-                late = writes_after(index, entry.line)
+                late, bodies = writes_after(index, entry.line)
             header = dumps_line(
                 thread_line(
                     target,
@@ -544,7 +547,7 @@ class LogSaver(BaseCheckpointSaver[str]):
             else:
                 self.storage.replace(target, [header, *lines[1:]], backup=False)
             self._indexes.pop(target, None)
-            self._carry(target, late)
+            self._carry(target, late, bodies)
             return self._head_config(target_thread_id, self._sync(target))
 
     @_retry_on_change
@@ -568,22 +571,24 @@ class LogSaver(BaseCheckpointSaver[str]):
             entry = index.find(checkpoint_id, ns=None)
             if entry is None:
                 raise CheckpointNotFoundError(tid, checkpoint_id)
-            late = writes_after(index, entry.line)
+            late, bodies = writes_after(index, entry.line)
             lines = self._prefix(tid, entry.line)
             if lines is None:
                 self.storage.truncate(tid, entry.line, backup=True)
             else:
                 self.storage.replace(tid, lines, backup=True)
             self._indexes.pop(tid, None)
-            self._carry(tid, late)
+            self._carry(tid, late, bodies)
             return self._head_config(thread_id, self._sync(tid))
 
-    def _carry(self, thread_id: str, late: builtins.list[Any]) -> None:
+    def _carry(self, thread_id: str, late: builtins.list[Any], bodies: Bodies) -> None:
         """Put again the writes a revert or fork cut off though their checkpoint stays: a
         kept checkpoint's writes that LangGraph saved after its child's line
-        (`writes_after`). Under the thread's lock, which is re-entrant."""
-        for group in late:
-            run(self.storage, functools.partial(self._put_items, thread_id, *group))
+        (`writes_after`), their serialized messages with the bodies read before the cut.
+        Under the thread's lock, which is re-entrant."""
+        with keeping_bodies(bodies):
+            for group in late:
+                run(self.storage, functools.partial(self._put_items, thread_id, *group))
 
     def _prefix(self, thread_id: str, n_lines: int) -> builtins.list[bytes] | None:
         """The first ``n_lines`` lines of a thread (a `revert` or `fork` at the checkpoint
