@@ -78,11 +78,8 @@ from langgraph_ctx.saver._batch import (
     Bodies,
     _Batch,
     checkpoint_batch,
-    delta_ancestors,
     keeping_bodies,
-    rebuilt_lines,
     release_superseded,
-    writes_after,
     writes_batch,
 )
 from langgraph_ctx.saver._drive import (
@@ -98,6 +95,7 @@ from langgraph_ctx.saver._drive import (
 )
 from langgraph_ctx.saver._index import CheckpointHead, _Index
 from langgraph_ctx.saver._retry import _retry_on_change
+from langgraph_ctx.saver._rewrite import delta_ancestors, rebuilt_lines, writes_after
 from langgraph_ctx.storage.base import LogStorage, Synced
 from langgraph_ctx.storage.thread_ids import check_thread_id
 
