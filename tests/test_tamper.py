@@ -127,6 +127,22 @@ class CanaryBase(enum.Enum):
         super().__init_subclass__(**kwargs)
 
 
+class CanaryStatus(enum.Enum):
+    """A plain enum with members and a classmethod a decoder could be made to call."""
+
+    OPEN = "open"
+
+    @classmethod
+    def model_construct(cls, **kwargs: Any) -> Any:
+        fire("CanaryStatus.model_construct")
+        return cls.OPEN
+
+    @classmethod
+    def construct(cls, **kwargs: Any) -> Any:
+        fire("CanaryStatus.construct")
+        return cls.OPEN
+
+
 class _CanaryLookupMeta(enum.EnumMeta):
     def __getattribute__(cls, name: str) -> Any:
         if name == "_value2member_map_":
@@ -196,6 +212,13 @@ SERDE_PAYLOADS = {
     # a member once (code 0), then the same enum called to make a class (code 1)
     "msgpack-enum-made-anew": msgpack_many(
         (0, [MOD, "CanaryBase", "x"]), (1, [MOD, "CanaryBase", ["Evil", ["A", "B"]]])
+    ),
+    # a member (code 0) admits it; then its name hidden in nested exts (a blocked class's
+    # argument is a string), a model call of it: no class call but one-argument lookups
+    "msgpack-enum-name-hidden": msgpack_many(
+        (0, [MOD, "CanaryStatus", "open"]),
+        (5, [ext(0, ["no_such_module", "X", MOD]), ext(0, ["no_such_module", "X",
+             "CanaryStatus"]), {"x": 1}, None]),
     ),
     "msgpack-enum-base-made-anew": msgpack_many(
         (0, ["enum", "Enum", "x"]), (1, ["enum", "Enum", ["Evil", ["A", "B"]]])

@@ -359,7 +359,9 @@ class ClassRules:
         ``_missing_``, no metaclass of its own). Anything else off the registry stays
         blocked, with one warning naming the fix.
         """
-        named = msgpack_classes(raw) if type_ == "msgpack" else []
+        named, odd = _scan_msgpack(raw) if type_ == "msgpack" else ([], False)
+        if odd:  # a class named otherwise than by plain strings: admit nothing
+            return self.serde()
         # The allowlist admits a name for every way LangGraph makes a value: an enum named
         # by any other (a call with more arguments makes a new enum class) is not admitted.
         other_calls = {(m, n) for code, m, n in named if code != EXT_CONSTRUCTOR_SINGLE_ARG}
@@ -471,28 +473,36 @@ def msgpack_classes(raw: bytes) -> list[tuple[int, str, str]]:
     >>> msgpack_classes(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
     [(0, 'langgraph_ctx.codec.classes', 'C')]
     """
+    return _scan_msgpack(raw)[0]
+
+
+def _scan_msgpack(raw: bytes) -> tuple[list[tuple[int, str, str]], bool]:
+    """`msgpack_classes`, and whether some class value names its class otherwise than by
+    two plain strings (values LangGraph's decoder makes first: a tampered payload that
+    would hide a name from this scan)."""
     found: list[tuple[int, str, str]] = []
+    odd = [False]
 
     def hook(code: int, data: bytes) -> None:
         try:
             tup = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
         except Exception:  # not LangGraph's layout: nothing to name
+            odd[0] = odd[0] or code in _CLASS_EXTS
             return None
-        if (
-            code in _CLASS_EXTS
-            and isinstance(tup, (list, tuple))
-            and len(tup) >= 2
-            and type(tup[0]) is str
-            and type(tup[1]) is str
-        ):
+        if code not in _CLASS_EXTS:
+            return None
+        named = isinstance(tup, (list, tuple)) and len(tup) >= 2
+        if named and type(tup[0]) is str and type(tup[1]) is str:
             found.append((code, tup[0], tup[1]))
+            return None
+        odd[0] = True
         return None
 
     try:
         ormsgpack.unpackb(raw, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
     except Exception:
-        return []
-    return found
+        return [], True
+    return found, odd[0]
 
 
 _CLASS_EXTS = frozenset(range(6))
