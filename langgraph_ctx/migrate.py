@@ -254,7 +254,10 @@ def _loads(
     return value
 
 
-_BLOCKED = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
+_BLOCKED = frozenset({"msgpack_blocked"})
+"""A class the allowlist blocks (strict mode): the app's own saver, given the app's
+allowlist, makes it. (A method LangGraph refuses to call, as for a `datetime` subclass, it
+refuses to `SqliteSaver` in the app too: plain data there, not refused here.)"""
 
 
 def _named(serde: SerializerProtocol, data: tuple[str, bytes]) -> list[tuple[int, str, str]]:

@@ -317,14 +317,17 @@ def _one_value_database(path: Path, value: Any, serde: Any = None) -> Any:
 
 def test_import_takes_what_sqlite_saver_itself_reads_as_plain_data(tmp_path: Path) -> None:
     """A nested enum, which LangGraph's serializer names by its bare name and cannot find
-    again, is plain data to `SqliteSaver` in the app itself: the import refused it even
-    run from the app. Only a class whose module this process lacks is refused."""
+    again, and a `datetime` subclass, whose ``fromisoformat`` it refuses to call, are
+    plain data to `SqliteSaver` in the app itself: the import refused them even run from
+    the app. Only a class whose module this process lacks is refused."""
     from . import user_types
 
-    seen = _one_value_database(tmp_path / "n.db", user_types.Outer.Inner.X)
-    assert seen == "x"  # SqliteSaver's own reading, in the app
-    import_sqlite(f"sqlite:///{tmp_path / 'n.db'}", tmp_path / "out")
-    assert JsonlSaver(tmp_path / "out").get_tuple(cfg("t")).checkpoint["channel_values"]["v"] == "x"
+    for name, value in (("n", user_types.Outer.Inner.X), ("s", user_types.Stamp(2026, 1, 2))):
+        seen = _one_value_database(tmp_path / f"{name}.db", value)
+        assert type(seen) is str  # SqliteSaver's own reading, in the app
+        import_sqlite(f"sqlite:///{tmp_path / f'{name}.db'}", tmp_path / name)
+        values = JsonlSaver(tmp_path / name).get_tuple(cfg("t")).checkpoint["channel_values"]
+        assert values["v"] == seen
 
 
 def test_an_encrypted_import_refuses_classes_this_process_cannot_make(tmp_path: Path) -> None:

@@ -60,6 +60,11 @@ class Pair(NamedTuple):
     right: int = 0
 
 
+class Stamp(dt.datetime):
+    """A datetime subclass: LangGraph stores it as a ``fromisoformat`` call it refuses to
+    make again for any class but ``datetime``, so `SqliteSaver` reads its ISO text."""
+
+
 class Outer:
     """Holds an enum LangGraph's serializer names by its bare name (``Inner``), which it
     then cannot find in the module: `SqliteSaver` reads a member as its value."""
