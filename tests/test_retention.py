@@ -396,3 +396,21 @@ def test_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(backend: Any) ->
     server = builder.compile(checkpointer=_AsTheServerSeesIt(backend.saver()))
     server.invoke({"messages": [("user", "t5")]}, cfg)
     assert server.get_state(cfg).values["items"] == [*expected, "t5"]
+
+
+def test_a_sweep_plans_a_delta_thread_once(backend: Any) -> None:
+    """After ``keep_latest`` a `DeltaChannel` thread keeps its ancestors, so it has more
+    checkpoints than namespaces for good: every later sweep planned it again, reported it
+    pruned and rewrote it for nothing. A sweep plans what ``keep_latest`` would trim."""
+    builder = StateGraph(_DeltaState)
+    builder.add_node("node", _delta_node)
+    builder.add_edge(START, "node")
+    saver = backend.saver()
+    cfg = {"configurable": {"thread_id": "t"}}
+    for i in range(5):
+        builder.compile(checkpointer=saver).invoke({"messages": [("user", f"t{i}")]}, cfg)
+    first = sweep(saver, older_than="0s", keep_latest=True)
+    kept = len(list(saver.list(cfg)))
+    assert first.pruned == ["t"] and first.actions[0].checkpoints_after == kept > 1
+    again = sweep(saver, older_than="0s", keep_latest=True)
+    assert again.pruned == [] and len(list(saver.list(cfg))) == kept

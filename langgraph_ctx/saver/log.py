@@ -443,7 +443,8 @@ class LogSaver(BaseCheckpointSaver[str]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: keep the latest checkpoint of each namespace (with its
-        writes; `DeltaChannel` history folded in). ``"delete"``: delete the threads.
+        writes, and the ancestors its `DeltaChannel`s need: `delta_ancestors`).
+        ``"delete"``: delete the threads.
 
         ``thread_ids`` is a list of ids: a string raises `TypeError` (it would be read as
         its characters, each another thread's id).
@@ -461,12 +462,19 @@ class LogSaver(BaseCheckpointSaver[str]):
         for thread in thread_ids:
             thread_id = check_thread_id(thread)
             with self._view(thread_id, exclusive=True) as index:
-                heads = [e for e in (index.latest(ns) for ns in index.by_ns) if e]
-                keep = heads + [a for h in heads for a in delta_ancestors(index, h)]
+                keep = _kept_latest(index)
                 keep_ids = {(e.ns, e.id) for e in keep}
                 dropped_writes = any(key not in keep_ids for key in index.writes)
                 if len(keep_ids) < len(index.ckpts) or dropped_writes:
-                    self._rebuild(thread_id, index, list({id(e): e for e in keep}.values()))
+                    self._rebuild(thread_id, index, keep)
+
+    @_retry_on_change
+    def kept_by_keep_latest(self, thread_id: str) -> int:
+        """How many checkpoints ``prune([thread_id], strategy="keep_latest")`` would keep
+        (each namespace's latest, and the ancestors its `DeltaChannel`s need): a sweep
+        plans a thread only when that trims it."""
+        with self._view(check_thread_id(thread_id)) as index:
+            return len(_kept_latest(index))
 
     @_retry_on_change
     def get_delta_channel_history(
@@ -982,6 +990,14 @@ class LogSaver(BaseCheckpointSaver[str]):
     def _head_config(thread_id: Any, index: _Index) -> RunnableConfig:
         head = index.latest("")
         return _config(thread_id, "", head.id if head else None)
+
+
+def _kept_latest(index: _Index) -> builtins.list[CheckpointHead]:
+    """What ``prune(strategy="keep_latest")`` keeps: each namespace's latest checkpoint
+    and its `DeltaChannel` ancestors (`delta_ancestors`), each once."""
+    heads = [e for e in (index.latest(ns) for ns in index.by_ns) if e]
+    keep = heads + [a for h in heads for a in delta_ancestors(index, h)]
+    return builtins.list({(e.ns, e.id): e for e in keep}.values())
 
 
 def _list_plan(

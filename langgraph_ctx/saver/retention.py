@@ -91,6 +91,9 @@ class ThreadActivity:
     checkpoints: int
     namespaces: int
     """Namespaces with a checkpoint: what ``keep_latest`` keeps one checkpoint of each."""
+    kept: int | None = None
+    """Checkpoints ``keep_latest`` keeps (a `DeltaChannel`'s ancestors too); ``None``: one a
+    namespace."""
 
 
 @dataclass(frozen=True)
@@ -185,14 +188,15 @@ def plan_sweep(
         if when is None or when >= cutoff:
             continue
         if keep_latest:
-            if thread.checkpoints > thread.namespaces:
+            kept = thread.namespaces if thread.kept is None else thread.kept
+            if thread.checkpoints > kept:
                 actions.append(
                     SweepAction(
                         thread.thread_id,
                         "keep_latest",
                         thread.last_activity,
                         thread.checkpoints,
-                        thread.namespaces,
+                        kept,
                     )
                 )
             continue
@@ -226,11 +230,14 @@ def _thread_ids(saver: LogSaver) -> list[str]:
 def thread_activity(saver: LogSaver, thread_id: str) -> ThreadActivity:
     """A thread's activity, from `LogSaver.checkpoint_infos` (no state is decoded)."""
     infos = saver.checkpoint_infos(thread_id)
+    namespaces = len({i.checkpoint_ns for i in infos})
+    kept_by = getattr(saver, "kept_by_keep_latest", None)
     return ThreadActivity(
         thread_id=thread_id,
         last_activity=max((i.ts for i in infos), default=""),
         checkpoints=len(infos),
-        namespaces=len({i.checkpoint_ns for i in infos}),
+        namespaces=namespaces,
+        kept=kept_by(thread_id) if callable(kept_by) and len(infos) > namespaces else None,
     )
 
 
