@@ -142,6 +142,9 @@ def test_copy_to_a_new_directory_makes_it(
         result = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", typo])
         assert result.exit_code == 1 and "not a store URL" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+    timed = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", "backups/08:30"])
+    assert timed.exit_code == 0, timed.output  # a directory's name may hold a ':'
+    assert JsonlSaver(tmp_path / "backups" / "08:30").list_threads() == ["chat"]
 
 
 def test_copy_takes_a_threads_archived_contexts_and_their_index(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -298,6 +299,10 @@ def _local_storage(root: Path) -> Any:
     return JsonlStorage(root)
 
 
+_LIKE_A_URL = re.compile(r"[A-Za-z][\w+.-]*:/|[\w.-]+:\d+(/|$)")
+"""``redis:/host...`` (one slash short) or ``host:port``: a store URL mistyped, not a new
+directory (``backups/08:30`` is one)."""
+
 _REDIS_URLS = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
@@ -326,9 +331,8 @@ def _open_store(where: str, prefix: str | None, *, target: bool = False) -> Any:
         raise CliError(f"not a directory: {path}")
     if not path.exists() and not target:
         raise CliError(f"no such directory: {path}")
-    if not path.exists() and ":" in where:  # not made from a mistyped store URL
+    if not path.exists() and _LIKE_A_URL.match(where):  # not made from a mistyped store URL
         raise CliError(
-            f"no such directory: {path}, and not a store URL: {_STORES} "
-            "(a new directory's name has no ':')"
+            f"no such directory: {path}, and not a store URL: {_STORES}"
         )
     return _local_storage(path)
