@@ -373,13 +373,8 @@ def _delta_node(state: _DeltaState) -> dict[str, Any]:
     return {"items": [state["messages"][-1].content], "messages": [AIMessage("ok")]}
 
 
-def test_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(backend: Any) -> None:
-    """``keep_latest`` folded a `DeltaChannel`'s history into the kept head, which only this
-    saver's own `get_delta_channel_history` reads. The LangGraph server wraps a custom
-    checkpointer in an adapter that does not forward it, so the server ran LangGraph's
-    default walk (``get_tuple`` + ``parent_config``): the head's parent was gone and the
-    channel read as empty, and the next run went on from empty. The head keeps its
-    ancestors up to the channel's stored value, as LangGraph's `prune` contract asks."""
+def _delta_thread(backend: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """Five turns of a graph with a `DeltaChannel` (snapshots every 3) on thread ``t``."""
     builder = StateGraph(_DeltaState)
     builder.add_node("node", _delta_node)
     builder.add_edge(START, "node")
@@ -387,6 +382,17 @@ def test_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(backend: Any) ->
     cfg = {"configurable": {"thread_id": "t"}}
     for i in range(5):
         builder.compile(checkpointer=saver).invoke({"messages": [("user", f"t{i}")]}, cfg)
+    return builder, saver, cfg
+
+
+def test_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(backend: Any) -> None:
+    """``keep_latest`` folded a `DeltaChannel`'s history into the kept head, which only this
+    saver's own `get_delta_channel_history` reads. The LangGraph server wraps a custom
+    checkpointer in an adapter that does not forward it, so the server ran LangGraph's
+    default walk (``get_tuple`` + ``parent_config``): the head's parent was gone and the
+    channel read as empty, and the next run went on from empty. The head keeps its
+    ancestors up to the channel's stored value, as LangGraph's `prune` contract asks."""
+    builder, saver, cfg = _delta_thread(backend)
     before = len(list(saver.list(cfg)))
     saver.prune(["t"], strategy="keep_latest")
     assert len(list(saver.list(cfg))) < before  # still a prune
@@ -402,13 +408,7 @@ def test_a_sweep_plans_a_delta_thread_once(backend: Any) -> None:
     """After ``keep_latest`` a `DeltaChannel` thread keeps its ancestors, so it has more
     checkpoints than namespaces for good: every later sweep planned it again, reported it
     pruned and rewrote it for nothing. A sweep plans what ``keep_latest`` would trim."""
-    builder = StateGraph(_DeltaState)
-    builder.add_node("node", _delta_node)
-    builder.add_edge(START, "node")
-    saver = backend.saver()
-    cfg = {"configurable": {"thread_id": "t"}}
-    for i in range(5):
-        builder.compile(checkpointer=saver).invoke({"messages": [("user", f"t{i}")]}, cfg)
+    _, saver, cfg = _delta_thread(backend)
     first = sweep(saver, older_than="0s", keep_latest=True)
     kept = len(list(saver.list(cfg)))
     assert first.pruned == ["t"] and first.actions[0].checkpoints_after == kept > 1
