@@ -511,3 +511,20 @@ def test_a_prune_where_the_apps_types_are_not_loaded_keeps_enums_in_message_fiel
     assert [m.additional_kwargs for m in fresh if m.type == "ai"] == [
         {"c": user_types.Color.RED}, {"c": user_types.Color.RED}
     ]
+
+
+def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them_in_metadata(backend):
+    """Serialized metadata (an app's class in a checkpoint's metadata) was decoded and
+    encoded again by a rewrite: where the app's module does not import, as plain data."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = backend.saver()
+    head: Any = {"configurable": {"thread_id": "meta"}}
+    for step in range(3):
+        checkpoint: Any = {**empty_checkpoint(), "channel_values": {"n": step}}
+        checkpoint["channel_versions"] = {"n": step + 1}
+        meta = {"source": "loop", "step": step, "color": user_types.Color.RED}
+        head = saver.put(head, checkpoint, meta, {"n": step + 1})
+    _without_the_app(backend, "saver.prune(['meta'], strategy='keep_latest')")
+    kept = list(backend.saver().list({"configurable": {"thread_id": "meta"}}))
+    assert len(kept) == 1 and kept[0].metadata["color"] is user_types.Color.RED

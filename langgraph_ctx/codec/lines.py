@@ -886,9 +886,20 @@ def extra_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dic
     return extra if isinstance(extra, dict) else {}
 
 
+class MetadataAsStored(dict[str, Any]):
+    """Serialized metadata a rewrite writes again as it is stored (`payload`), not decoded:
+    the process may lack an application class it holds."""
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__()
+        self.payload = payload
+
+
 def metadata_fields(metadata: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
     """``meta`` (readable) or ``meta_serde`` when some value is not plain JSON (or the
     serializer is not `writes_readable`)."""
+    if isinstance(metadata, MetadataAsStored):
+        return {"meta_serde": metadata.payload}
     meta = dict(metadata)
     if is_plain_json(meta) and writes_readable(serde):
         return {"meta": meta}

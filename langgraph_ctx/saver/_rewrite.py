@@ -9,10 +9,10 @@ bodies of serialized messages: `keeping_bodies`), never written back as plain da
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langgraph_ctx.codec.lines import thread_line
+from langgraph_ctx.codec.lines import MetadataAsStored, thread_line
 from langgraph_ctx.saver._batch import Bodies, checkpoint_batch, keeping_bodies, writes_batch
 from langgraph_ctx.saver._index import CheckpointHead, _Index
 
@@ -47,7 +47,7 @@ def _rebuilt_lines(
     new.add(out[0], 1)
     new.parsed.put(1, out[0])
     for entry in keep:
-        metadata = index.metadata(entry)
+        metadata = _metadata_as_stored(index, entry)
         new_versions: dict[str, Any] = {}
         values: dict[str, Any] = {}
         for channel, version in entry.versions.items():
@@ -83,6 +83,16 @@ def _rebuilt_lines(
                 wbatch.apply(len(out) + 1)
                 out.extend(wbatch.lines)
     return out
+
+
+def _metadata_as_stored(index: _Index, entry: CheckpointHead) -> Mapping[str, Any]:
+    """A kept checkpoint's metadata: serialized metadata as it is stored (it may hold an
+    application's class this process cannot make), readable metadata as read."""
+    if entry.meta is None:
+        stored = index.line(entry.line).get("meta_serde")
+        if stored is not None:
+            return MetadataAsStored(stored)
+    return index.metadata(entry)
 
 
 def delta_ancestors(index: _Index, head: CheckpointHead) -> list[CheckpointHead]:
