@@ -203,3 +203,25 @@ def test_a_rewrite_where_the_apps_types_are_not_loaded_keeps_an_encrypted_thread
     head = backend.saver(serde=_serde()).get_tuple({"configurable": {"thread_id": "t"}})
     assert len(list(backend.saver(serde=_serde()).list(config))) == 1
     assert head.checkpoint["channel_values"] == {"v": order}
+
+
+def test_an_encrypted_delta_thread_keeps_its_history_through_a_prune(backend: Backend) -> None:
+    """Under a serializer of the user's own the metadata is serialized, so the index saw no
+    `DeltaChannel` needing history: ``keep_latest`` kept no ancestors and folded nothing,
+    and the head's channel read as empty (``delete_for_runs`` likewise)."""
+    from .test_retention import _AsTheServerSeesIt, _delta_node, _DeltaState
+
+    builder = StateGraph(_DeltaState)
+    builder.add_node("node", _delta_node)
+    builder.add_edge(START, "node")
+    saver = backend.saver(serde=_serde())
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    for i in range(5):
+        builder.compile(checkpointer=saver).invoke({"messages": [("user", f"t{i}")]}, cfg)
+    before = len(list(saver.list(cfg)))
+    saver.prune(["t"], strategy="keep_latest")
+    assert len(list(saver.list(cfg))) < before
+    expected = [f"t{i}" for i in range(5)]
+    fresh = backend.saver(serde=_serde())
+    for reader in (saver, fresh, _AsTheServerSeesIt(fresh)):
+        assert builder.compile(checkpointer=reader).get_state(cfg).values["items"] == expected

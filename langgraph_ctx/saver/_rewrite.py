@@ -63,8 +63,9 @@ def _rebuilt_lines(
         checkpoint = index.checkpoint(entry, values)
         lost_parent = entry.parent is not None and (entry.ns, entry.parent) not in kept
         folded = None
-        if lost_parent and entry.counters:
-            folded = index.delta_history(entry, sorted(entry.counters))
+        counters = delta_counters(index, entry)
+        if lost_parent and counters:
+            folded = index.delta_history(entry, sorted(counters))
         batch = checkpoint_batch(
             new,
             index.serde,
@@ -95,6 +96,17 @@ def _metadata_as_stored(index: _Index, entry: CheckpointHead) -> Mapping[str, An
     return index.metadata(entry)
 
 
+def delta_counters(index: _Index, entry: CheckpointHead) -> frozenset[str]:
+    """The `DeltaChannel`s that need their history at a checkpoint: from its metadata,
+    which the index reads when it is plain; serialized metadata (an `EncryptedSerializer`'s)
+    is decoded for it (a rewrite then kept no ancestors and folded no history: the
+    channels read as empty)."""
+    if entry.counters or entry.meta is not None:
+        return entry.counters
+    counters = index.metadata(entry).get("counters_since_delta_snapshot")
+    return frozenset(counters) if isinstance(counters, dict) else frozenset()
+
+
 def delta_ancestors(index: _Index, head: CheckpointHead) -> list[CheckpointHead]:
     """The ancestors ``head``'s `DeltaChannel`s are rebuilt from: its parent chain, up to
     and including, for each channel, the nearest checkpoint whose values hold it.
@@ -106,7 +118,7 @@ def delta_ancestors(index: _Index, head: CheckpointHead) -> list[CheckpointHead]
     own line (``delta_base``) serves only this saver's own walk.
     """
     out: list[CheckpointHead] = []
-    remaining = set(head.counters)
+    remaining = set(delta_counters(index, head))
     cur = head
     while remaining and cur.parent is not None:
         parent = index.ckpts.get((cur.ns, cur.parent))
