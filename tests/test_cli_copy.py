@@ -138,7 +138,9 @@ def test_copy_to_a_new_directory_makes_it(
     assert result.exit_code == 0, result.output
     assert JsonlSaver(new).list_threads() == ["chat"]
     monkeypatch.chdir(tmp_path)
-    for typo in ("redis:/localhost:6379/0", "localhost:6379"):
+    typos = ("redis:/localhost:6379/0", "localhost:6379", "redis:localhost:6379/0",
+             "redis//localhost:6379/0", "[::1]:6379", "user:pw@localhost:6379/0")
+    for typo in typos:
         result = runner.invoke(app, ["--dir", str(built), "copy", "chat", "--to", typo])
         assert result.exit_code == 1 and "not a store URL" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]

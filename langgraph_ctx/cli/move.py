@@ -299,9 +299,10 @@ def _local_storage(root: Path) -> Any:
     return JsonlStorage(root)
 
 
-_LIKE_A_URL = re.compile(r"[A-Za-z][\w+.-]*:/|[\w.-]+:\d+(/|$)")
-"""``redis:/host...`` (one slash short) or ``host:port``: a store URL mistyped, not a new
-directory (``backups/08:30`` is one)."""
+_LIKE_A_URL = re.compile(r"[A-Za-z][\w+.-]+:|[^/]*//|\[|[^/]*@|[\w.-]+:\d+(/|$)")
+"""A store URL mistyped, not a new directory: a scheme and a colon before any slash
+(``redis:/host``, ``redis:host``, ``user:pw@host``), ``//`` without one, a bracketed host
+(``[::1]:6379``), a user before ``@``, or ``host:port``; ``backups/08:30`` is a directory."""
 
 _REDIS_URLS = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
