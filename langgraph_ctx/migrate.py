@@ -32,9 +32,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -43,12 +41,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from langgraph_ctx.codec.classes import msgpack_classes
+from langgraph_ctx.codec.database_values import loads_database_value as _loads
 from langgraph_ctx.errors import (
     ClassUnavailableError,
     SqliteSourceError,
@@ -220,62 +216,6 @@ def _ordered(rows: Sequence[tuple[str, str, str | None]]) -> list[tuple[str, str
             done.add(key)
             out.append(by_key[key])
     return out
-
-
-def _loads(
-    serde: SerializerProtocol, data: tuple[str, bytes], where: str, plain_data: bool = False
-) -> Any:
-    """A value of the database, as `SqliteSaver` reads it; refused (`ClassUnavailableError`)
-    when it names a class the serializer could not make in this process: LangGraph's
-    serializer then returns the object's fields (a dict), which an import would store."""
-    me, blocked = threading.get_ident(), []
-
-    def listen(event: Any) -> None:
-        if event.get("kind") in _BLOCKED and threading.get_ident() == me:
-            blocked.append(f"{event.get('module')}.{event.get('name')}")
-
-    unregister = register_serde_event_listener(listen) if not plain_data else None
-    try:
-        value = serde.loads_typed(data)
-    except NotImplementedError:  # LangGraph's serializer, given a type it has no codec for
-        raise SqliteSourceError(
-            f"{where}: a value serialized as {data[0]!r}, which this serializer does not "
-            "read (an EncryptedSerializer's?): call langgraph_ctx.migrate.import_sqlite("
-            "..., serde=<the application's serializer>) from Python"
-        ) from None
-    finally:
-        if unregister is not None:
-            unregister()
-    if plain_data:
-        return value
-    missing = blocked + [f"{m}.{n}" for _, m, n in _named(serde, data) if m not in sys.modules]
-    if missing:
-        raise ClassUnavailableError(where, sorted(set(missing)))
-    return value
-
-
-_BLOCKED = frozenset({"msgpack_blocked"})
-"""A class the allowlist blocks (strict mode): the app's own saver, given the app's
-allowlist, makes it. (A method LangGraph refuses to call, as for a `datetime` subclass, it
-refuses to `SqliteSaver` in the app too: plain data there, not refused here.)"""
-
-
-def _named(serde: SerializerProtocol, data: tuple[str, bytes]) -> list[tuple[int, str, str]]:
-    """The classes a payload names (`msgpack_classes`), an `EncryptedSerializer`'s too
-    (decrypted again: its own serializer gets the plain bytes only inside).
-
-    Their modules are what must be loaded once the value is read: LangGraph's serializer
-    imports a module it names, and where that fails gives the object's fields instead
-    (a class its own module lacks, renamed since, is as plain in `SqliteSaver`'s hands:
-    not refused)."""
-    type_, raw = data
-    if isinstance(serde, EncryptedSerializer) and "+" in type_:
-        type_, ciphername = type_.split("+", 1)
-        try:
-            raw = serde.cipher.decrypt(ciphername, raw)
-        except Exception:
-            return []  # `loads_typed` decrypted it just now: not reached
-    return msgpack_classes(raw) if type_ == "msgpack" else []
 
 
 def _load_tuple(

@@ -376,3 +376,37 @@ def test_an_encrypted_import_refuses_classes_this_process_cannot_make(tmp_path: 
     assert proc.returncode == 0, proc.stderr
     assert "refused: ['tests.user_types.Point']" in proc.stdout
     assert not (tmp_path / "out" / "t.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("named", "why"),
+    [
+        (["os", "system"], "not a class"),
+        (["subprocess", "Popen"], "not a data class"),
+        (["antigravity", "X"], "standard library"),
+    ],
+)
+def test_import_never_calls_what_a_tampered_database_names(
+    tmp_path: Path, named: list[str], why: str
+) -> None:
+    """`import` read the database with LangGraph's permissive serializer, which imports the
+    module a value names and calls the name in it: a row holding ``os.system`` and a command
+    ran the command. A value naming anything but a data class (or a safe type) is refused,
+    before it is read, and nothing is imported."""
+    import ormsgpack
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    canary = tmp_path / "ran"
+    db = tmp_path / "c.db"
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        checkpoint: Any = {**empty_checkpoint(), "channel_values": {"x": 1}}
+        checkpoint["channel_versions"] = {"x": 1}
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint,
+                  {"source": "input", "step": -1}, {"x": 1})
+    call = ormsgpack.Ext(1, ormsgpack.packb([*named, [f"touch {canary}"]]))
+    evil = ormsgpack.packb({**empty_checkpoint(), "channel_values": {"x": call}})
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE checkpoints SET type='msgpack', checkpoint=?", (evil,))
+    result = runner.invoke(app, ["--dir", str(tmp_path / "out"), "import", f"sqlite:///{db}"])
+    assert result.exit_code == 1 and why in result.stderr
+    assert not canary.exists() and not (tmp_path / "out" / "t.jsonl").exists()

@@ -359,7 +359,7 @@ class ClassRules:
         ``_missing_``, no metaclass of its own). Anything else off the registry stays
         blocked, with one warning naming the fix.
         """
-        named, odd = _scan_msgpack(raw) if type_ == "msgpack" else ([], False)
+        named, odd = scan_msgpack(raw) if type_ == "msgpack" else ([], False)
         if odd:  # a class named otherwise than by plain strings: admit nothing
             return self.serde()
         # The allowlist admits a name for every way LangGraph makes a value: an enum named
@@ -473,10 +473,10 @@ def msgpack_classes(raw: bytes) -> list[tuple[int, str, str]]:
     >>> msgpack_classes(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
     [(0, 'langgraph_ctx.codec.classes', 'C')]
     """
-    return _scan_msgpack(raw)[0]
+    return scan_msgpack(raw)[0]
 
 
-def _scan_msgpack(raw: bytes) -> tuple[list[tuple[int, str, str]], bool]:
+def scan_msgpack(raw: bytes) -> tuple[list[tuple[int, str, str]], bool]:
     """`msgpack_classes`, and whether some class value names its class otherwise than by
     two plain strings (values LangGraph's decoder makes first: a tampered payload that
     would hide a name from this scan)."""

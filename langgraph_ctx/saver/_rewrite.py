@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langgraph_ctx.codec.classes import quiet_plain_data
 from langgraph_ctx.codec.lines import MetadataAsStored, thread_line
 from langgraph_ctx.saver._batch import Bodies, checkpoint_batch, keeping_bodies, writes_batch
 from langgraph_ctx.saver._index import CheckpointHead, _Index
@@ -103,7 +104,8 @@ def delta_counters(index: _Index, entry: CheckpointHead) -> frozenset[str]:
     channels read as empty)."""
     if entry.counters or entry.meta is not None:
         return entry.counters
-    counters = index.metadata(entry).get("counters_since_delta_snapshot")
+    with quiet_plain_data():  # read for its counters only; written again as stored
+        counters = index.metadata(entry).get("counters_since_delta_snapshot")
     return frozenset(counters) if isinstance(counters, dict) else frozenset()
 
 
