@@ -486,8 +486,8 @@ def scan_msgpack(raw: bytes) -> tuple[list[tuple[int, str, str]], bool]:
     def hook(code: int, data: bytes) -> None:
         try:
             tup = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-        except Exception:  # not LangGraph's layout: nothing to name
-            odd[0] = odd[0] or code in _CLASS_EXTS
+        except Exception:  # not LangGraph's layout, or too deep to read: may hide a name
+            odd[0] = True
             return None
         if code not in _CLASS_EXTS:
             return None
