@@ -256,11 +256,10 @@ class ClassUnavailableError(SqliteSourceError):
             f"{where}: its values name {', '.join(classes)}, which this process cannot make "
             "(not importable here, or blocked by the serializer's allowlist); imported, they "
             "would be plain data for good, so this thread was not imported (threads imported "
-            "before it stay, complete: add --skip-existing when you run it again). Import "
-            "where the "
-            "application's modules import: `python -m langgraph_ctx.cli import ...` from the "
-            "application's directory (or with its PYTHONPATH), or "
-            "`langgraph_ctx.migrate.import_sqlite` called from the application."
+            "before it stay, complete: add --skip-existing when you run it again). Name the "
+            "application's modules that define them: `langgraph-ctx import ... --module "
+            "myapp.state` run where they import (the application's directory or its "
+            "PYTHONPATH), or `import_sqlite(..., modules=[...])` or from the application."
         )
 
 

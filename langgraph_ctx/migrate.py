@@ -29,6 +29,7 @@ into place in one atomic replace, so an interrupted import never leaves half a t
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import sqlite3
@@ -342,6 +343,7 @@ def import_sqlite(
     progress: Progress | None = None,
     plain_data: bool = False,
     check: bool = False,
+    modules: Sequence[str] = (),
 ) -> ImportReport:
     """Copy threads of a `SqliteSaver` database into a `JsonlSaver` directory.
 
@@ -361,6 +363,9 @@ def import_sqlite(
             (``KeyboardInterrupt`` included) stops the import between two checkpoints:
             the threads already moved into place stay, complete; the one being
             staged is dropped.
+        modules: The application's modules to import first (``"myapp.state"``): the
+            classes of its state. A value naming a class of a module not loaded is never
+            read (reading would import the module it names and call the name in it).
         check: Compare each imported thread with the database as the import read it (the
             same read transaction: an application writing meanwhile is no difference);
             what differs goes to `ImportReport.problems`.
@@ -383,6 +388,11 @@ def import_sqlite(
     """
     if force and skip_existing:
         raise ValueError("force and skip_existing exclude each other")
+    for module in modules:  # the caller's choice, not the file's
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"cannot import the module {module!r} ({exc})") from None
     serde = serde or JsonPlusSerializer()
     root = Path(target)
     report = ImportReport(source=str(sqlite_path(source)), target=str(root))

@@ -82,6 +82,14 @@ def import_(
         bool,
         typer.Option("--check", help="Compare every imported checkpoint with the database."),
     ] = False,
+    modules: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--module",
+            help="An application module to import first, for the classes of its state "
+            "(repeatable; run where it imports).",
+        ),
+    ] = None,
     plain_data: Annotated[
         bool,
         typer.Option(
@@ -160,6 +168,7 @@ def import_(
                 progress=advance,
                 plain_data=plain_data,
                 check=check,
+                modules=modules or (),
             )
         except ThreadExistsError as exc:
             raise CliError(f"{exc} (pass --skip-existing or --force)") from None

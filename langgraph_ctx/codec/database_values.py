@@ -16,6 +16,7 @@ from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG, JsonPlusSerializer
 
 from langgraph_ctx.codec.classes import DEFAULT_RULES, find_class, kind_of, scan_msgpack
 from langgraph_ctx.errors import ClassUnavailableError, CodecError, SqliteSourceError
@@ -33,7 +34,9 @@ def loads_database_value(
         if event.get("kind") in _BLOCKED and threading.get_ident() == me:
             blocked.append(f"{event.get('module')}.{event.get('name')}")
 
-    _vet(*_scanned(serde, data), where)
+    allowed, lacking = _vet(*_scanned(serde, data), where, plain_data)
+    if type(serde) is JsonPlusSerializer:  # (the default) allowing what was vetted, only
+        serde = JsonPlusSerializer(allowed_msgpack_modules=[*DEFAULT_RULES.names, *allowed])
     unregister = register_serde_event_listener(listen) if not plain_data else None
     try:
         value = serde.loads_typed(data)
@@ -48,6 +51,7 @@ def loads_database_value(
             unregister()
     if plain_data:
         return value
+    blocked = [b for b in blocked if b not in lacking]  # plain data in SqliteSaver's hands too
     missing = blocked + [f"{m}.{n}" for _, m, n in _named(serde, data) if m not in sys.modules]
     if missing:
         raise ClassUnavailableError(where, sorted(set(missing)))
@@ -60,38 +64,70 @@ allowlist, makes it. (A method LangGraph refuses to call, as for a `datetime` su
 refuses to `SqliteSaver` in the app too: plain data there, not refused here.)"""
 
 
-def _vet(names: list[tuple[int, str, str]], odd: bool, where: str) -> None:
-    """Refuse, before LangGraph's serializer reads it, a value that would make it call
-    something other than a data class: it imports the module a value names and calls the
-    name in it (``os.system`` with the file's arguments, ``subprocess.Popen``). Let through:
-    LangGraph's safe types and this package's registry, an application's data class (a
-    pydantic model, a dataclass, an enum, a NamedTuple) in a module loaded here, and a
-    module not loaded that is not the standard library's (the application's own, which
-    `SqliteSaver` in the application imports too)."""
+def _vet(
+    names: list[tuple[int, str, str]], odd: bool, where: str, plain_data: bool = False
+) -> tuple[list[tuple[str, str]], set[str]]:
+    """Refuse, before LangGraph's serializer reads it, a value that would make it import a
+    module or call anything but a data class: it imports the module a value names and
+    calls the name in it (``os.system``, a library's re-export of ``subprocess``). Let
+    through: LangGraph's safe types, this package's registry, pydantic's secret types, and
+    a data class (a pydantic model, a dataclass, a NamedTuple; an enum looked up by value)
+    found in a module already loaded here, by the application or by `import_sqlite`'s
+    ``modules``; a name its loaded module lacks (LangGraph cannot find it either: plain
+    data, as in `SqliteSaver`), unless the module answers names of its own (a module
+    ``__getattr__``). A module not loaded is a class this process cannot make
+    (`ClassUnavailableError`; with ``plain_data``, left to the serializer to block: read
+    as its fields). Returns the names found, for the serializer's allowlist, and those
+    their loaded module lacks (``module.name``)."""
     if odd:
         raise SqliteSourceError(f"{where}: a value names a class otherwise than by plain text")
+    allowed: list[tuple[str, str]] = []
+    lacking: set[str] = set()
     for code, module, name in names:
         key = (module, name)
-        if key in SAFE_MSGPACK_TYPES or key in DEFAULT_RULES.names or code == _METHOD_CALL:
-            continue  # (a method call: LangGraph allows only its own few)
-        if module in sys.modules:
-            try:
-                found = find_class(module, name)
-            except CodecError:
-                raise SqliteSourceError(
-                    f"{where}: a value names {module}.{name}, not a class: a tampered database?"
-                ) from None
-            if found is not None and kind_of(found) is None:
-                raise SqliteSourceError(
-                    f"{where}: a value names {module}.{name}, which is not a data class "
-                    "(a pydantic model, a dataclass, an enum or a NamedTuple): refused"
-                )
-        elif module.split(".")[0] in sys.stdlib_module_names:
+        if key in SAFE_MSGPACK_TYPES or key in DEFAULT_RULES.names:
+            continue
+        if key in _VALUE_TYPES:
+            allowed.append(key)
+            continue
+        if code == _METHOD_CALL:
+            continue  # LangGraph calls only its own few methods
+        try:
+            found = find_class(module, name) if module in sys.modules else None  # no import
+        except CodecError:
             raise SqliteSourceError(
-                f"{where}: a value names {module}.{name}, a standard library module's: "
-                "refused (reading it would import that module)"
+                f"{where}: a value names {module}.{name}, not a class: a tampered database?"
+            ) from None
+        if (
+            found is None
+            and module in sys.modules
+            and module != "__main__"  # an app run as a script: not this process's main
+            and "__getattr__" not in vars(sys.modules[module])
+        ):
+            lacking.add(f"{module}.{name}")  # LangGraph's lookup fails: plain data, as in
+            continue  # SqliteSaver
+        if found is None:
+            if plain_data:
+                continue  # blocked, not imported: its fields
+            raise ClassUnavailableError(where, [f"{module}.{name}"])
+        kind = kind_of(found)
+        if kind is None:
+            raise SqliteSourceError(
+                f"{where}: a value names {module}.{name}, which is not a data class "
+                "(a pydantic model, a dataclass, an enum or a NamedTuple): refused"
             )
+        if kind == "enum" and code != EXT_CONSTRUCTOR_SINGLE_ARG:
+            raise SqliteSourceError(
+                f"{where}: a value calls the enum {module}.{name} otherwise than to look a "
+                "member up: refused"
+            )
+        allowed.append(key)
+    return allowed, lacking
 
+
+_VALUE_TYPES = frozenset({("pydantic.types", "SecretStr"), ("pydantic.types", "SecretBytes")})
+"""Value types of pydantic an application's state holds, made from one value as LangGraph's
+serializer stores them (`SqliteSaver` reads them back so)."""
 
 _METHOD_CALL = 3  # LangGraph's EXT_METHOD_SINGLE_ARG: checked against its safe methods
 
