@@ -463,23 +463,17 @@ def _looked_up_enum(cls: type, name: str) -> bool:
     )
 
 
-def msgpack_classes(raw: bytes) -> list[tuple[int, str, str]]:
+def scan_msgpack(raw: bytes) -> tuple[list[tuple[int, str, str]], bool]:
     """``(ext code, module, name)`` of each value of the msgpack payload ``raw`` that
     LangGraph's decoder makes from a class it names (code 0: called with one argument,
-    how it stores an enum member), read without making anything; ``[]`` for a payload
-    that does not unpack.
+    how it stores an enum member), read without making anything; and whether some value
+    may hide a name from this scan (a class named otherwise than by two plain strings, a
+    value that does not unpack: ``[], True`` for a whole payload that does not).
 
     >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    >>> msgpack_classes(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
-    [(0, 'langgraph_ctx.codec.classes', 'C')]
+    >>> scan_msgpack(JsonPlusSerializer().dumps_typed({"c": enum.Enum("C", "A").A})[1])
+    ([(0, 'langgraph_ctx.codec.classes', 'C')], False)
     """
-    return scan_msgpack(raw)[0]
-
-
-def scan_msgpack(raw: bytes) -> tuple[list[tuple[int, str, str]], bool]:
-    """`msgpack_classes`, and whether some class value names its class otherwise than by
-    two plain strings (values LangGraph's decoder makes first: a tampered payload that
-    would hide a name from this scan)."""
     found: list[tuple[int, str, str]] = []
     odd = [False]
 

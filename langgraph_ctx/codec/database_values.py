@@ -34,7 +34,8 @@ def loads_database_value(
         if event.get("kind") in _BLOCKED and threading.get_ident() == me:
             blocked.append(f"{event.get('module')}.{event.get('name')}")
 
-    allowed, lacking = _vet(*_scanned(serde, data), where, plain_data)
+    names, odd = _scanned(serde, data)  # (an encrypted payload decrypted once for it)
+    allowed, lacking = _vet(names, odd, where, plain_data)
     if type(serde) is JsonPlusSerializer:  # (the default) allowing what was vetted, only
         serde = JsonPlusSerializer(allowed_msgpack_modules=[*DEFAULT_RULES.names, *allowed])
     unregister = register_serde_event_listener(listen) if not plain_data else None
@@ -52,7 +53,8 @@ def loads_database_value(
     if plain_data:
         return value
     blocked = [b for b in blocked if b not in lacking]  # plain data in SqliteSaver's hands too
-    missing = blocked + [f"{m}.{n}" for _, m, n in _named(serde, data) if m not in sys.modules]
+    # What the serializer could not import either: plain data (LangGraph gives its fields).
+    missing = blocked + [f"{m}.{n}" for _, m, n in names if m not in sys.modules]
     if missing:
         raise ClassUnavailableError(where, sorted(set(missing)))
     return value
@@ -130,17 +132,6 @@ _VALUE_TYPES = frozenset({("pydantic.types", "SecretStr"), ("pydantic.types", "S
 serializer stores them (`SqliteSaver` reads them back so)."""
 
 _METHOD_CALL = 3  # LangGraph's EXT_METHOD_SINGLE_ARG: checked against its safe methods
-
-
-def _named(serde: SerializerProtocol, data: tuple[str, bytes]) -> list[tuple[int, str, str]]:
-    """The classes a payload names (`msgpack_classes`), an `EncryptedSerializer`'s too
-    (decrypted again: its own serializer gets the plain bytes only inside).
-
-    Their modules are what must be loaded once the value is read: LangGraph's serializer
-    imports a module it names, and where that fails gives the object's fields instead
-    (a class its own module lacks, renamed since, is as plain in `SqliteSaver`'s hands:
-    not refused)."""
-    return _scanned(serde, data)[0]
 
 
 def _scanned(
