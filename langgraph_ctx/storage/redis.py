@@ -859,18 +859,15 @@ class RedisStorage(LogStorage):
         finally:
             if self._doors.get(loop) is door:
                 del self._doors[loop]
-            if not door.closed:
-                door.closed = True
-                with contextlib.suppress(Exception):
-                    await door.client.aclose()
+            with contextlib.suppress(Exception):
+                await door.close_client()
 
     async def aclose(self) -> None:
         """Close the async clients this storage made (from a function), on this loop."""
         loop = asyncio.get_running_loop()
         door = self._doors.pop(loop, None)
-        if door is not None and door.client is not self.async_client and not door.closed:
-            door.closed = True
-            await door.client.aclose()
+        if door is not None and door.client is not self.async_client:
+            await door.close_client()
 
     def _run(self, steps: _Steps[_T]) -> _T:
         """Run a storage call's round trips on the sync client."""
@@ -1400,6 +1397,12 @@ class _RedisAio(AsyncLog):
         self.closer: Any = None
         self.arming: asyncio.Task[Any] | None = None
         self.closed = False
+
+    async def close_client(self) -> None:
+        """Close the client (once: `RedisStorage.aclose`, or the loop's shutdown)."""
+        if not self.closed:
+            self.closed = True
+            await self.client.aclose()
 
     async def _start(self) -> None:
         async with self._starting:
