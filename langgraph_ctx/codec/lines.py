@@ -1403,9 +1403,6 @@ def writes_past(raws: Sequence[bytes]) -> dict[int, bytes]:
     }
 
 
-# ----------------------------------------------------------------------- writes
-
-
 def writes_line(
     ns: str,
     target: CheckpointHead | None,

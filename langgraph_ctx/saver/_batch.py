@@ -33,6 +33,7 @@ from langgraph_ctx.codec.lines import (
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
 from langgraph_ctx.codec.values import Unresolved, all_messages, encode_value, serde_encode
 from langgraph_ctx.saver._index import (
+    Bodies,
     CheckpointHead,
     _all_unchanged,
     _fingerprint,
@@ -411,9 +412,6 @@ def writes_batch(
     batch.lines.append(writes_line(ns, target, checkpoint_id, task_id, task_path, encoded))
     return batch
 
-
-Bodies = dict[int, tuple[Any, dict[str, Any]]]
-"""Stored bodies of serialized messages, by the id of the message read from them."""
 
 _VERBATIM: contextvars.ContextVar[Bodies | None] = contextvars.ContextVar(
     "verbatim", default=None

@@ -415,6 +415,11 @@ _STRUCTURE = (
 )
 
 
+Bodies = dict[int, tuple[Any, dict[str, Any]]]
+"""Stored bodies of serialized messages, by the id of the message read from them
+(`_Index.verbatim`, `langgraph_ctx.saver._batch.keeping_bodies`)."""
+
+
 @dataclass
 class _Index:
     """Everything known about one thread's log, by line number.
@@ -495,7 +500,7 @@ class _Index:
     keep_unresolved: bool = False
     # And the serialized bodies of the messages it read (by the message's id): written
     # again as they are, not from a message this process could not make whole.
-    verbatim: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
+    verbatim: Bodies = field(default_factory=dict)
 
     # ---------------------------------------------------------------- lines
 
