@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import collections
 import contextlib
+import functools
 import gc
 import itertools
 import json
@@ -256,6 +257,8 @@ _FIELDS = operator.attrgetter("__dict__")
 _TEMPLATE_MSG = operator.itemgetter(0)  # of a `_Index.templates` entry: (message, fingerprint)
 _TEMPLATE_FP = operator.itemgetter(1)
 _BEFORE = (-1).__add__  # a line number's index in a list of lines
+# ``x is None`` in C: ``None in messages`` calls each message's (pydantic) ``__eq__``.
+_IS_NONE = functools.partial(operator.is_, None)
 
 
 def _unchanged(m: BaseMessage, fp: tuple[Any, ...]) -> bool:
@@ -289,7 +292,7 @@ def _built_many(
     one gives ``(message, fingerprint)``.
     """
     built = messages_unvalidated(bodies, ids)
-    if None not in built:  # every one built unvalidated (a cold open's, mostly): in C
+    if not any(map(_IS_NONE, built)):  # every one built unvalidated (a cold open's, mostly)
         k, nones = first_like, itertools.repeat(None)
         out: list[tuple[Any, ...] | None] = list(zip(built[:k], nones, bodies[:k], strict=False))
         out += zip(built[k:], nones, bodies[k:], ids[k:], strict=False)
