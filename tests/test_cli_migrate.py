@@ -415,3 +415,104 @@ def test_import_never_calls_what_a_tampered_database_names(
     result = runner.invoke(app, ["--dir", str(tmp_path / "out"), "import", f"sqlite:///{db}"])
     assert result.exit_code == 1 and why in result.stderr
     assert not canary.exists() and not (tmp_path / "out" / "t.jsonl").exists()
+
+
+_APP_SERDES = """
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+class Xor:
+    def encrypt(self, p): return "xor", bytes(b ^ 0x5A for b in p)
+    def decrypt(self, n, c): return bytes(b ^ 0x5A for b in c)
+
+class AppSerde(JsonPlusSerializer):  # an application's serializer: LangGraph's, subclassed
+    pass
+
+SERDES = {"encrypted": lambda: EncryptedSerializer(Xor()), "subclass": AppSerde}
+"""
+
+
+@pytest.mark.parametrize("plain_data", [False, True])
+@pytest.mark.parametrize("kind", ["encrypted", "subclass"])
+def test_import_with_the_apps_serializer_never_calls_what_a_tampered_database_names(
+    tmp_path: Path, kind: str, plain_data: bool
+) -> None:
+    """`import_sqlite(serde=EncryptedSerializer(...))` read a row without a cipher (one the
+    app wrote before it turned encryption on) with that serializer's inner, permissive one,
+    and a subclass of LangGraph's serializer was not narrowed to what the vet let through:
+    a value calling ``os.__setattr__`` (which the vet took for a name ``os`` lacks), or with
+    ``plain_data`` ``timeit.timeit`` (a module not loaded), ran a shell command."""
+    import subprocess
+    import sys
+    import textwrap
+
+    import ormsgpack
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    canary = tmp_path / "ran"
+    if plain_data:
+        kwargs = {"stmt": f"import os; os.system('touch {canary}')", "number": 1}
+        evil: Any = ormsgpack.Ext(2, ormsgpack.packb(["timeit", "timeit", kwargs]))
+    else:
+        system = ormsgpack.Ext(0, ormsgpack.packb(["os", "__getattribute__", "system"]))
+        evil = [
+            ormsgpack.Ext(1, ormsgpack.packb(["os", "__setattr__", ["zz", system]])),
+            ormsgpack.Ext(0, ormsgpack.packb(["os", "zz", f"touch {canary}"])),
+        ]
+    blob = ormsgpack.packb({**empty_checkpoint(), "channel_values": {"v": evil}})
+    script = _APP_SERDES + textwrap.dedent(
+        f"""
+        import os, sqlite3, sys
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph_ctx.errors import SqliteSourceError
+        from langgraph_ctx.migrate import import_sqlite
+        sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+        from tests.test_cli_migrate import _one_value_database
+
+        serde = SERDES[{kind!r}]()
+        _one_value_database({str(tmp_path / "c.db")!r}, 1, serde)
+        with sqlite3.connect({str(tmp_path / "c.db")!r}) as conn:
+            conn.execute("UPDATE checkpoints SET type='msgpack', checkpoint=?", ({blob!r},))
+        try:
+            import_sqlite({str(tmp_path / "c.db")!r}, {str(tmp_path / "out")!r}, serde=serde,
+                          plain_data={plain_data!r})
+            print("imported")
+        except SqliteSourceError as exc:
+            print("refused:", exc)
+        print("os.zz:", getattr(os, "zz", None), "timeit loaded:", "timeit" in sys.modules)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not canary.exists()
+    assert "os.zz: None timeit loaded: False" in proc.stdout
+    if plain_data:  # read as its fields, nothing imported
+        assert "imported" in proc.stdout
+    else:
+        assert "refused:" in proc.stdout and ": a value names os.__" in proc.stdout
+
+
+def test_import_refuses_pickled_values_and_serializers_it_cannot_vet(tmp_path: Path) -> None:
+    """A serializer with ``pickle_fallback`` was swapped for one without, and the pickled
+    value then refused with "pass the application's serializer" (which was passed);
+    a serializer of the user's own was used as it is, unvetted."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from langgraph_ctx.errors import SqliteSourceError
+
+    pickling = JsonPlusSerializer(pickle_fallback=True)
+    _one_value_database(tmp_path / "p.db", 1 + 2j, pickling)
+    with pytest.raises(SqliteSourceError, match="stored with pickle, which the import does not"):
+        import_sqlite(f"sqlite:///{tmp_path / 'p.db'}", tmp_path / "out", serde=pickling)
+
+    class Own:
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            return JsonPlusSerializer().dumps_typed(obj)
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            return JsonPlusSerializer().loads_typed(data)
+
+    _one_value_database(tmp_path / "o.db", 1, Own())
+    with pytest.raises(SqliteSourceError, match="Own decodes by rules of its own"):
+        import_sqlite(f"sqlite:///{tmp_path / 'o.db'}", tmp_path / "out", serde=Own())
+    assert not (tmp_path / "out" / "t.jsonl").exists()

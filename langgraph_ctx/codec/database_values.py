@@ -2,8 +2,11 @@
 
 LangGraph's serializer, reading such a value, imports the module it names and calls the
 name in it. `loads_database_value` first refuses what would make it call anything but a
-data class (`_vet`), then reads the value as `SqliteSaver` does, and refuses one whose
-class this process could not make (it would be stored as plain data for good).
+data class (`_vet`), then reads the value as `SqliteSaver` does, with a `JsonPlusSerializer`
+allowing just what was vetted (whatever serializer the caller gave: an
+`EncryptedSerializer`'s own inner one would import and call what the file names), and
+refuses one whose class this process could not make (it would be stored as plain data for
+good). Pickled values are refused: unpickling runs whatever the data says.
 """
 
 from __future__ import annotations
@@ -34,13 +37,19 @@ def loads_database_value(
         if event.get("kind") in _BLOCKED and threading.get_ident() == me:
             blocked.append(f"{event.get('module')}.{event.get('name')}")
 
-    names, odd = _scanned(serde, data)  # (an encrypted payload decrypted once for it)
+    type_, raw = _plaintext(serde, data, where)
+    if type_ == "pickle":
+        raise SqliteSourceError(
+            f"{where}: a value stored with pickle, which the import does not read (unpickling "
+            "runs whatever the data says): move this thread from the application, putting "
+            "what its SqliteSaver reads into a JsonlSaver"
+        )
+    names, odd = scan_msgpack(raw) if type_ == "msgpack" else ([], False)
     allowed, lacking = _vet(names, odd, where, plain_data)
-    if type(serde) is JsonPlusSerializer:  # (the default) allowing what was vetted, only
-        serde = JsonPlusSerializer(allowed_msgpack_modules=[*DEFAULT_RULES.names, *allowed])
+    reader = JsonPlusSerializer(allowed_msgpack_modules=[*DEFAULT_RULES.names, *allowed])
     unregister = register_serde_event_listener(listen) if not plain_data else None
     try:
-        value = serde.loads_typed(data)
+        value = reader.loads_typed((type_, raw))
     except NotImplementedError:  # LangGraph's serializer, given a type it has no codec for
         raise SqliteSourceError(
             f"{where}: a value serialized as {data[0]!r}, which this serializer does not "
@@ -94,6 +103,8 @@ def _vet(
             continue
         if code == _METHOD_CALL:
             continue  # LangGraph calls only its own few methods
+        if name.startswith("__"):  # a module's own methods (``os.__setattr__``), no class
+            raise SqliteSourceError(f"{where}: a value names {module}.{name}: a tampered database?")
         try:
             found = find_class(module, name) if module in sys.modules else None  # no import
         except CodecError:
@@ -134,15 +145,26 @@ serializer stores them (`SqliteSaver` reads them back so)."""
 _METHOD_CALL = 3  # LangGraph's EXT_METHOD_SINGLE_ARG: checked against its safe methods
 
 
-def _scanned(
-    serde: SerializerProtocol, data: tuple[str, bytes]
-) -> tuple[list[tuple[int, str, str]], bool]:
-    """`scan_msgpack` of a payload, an `EncryptedSerializer`'s decrypted."""
+def _plaintext(serde: SerializerProtocol, data: tuple[str, bytes], where: str) -> tuple[str, bytes]:
+    """The value's type and bytes as LangGraph's serializer reads them: an
+    `EncryptedSerializer`'s payload decrypted (an unencrypted one, from before the app
+    turned encryption on, as it is). Only LangGraph's serializers are taken: one of the
+    caller's own decodes by rules of its own, which the import cannot vet."""
+    inner = serde.serde if isinstance(serde, EncryptedSerializer) else serde
+    if not isinstance(inner, JsonPlusSerializer):
+        raise SqliteSourceError(
+            f"{where}: the import reads values with LangGraph's serializer (JsonPlusSerializer"
+            f", or an EncryptedSerializer over it), whose rules it vets; {type(inner).__name__}"
+            " decodes by rules of its own"
+        )
     type_, raw = data
     if isinstance(serde, EncryptedSerializer) and "+" in type_:
         type_, ciphername = type_.split("+", 1)
         try:
             raw = serde.cipher.decrypt(ciphername, raw)
-        except Exception:
-            return [], False  # `loads_typed` says what is wrong
-    return scan_msgpack(raw) if type_ == "msgpack" else ([], False)
+        except Exception as exc:
+            raise SqliteSourceError(
+                f"{where}: a value does not decrypt with this serializer's cipher "
+                f"({type(exc).__name__}): another key?"
+            ) from None
+    return type_, raw
