@@ -225,3 +225,62 @@ def test_an_encrypted_delta_thread_keeps_its_history_through_a_prune(backend: Ba
     fresh = backend.saver(serde=_serde())
     for reader in (saver, fresh, _AsTheServerSeesIt(fresh)):
         assert builder.compile(checkpointer=reader).get_state(cfg).values["items"] == expected
+
+
+@pytest.mark.parametrize("where", ["app", "elsewhere"])
+def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
+    backend: Backend, where: str
+) -> None:
+    """An app that turns an `EncryptedSerializer` on keeps its threads: the saver reads the
+    lines written before. A rewrite (`prune`, sweeps, `delete_for_runs`) then wrote a value
+    of those lines that holds what the process cannot make: an app's model, where its module
+    does not import, as its class name in place of a payload (the thread no longer read,
+    no backup); bytes inside a dict, or a dict of models, raised `TypeError` (msgpack cannot
+    encode the kept value), in the app's own process too. Such a value is written back as
+    it was stored."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    from . import user_types
+
+    order = user_types.Order(id=1, color=user_types.Color.RED)
+    values = {
+        "nested_bytes": {"blob": b"\x00raw", "n": 1},
+        "model": order,
+        "dict_of_models": {"o": order, "p": user_types.Point(1.0, 2.0)},
+    }
+    plain, encrypting = backend.saver(), backend.saver(serde=_serde())
+    for tid, value in values.items():
+        config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+        checkpoint: Any = {**empty_checkpoint(), "channel_values": {"a": value, "b": 0}}
+        checkpoint["channel_versions"] = {"a": 1, "b": 1}
+        parent = plain.put(config, checkpoint, {"source": "input", "step": -1}, {"a": 1, "b": 1})
+        later = {**checkpoint, "id": str(uuid6()), "channel_values": {"a": value, "b": 1}}
+        later["channel_versions"] = {"a": 1, "b": 2}
+        encrypting.put(parent, later, {"source": "loop", "step": 0}, {"b": 2})
+
+    if where == "app":
+        encrypting.prune(sorted(values), strategy="keep_latest")
+    else:  # a maintenance job, where the app's module does not import
+        code = (
+            "import sys\nfrom tests.test_custom_serde import _serde\n"
+            f"saver = {backend.saver_code()[:-1]}, serde=_serde())\n"
+            f"saver.prune({sorted(values)!r}, strategy='keep_latest')\n"
+            "assert 'tests.user_types' not in sys.modules\n"
+        )
+        root = Path(__file__).resolve().parent.parent
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root
+        )
+        assert proc.returncode == 0, proc.stderr
+    reader = backend.saver(serde=_serde())
+    for tid, value in values.items():
+        head = reader.get_tuple({"configurable": {"thread_id": tid}})
+        assert head is not None and head.checkpoint["channel_values"] == {"a": value, "b": 1}
+        assert len(list(reader.list({"configurable": {"thread_id": tid}}))) == 1

@@ -437,6 +437,30 @@ class Unresolved:
         self.tag, self.name, self.data = tag, name, data
 
 
+def holds_unresolved(value: Any) -> bool:
+    """Whether ``value`` is, or holds in its dicts, lists, tuples and sets, an `Unresolved`:
+    a value a rewrite read that must be written back as it was stored, not through the
+    serializer (which cannot encode it).
+
+    >>> holds_unresolved({"a": [1, Unresolved("model", ["app", "Order"], {})]})
+    True
+    >>> holds_unresolved({"a": [1, (2, 3)]})
+    False
+    """
+    kind = type(value)
+    if kind is Unresolved:
+        return True
+    if kind is dict:
+        return any(map(holds_unresolved, value.values())) or any(map(holds_unresolved, value))
+    if kind in (list, tuple, set, frozenset):
+        return any(map(holds_unresolved, value))
+    if kind is Send:
+        return holds_unresolved(value.arg)
+    if kind is _DeltaSnapshot:
+        return holds_unresolved(value.value)
+    return False
+
+
 def decode_value(
     enc: Any,
     load_message: MessageLoader,

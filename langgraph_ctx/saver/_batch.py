@@ -31,7 +31,13 @@ from langgraph_ctx.codec.lines import (
     writes_readable,
 )
 from langgraph_ctx.codec.messages import message_body, message_digest, message_digest_without_id
-from langgraph_ctx.codec.values import Unresolved, all_messages, encode_value, serde_encode
+from langgraph_ctx.codec.values import (
+    Unresolved,
+    all_messages,
+    encode_value,
+    holds_unresolved,
+    serde_encode,
+)
 from langgraph_ctx.saver._index import (
     Bodies,
     CheckpointHead,
@@ -220,8 +226,12 @@ class _Batch:
         from it unread (`_shared`).
         """
         if not self.readable:
-            if type(value) is Unresolved:  # a rewrite's value, the serializer's own payload
-                return {"serde": value.name}, None
+            if type(value) is Unresolved and value.tag == "serde":
+                return {"serde": value.name}, None  # a rewrite's value: the serializer's payload
+            if _VERBATIM.get() is not None and holds_unresolved(value):
+                # A rewrite's value read from a line written before the serializer was
+                # (a thread begun unencrypted): as it was stored, which it cannot encode.
+                return encode_value(value, self.ref, self.serde, self.refs), None
             return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
             return encode_value(value, self.ref, self.serde, self.refs), None
