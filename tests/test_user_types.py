@@ -463,6 +463,36 @@ def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them(backend):
     assert isinstance(state["order"], user_types.Order) and state["color"] is user_types.Color.BLUE
 
 
+def test_a_prune_where_another_version_of_the_apps_types_is_loaded_keeps_them(backend):
+    """A rewrite run by another deployment of the app (a maintenance job of an older one),
+    whose enum lacks a member and whose model lacks fields, stored what those classes made
+    of the values: the enum's bare value, the model without its fields, for good. A value
+    its class cannot make whole is kept as it is stored, as where the class is not loaded."""
+    graph = user_types.build().compile(checkpointer=backend.saver())
+    user_types.run(graph, CONFIG)
+    before = user_types.canonical(graph.get_state(CONFIG).values)
+    older = (
+        "import sys, types\n"
+        "older = types.ModuleType('tests.user_types')\n"
+        "exec('import enum\\nfrom pydantic import BaseModel\\n'\n"
+        "     'class Color(enum.Enum):\\n    RED = \"red\"\\n'\n"
+        "     'class Order(BaseModel):\\n    id: int\\n', older.__dict__)\n"
+        "sys.modules['tests.user_types'] = older\n"
+        f"saver = {backend.saver_code()}\n"
+        "saver.prune(['types'], strategy='keep_latest')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", older], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    fresh = backend.saver()
+    assert len(list(fresh.list(CONFIG))) == 1  # pruned
+    state = user_types.build().compile(checkpointer=fresh).get_state(CONFIG).values
+    assert user_types.canonical(state) == before
+    assert isinstance(state["order"], user_types.Order) and state["color"] is user_types.Color.BLUE
+
+
 def test_writes_a_revert_carries_where_the_apps_types_are_not_loaded_keep_them(backend):
     """A revert puts again a kept checkpoint's writes saved after the cut (`writes_after`),
     decoded and encoded anew: in a process without the app's types they became plain data."""

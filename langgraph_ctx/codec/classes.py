@@ -528,6 +528,31 @@ def rebuild(cls: type, kind: ClassKind, data: Any, registered: bool) -> Any:
     return _bare_namedtuple(cls, data)
 
 
+def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
+    """Whether `rebuild` makes of ``data`` an object that keeps all of it: an enum member of
+    that value; a data class with a field for each stored one. Another version of the
+    application's class (a maintenance job of an older deployment) may lack a member or a
+    field: a rewrite keeps such a value as it is stored (`Unresolved`), not what this
+    class makes of it. (Registered classes validate what they are given.)"""
+    if registered or (kind != "enum" and not isinstance(data, dict)):
+        return True
+    if kind == "enum":
+        return _member_of(cls, data) is not None
+    if kind == "model":
+        if BaseModel in _mro(cls):
+            config = _lookup(cls, "model_config") or {}
+            fields = _lookup(cls, "__pydantic_fields__") or {}
+            return config.get("extra") == "allow" or bool(data.keys() <= fields.keys())
+        return bool(data.keys() <= (_lookup(cls, "__fields__") or {}).keys())  # pydantic v1
+    if kind == "dataclass":
+        fields = _lookup(cls, "__dataclass_fields__") or {}
+        return all(
+            getattr(fields.get(k), "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
+            for k in data
+        )
+    return bool(data.keys() <= set(_lookup(cls, "_fields") or ()))
+
+
 def _construct(cls: type, kind: ClassKind, data: dict[str, Any]) -> Any:
     try:
         if kind == "model" and BaseModel in _mro(cls):
@@ -622,6 +647,16 @@ def _bare_namedtuple(cls: type, data: dict[str, Any]) -> Any:
 
 
 def _enum_member(cls: type, value: Any) -> Any:
+    member = _member_of(cls, value)
+    if member is None:
+        module, qualname = _home(cls)
+        warn_plain_data(module, qualname, f"no member has the value {value!r}")
+        return value
+    return member
+
+
+def _member_of(cls: type, value: Any) -> Any:
+    """The member of enum ``cls`` with ``value`` (``None``: none has it)."""
     by_value = _lookup(cls, "_value2member_map_") or {}
     try:
         member = by_value.get(value)
@@ -630,10 +665,5 @@ def _enum_member(cls: type, value: Any) -> Any:
     if member is None:
         for candidate in (_lookup(cls, "_member_map_") or {}).values():
             if candidate._value_ == value:
-                member = candidate
-                break
-    if member is None:
-        module, qualname = _home(cls)
-        warn_plain_data(module, qualname, f"no member has the value {value!r}")
-        return value
+                return candidate
     return member

@@ -68,6 +68,7 @@ from langgraph_ctx.codec.classes import (
     CLASS_TAGS,
     DEFAULT_RULES,
     ClassKind,
+    fits,
     kind_of,
     rebuild,
 )
@@ -559,6 +560,8 @@ class _Decoder:
             data = {k: self.decode(v) for k, v in _obj(enc, "fields").items()}
         if cls is None:
             return Unresolved(tag, enc[tag], data) if self.keep else data
+        if self.keep and not fits(cls, tag, data, registered):  # another version of the class
+            return Unresolved(tag, enc[tag], data)
         return rebuild(cls, tag, data, registered)
 
 
