@@ -558,3 +558,24 @@ def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them_in_metadata(back
     _without_the_app(backend, "saver.prune(['meta'], strategy='keep_latest')")
     kept = list(backend.saver().list({"configurable": {"thread_id": "meta"}}))
     assert len(kept) == 1 and kept[0].metadata["color"] is user_types.Color.RED
+
+
+def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them_in_checkpoint_extras(backend):
+    """A checkpoint's keys beyond LangGraph's known ones (kept serialized, ``extra_serde``,
+    when they hold a class) were decoded and encoded again by a rewrite: where the app's
+    module does not import, as plain data for good. (Read through LangGraph's serializer:
+    an app's model there comes back only where it is allowed, ``allowed_types``.)"""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = backend.saver(allowed_types=[user_types.Order])
+    head: Any = {"configurable": {"thread_id": "extra"}}
+    order = user_types.Order(id=3, color=user_types.Color.BLUE, dims=(2, 2))
+    for step in range(3):
+        checkpoint: Any = {**empty_checkpoint(), "channel_values": {"n": step}, "app": order}
+        checkpoint["channel_versions"] = {"n": step + 1}
+        head = saver.put(head, checkpoint, {"source": "loop", "step": step}, {"n": step + 1})
+    _without_the_app(backend, "saver.prune(['extra'], strategy='keep_latest')")
+    reader = backend.saver(allowed_types=[user_types.Order])
+    kept = list(reader.list({"configurable": {"thread_id": "extra"}}))
+    assert len(kept) == 1 and kept[0].checkpoint["app"] == order
+    assert isinstance(kept[0].checkpoint["app"], user_types.Order)

@@ -729,8 +729,14 @@ def checkpoint_from_line(
     head: CheckpointHead,
     values: dict[str, Any],
     serde: SerializerProtocol,
+    *,
+    as_stored: bool = False,
 ) -> dict[str, Any]:
-    """LangGraph's `Checkpoint` for a ``ckpt`` line, given its decoded channel ``values``."""
+    """LangGraph's `Checkpoint` for a ``ckpt`` line, given its decoded channel ``values``.
+
+    ``as_stored``: for a rewrite, which writes the checkpoint again (`checkpoint_line`):
+    serialized extra keys stay as stored (`EXTRA_AS_STORED`), not decoded (the process
+    may lack an application class they hold)."""
     updated = line["updated"] if "updated" in line else _updated(line.get("values", {}))
     checkpoint: dict[str, Any] = {
         "v": line.get("cv", DEFAULT_CHECKPOINT_VERSION),
@@ -741,6 +747,9 @@ def checkpoint_from_line(
         "versions_seen": {k: dict(v) for k, v in head.seen.items()},
         "updated_channels": updated,
     }
+    if as_stored and "extra_serde" in line:
+        checkpoint[EXTRA_AS_STORED] = line["extra_serde"]
+        return checkpoint
     for key, value in extra_from_fields(line, serde).items():
         checkpoint.setdefault(key, value)
     return checkpoint
@@ -868,6 +877,8 @@ def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> di
     """Checkpoint keys LangGraph may add later, kept under ``extra`` / ``extra_serde``."""
     if KNOWN_CHECKPOINT_KEYS.issuperset(checkpoint):  # LangGraph's own keys only (most)
         return {}
+    if EXTRA_AS_STORED in checkpoint:
+        return {"extra_serde": checkpoint[EXTRA_AS_STORED]}
     extra = {
         k: v
         for k, v in checkpoint.items()
@@ -879,6 +890,11 @@ def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> di
         return {"extra": extra}
     return {"extra_serde": serde_encode(extra, serde)}
 
+
+
+EXTRA_AS_STORED = "\x00extra_serde"
+"""The key of a rewrite's checkpoint (`checkpoint_from_line` with ``as_stored``) holding its
+serialized extra keys as stored: no key of LangGraph's, never handed to it."""
 
 
 def extra_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:

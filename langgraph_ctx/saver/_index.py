@@ -1676,7 +1676,8 @@ class _Index:
     def checkpoint(self, entry: CheckpointHead, values: dict[str, Any]) -> dict[str, Any]:
         """LangGraph's `Checkpoint` dict of an entry, with these channel values."""
         try:
-            return checkpoint_from_line(self.line(entry.line), entry, values, self.serde)
+            line, keep = self.line(entry.line), self.keep_unresolved
+            return checkpoint_from_line(line, entry, values, self.serde, as_stored=keep)
         except CodecError as exc:
             raise self.corrupt(entry.line, str(exc)) from None
 
