@@ -23,7 +23,8 @@ Sections (``--only NAME``, repeatable):
 * ``concurrency``: 50 threads x 20 turns, all at once with ``ainvoke`` (an async model
   node): turns per second for ``InMemorySaver``, ``JsonlSaver``, ``AsyncSqliteSaver``,
   ``AsyncPostgresSaver`` (a pool of 10 connections) and ``RedisLogSaver`` (a
-  redis-server started on a free loopback port, without persistence, stopped after).
+  redis-server started on a free loopback port, without persistence, stopped after); each
+  run in its own process, the savers taking turns.
 * ``memory``: 1,000 threads x 10 turns, then idle: Python objects still allocated
   (``tracemalloc`` after ``gc.collect()``, against a baseline taken after one warm-up
   thread) per thread, ``JsonlSaver`` and ``SqliteSaver``, each in its own process.
@@ -87,23 +88,17 @@ if hasattr(os, "fdatasync"):
     os.fdatasync = _counted(os.fdatasync)
 
 import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import contextlib  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import random  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import AsyncIterator  # noqa: E402
 from typing import Any  # noqa: E402
 
-from langchain_core.messages import HumanMessage  # noqa: E402
 from perf_process import CHILD_TASKS, THREAD, workload_graph  # noqa: E402
-from postgres_server import PostgresServer, connect_kwargs, postgres_unavailable  # noqa: E402
-from storage import build, text  # noqa: E402
+from postgres_server import PostgresServer, postgres_unavailable  # noqa: E402
 
 from langgraph_ctx import JsonlSaver  # noqa: E402
 
@@ -391,20 +386,31 @@ class Run:
         else:
             server = RedisServer(redis_dir).start()
             kinds.append("RedisLogSaver")
-        rates: dict[str, float] = {}
-        self.cpu_ms: dict[str, list[float]] = {}
+        samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+        self.cpu_ms: dict[str, list[float]] = {kind: [] for kind in kinds}
         try:
-            for kind in kinds:
-                samples = []
-                for run in range(self.repeats):
+            # Each run in a fresh interpreter, the savers taking turns (as the cold opens):
+            # a run in the process of another saver's runs inherited its heap and the
+            # garbage collector's state (JSONL measured ~5% less after three InMemorySaver
+            # runs than in a process of its own).
+            for run in range(self.repeats):
+                for kind in kinds:
                     log(f"concurrency: {kind}, run {run + 1}/{self.repeats}")
-                    samples.append(
-                        asyncio.run(self.concurrent_run(kind, run, threads, turns, server))
-                    )
-                rates[kind] = median(samples)
+                    directory = self.tmp / f"concurrency-{kind}-{run}"
+                    directory.mkdir()
+                    spec = {"task": "concurrency", "saver": kind, "directory": str(directory),
+                            "run": run, "threads": threads, "turns": turns}  # fmt: skip
+                    if kind == "AsyncPostgresSaver":
+                        spec["url"] = self.database(f"concurrency_{run}")
+                    elif kind == "RedisLogSaver":
+                        spec["url"] = server.url
+                    result = in_child(spec)
+                    samples[kind].append(result["turns_per_s"])
+                    self.cpu_ms[kind].append(result["cpu_ms"])
         finally:
             if server is not None:
                 server.stop()
+        rates = {kind: median(values) for kind, values in samples.items()}
         memory = rates["InMemorySaver"]
         rows = []
         for kind in (
@@ -463,67 +469,6 @@ class Run:
             "turns_per_s": rates,
             "cpu_ms_per_turn": {k: median(v) for k, v in self.cpu_ms.items()},
         }
-
-    async def concurrent_run(
-        self, kind: str, run: int, threads: int, turns: int, server: Any
-    ) -> float:
-        async with self.async_saver(kind, run, server) as saver:
-            graph = build(False, random.Random(7), asynchronous=True).compile(checkpointer=saver)
-            rng = random.Random(run)
-            inputs = [text(rng) for _ in range(threads * turns)]
-
-            async def thread(i: int) -> None:
-                config = {"configurable": {"thread_id": f"thread-{i}"}}
-                for t in range(turns):
-                    message = HumanMessage(inputs[i * turns + t])
-                    await graph.ainvoke({"messages": [message]}, config)
-
-            warm_up = {"configurable": {"thread_id": "warm-up"}}  # lazy setup, first queries
-            await graph.ainvoke({"messages": [HumanMessage("hello")]}, warm_up)
-            t0, cpu0 = time.perf_counter(), time.process_time()
-            await asyncio.gather(*(thread(i) for i in range(threads)))
-            elapsed = time.perf_counter() - t0
-            cpu = time.process_time() - cpu0
-            self.cpu_ms.setdefault(kind, []).append(cpu * 1000 / (threads * turns))
-            state = await graph.aget_state({"configurable": {"thread_id": "thread-0"}})
-            assert len(state.values["messages"]) == 2 * turns
-        return threads * turns / elapsed
-
-    @contextlib.asynccontextmanager
-    async def async_saver(self, kind: str, run: int, server: Any) -> AsyncIterator[Any]:
-        directory = self.tmp / f"concurrency-{kind}-{run}"
-        directory.mkdir()
-        if kind == "InMemorySaver":
-            from langgraph.checkpoint.memory import InMemorySaver
-
-            yield InMemorySaver()
-        elif kind == "JsonlSaver":
-            yield JsonlSaver(directory / "chats")
-        elif kind == "AsyncSqliteSaver":
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            async with AsyncSqliteSaver.from_conn_string(str(directory / "bench.db")) as sqlite:
-                yield sqlite
-        elif kind == "AsyncPostgresSaver":
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-            from psycopg_pool import AsyncConnectionPool
-
-            url = self.database(f"concurrency_{run}")
-            async with AsyncConnectionPool(
-                url, min_size=10, max_size=10, kwargs=connect_kwargs(), open=False
-            ) as pool:
-                await pool.wait()  # all 10 connections open before the clock starts
-                postgres = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-                await postgres.setup()
-                yield postgres
-        else:
-            from langgraph_ctx.saver.redis import RedisLogSaver
-
-            saver = RedisLogSaver.from_url(server.url, prefix=f"perf-{run}")
-            try:
-                yield saver
-            finally:
-                saver.close()
 
     # -- idle-thread memory ------------------------------------------------------
     def memory(self) -> None:

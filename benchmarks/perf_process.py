@@ -1,6 +1,7 @@
-"""What one measured process of ``perf.py`` runs: a workload, a cold open, idle-thread memory.
+"""What one measured process of ``perf.py`` runs: a workload, a cold open, idle-thread memory,
+a concurrency run.
 
-Each figure of the chat and agent sections comes from a fresh interpreter
+Each figure of the chat, agent and concurrency sections comes from a fresh interpreter
 (``perf.py --child SPEC``) on fresh storage, so that resident memory, caches and
 the garbage collector's state are those of that saver alone. ``perf.py`` starts
 these processes and reads the JSON object each prints.
@@ -8,13 +9,15 @@ these processes and reads the JSON object each prints.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import os
 import random
 import sqlite3
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,4 +181,74 @@ def child_memory(spec: dict[str, Any]) -> dict[str, Any]:
     return {"per_thread": retained / spec["threads"], "retained": retained}
 
 
-CHILD_TASKS = {"workload": child_workload, "cold": child_cold, "memory": child_memory}
+def child_concurrency(spec: dict[str, Any]) -> dict[str, Any]:
+    """In a fresh interpreter: ``threads`` x ``turns`` at once with ``ainvoke`` (an async
+    model node) on one saver; turns per second, and this process's CPU ms a turn."""
+    return asyncio.run(_concurrent_run(spec))
+
+
+async def _concurrent_run(spec: dict[str, Any]) -> dict[str, Any]:
+    threads, turns = spec["threads"], spec["turns"]
+    async with _async_saver(spec) as saver:
+        graph = build(False, random.Random(7), asynchronous=True).compile(checkpointer=saver)
+        rng = random.Random(spec["run"])
+        inputs = [text(rng) for _ in range(threads * turns)]
+
+        async def thread(i: int) -> None:
+            config = {"configurable": {"thread_id": f"thread-{i}"}}
+            for t in range(turns):
+                message = HumanMessage(inputs[i * turns + t])
+                await graph.ainvoke({"messages": [message]}, config)
+
+        warm_up = {"configurable": {"thread_id": "warm-up"}}  # lazy setup, first queries
+        await graph.ainvoke({"messages": [HumanMessage("hello")]}, warm_up)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(thread(i) for i in range(threads)))
+        elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        state = await graph.aget_state({"configurable": {"thread_id": "thread-0"}})
+        assert len(state.values["messages"]) == 2 * turns
+    return {"turns_per_s": threads * turns / elapsed, "cpu_ms": cpu * 1000 / (threads * turns)}
+
+
+@contextlib.asynccontextmanager
+async def _async_saver(spec: dict[str, Any]) -> AsyncIterator[Any]:
+    kind, directory = spec["saver"], Path(spec["directory"])
+    if kind == "InMemorySaver":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+    elif kind == "JsonlSaver":
+        yield JsonlSaver(directory / "chats")
+    elif kind == "AsyncSqliteSaver":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(directory / "bench.db")) as sqlite:
+            yield sqlite
+    elif kind == "AsyncPostgresSaver":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg_pool import AsyncConnectionPool
+
+        async with AsyncConnectionPool(
+            spec["url"], min_size=10, max_size=10, kwargs=connect_kwargs(), open=False
+        ) as pool:
+            await pool.wait()  # all 10 connections open before the clock starts
+            postgres = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            await postgres.setup()
+            yield postgres
+    else:
+        from langgraph_ctx.saver.redis import RedisLogSaver
+
+        saver = RedisLogSaver.from_url(spec["url"], prefix=f"perf-{spec['run']}")
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+
+CHILD_TASKS = {
+    "workload": child_workload,
+    "cold": child_cold,
+    "memory": child_memory,
+    "concurrency": child_concurrency,
+}
