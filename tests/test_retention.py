@@ -326,6 +326,32 @@ def test_saver_hides_deletes_and_sweeps_archives(backend: Any) -> None:
     assert saver.list_threads(include_archives=True) == []
 
 
+def test_delete_thread_deletes_only_the_archives_named_after_the_thread(backend: Any) -> None:
+    """`delete_thread` (what the LangGraph server calls) deleted every thread the archive
+    index named: an index naming another thread (hand-edited, tampered) deleted that thread
+    too, and one naming the thread itself recursed without end. Only archives of the
+    thread, by their name (``<thread>.ctx.<context id>``), are deleted with it."""
+    from langgraph_ctx.context.archive.entries import ArchivedContext
+    from langgraph_ctx.context.archive.index import index_for
+
+    saver = backend.saver()
+    graph = chat_graph(saver)
+    for tid in ["chat", "important"]:
+        for text in ["hi", "plan a trip", "somewhere warm"]:
+            graph.invoke({"messages": [("user", text)]}, config(tid))
+    own = _archive(saver, "chat")
+
+    def named(archive: str) -> ArchivedContext:
+        return ArchivedContext(context_id="c_20261124_abcdef", title="t", archived_at="x",
+                               message_count=1, thread_id="chat", archive_thread_id=archive,
+                               checkpoint_id="x")  # fmt: skip
+
+    index_for(saver).update("chat", lambda items: [*items, named("important"), named("chat")])
+    saver.delete_thread("chat")
+    assert sorted(saver.list_threads(include_archives=True)) == ["important"]
+    assert own not in saver.list_threads(include_archives=True)
+
+
 def test_saver_sweep_keeps_what_an_interrupt_needs(tmp_path: Path) -> None:
     saver = JsonlSaver(tmp_path / "chats")
     CALLS.clear()
