@@ -197,6 +197,26 @@ def test_bad_references_are_reported(tmp_path, enc):
         JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
 
 
+def test_a_line_nested_too_deep_is_a_corrupt_line(tmp_path):
+    """A line (checksum intact) nested deeper than orjson reads fell back to ``json``,
+    whose `RecursionError` escaped: not `on_corrupt="skip"`, nor `verify`, read past it."""
+    from langgraph_ctx.codec.lines import seal_line
+
+    saver = JsonlSaver(tmp_path)
+    put_one(saver, "t")
+    put_one(saver, "t", "again")
+    log = Path(saver.path("t"))
+    lines = log.read_bytes().splitlines()
+    deep = b'{"v":2,"t":"writes","x":' + b"[" * 3000 + b"]" * 3000 + b"}"
+    log.write_bytes(b"\n".join([*lines, seal_line(deep)]) + b"\n")
+    with pytest.raises(CorruptLogError, match="nested too deep"):
+        JsonlSaver(tmp_path).get_tuple({"configurable": {"thread_id": "t"}})
+    skipping = JsonlSaver(tmp_path, on_corrupt="skip")
+    with pytest.warns(UserWarning, match="nested too deep"):
+        head = skipping.get_tuple({"configurable": {"thread_id": "t"}})
+    assert head is not None
+
+
 @dataclasses.dataclass
 class Point:
     """Not a plain data class (it runs code when made): rebuilt only when allowed."""

@@ -245,6 +245,8 @@ def loads_line(raw: bytes) -> dict[str, Any]:
             obj = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CodecError(f"not valid JSON ({exc})") from None
+        except RecursionError:  # nested deeper than any value of LangGraph's (orjson: 1024)
+            raise CodecError("nested too deep to read (over 1,024 levels)") from None
     if not isinstance(obj, dict):
         raise CodecError("a line must be a JSON object")
     version = obj.get("v")
