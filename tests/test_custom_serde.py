@@ -245,6 +245,7 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
 
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6
+    from langgraph.types import Interrupt
 
     from . import user_types
 
@@ -253,8 +254,9 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
         "nested_bytes": {"blob": b"\x00raw", "n": 1},
         "model": order,
         "dict_of_models": {"o": order, "p": user_types.Point(1.0, 2.0)},
+        "bytes_in_a_dataclass": user_types.Point(b"\x00raw", 2.0),  # type: ignore[arg-type]
     }
-    plain, encrypting = backend.saver(), backend.saver(serde=_serde())
+    plain, encrypting = backend.saver(), backend.saver(serde=_serde())  # the app, then with it
     for tid, value in values.items():
         config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
         checkpoint: Any = {**empty_checkpoint(), "channel_values": {"a": value, "b": 0}}
@@ -262,7 +264,9 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
         parent = plain.put(config, checkpoint, {"source": "input", "step": -1}, {"a": 1, "b": 1})
         later = {**checkpoint, "id": str(uuid6()), "channel_values": {"a": value, "b": 1}}
         later["channel_versions"] = {"a": 1, "b": 2}
-        encrypting.put(parent, later, {"source": "loop", "step": 0}, {"b": 2})
+        head = encrypting.put(parent, later, {"source": "loop", "step": 0}, {"b": 2})
+        asked = [Interrupt(value=value, id="i1")]  # a pending interrupt, written unencrypted
+        backend.saver().put_writes(head, [("__interrupt__", asked)], "asking")
 
     if where == "app":
         encrypting.prune(sorted(values), strategy="keep_latest")
@@ -284,3 +288,6 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
         head = reader.get_tuple({"configurable": {"thread_id": tid}})
         assert head is not None and head.checkpoint["channel_values"] == {"a": value, "b": 1}
         assert len(list(reader.list({"configurable": {"thread_id": tid}}))) == 1
+        assert [w[1:] for w in head.pending_writes] == [
+            ("__interrupt__", [Interrupt(value=value, id="i1")])
+        ]

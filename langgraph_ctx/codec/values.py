@@ -49,6 +49,7 @@ and write the one table above: split, each half would restate it.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import decimal
 import itertools
@@ -63,6 +64,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Send
+from pydantic import BaseModel
 
 from langgraph_ctx.codec.classes import (
     CLASS_TAGS,
@@ -439,27 +441,31 @@ class Unresolved:
 
 
 def holds_unresolved(value: Any) -> bool:
-    """Whether ``value`` is, or holds in its dicts, lists, tuples and sets, an `Unresolved`:
-    a value a rewrite read that must be written back as it was stored, not through the
-    serializer (which cannot encode it).
+    """Whether ``value`` is, or holds anywhere (dicts, lists, tuples, sets, the fields of a
+    data class, a model, an `Interrupt`, a `Send`), an `Unresolved`: a value a rewrite
+    read that must be written back as it was stored, not through the serializer (which
+    cannot encode it).
 
     >>> holds_unresolved({"a": [1, Unresolved("model", ["app", "Order"], {})]})
     True
     >>> holds_unresolved({"a": [1, (2, 3)]})
     False
     """
-    kind = type(value)
-    if kind is Unresolved:
+    if type(value) is Unresolved:
         return True
-    if kind is dict:
+    if isinstance(value, dict):
         return any(map(holds_unresolved, value.values())) or any(map(holds_unresolved, value))
-    if kind in (list, tuple, set, frozenset):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return any(map(holds_unresolved, value))
-    if kind is Send:
+    if isinstance(value, Send):
         return holds_unresolved(value.arg)
-    if kind is _DeltaSnapshot:
+    if isinstance(value, _DeltaSnapshot):
         return holds_unresolved(value.value)
-    return False
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields: Any = dataclasses.fields(value)
+        return any(holds_unresolved(getattr(value, f.name, None)) for f in fields)
+    fields = getattr(value, "__dict__", None) if isinstance(value, BaseModel) else None
+    return isinstance(fields, dict) and any(map(holds_unresolved, fields.values()))
 
 
 def decode_value(
