@@ -15,7 +15,7 @@ from langgraph_ctx.cli.app import app
 from langgraph_ctx.cli.verify import verify_directory, verify_file
 from langgraph_ctx.codec import dumps_line
 
-from .cli_scenarios import build_directory
+from .cli_scenarios import build_directory, chat_graph, config
 
 runner = CliRunner()
 
@@ -223,3 +223,24 @@ def test_an_integer_beyond_64_bits_written_before_they_were_refused(root: Path) 
         "saver reads it back as a float, another number (store such values as strings)"
     ) in result.stdout.splitlines()
     assert result.stdout.splitlines()[-1] == "1 file checked: 0 errors, 1 warning"
+
+
+def test_verify_names_a_long_id_log_whose_header_does_not_read(tmp_path: Path) -> None:
+    """A long thread id is kept only in its log's header (the file is named by its hash):
+    with that line damaged the log was in no listing, so `verify` said "0 errors" and
+    `copy --all` left it behind, silently. `verify` checks every log file; listings warn."""
+    from langgraph_ctx.errors import CorruptLineWarning
+
+    saver = JsonlSaver(tmp_path)
+    graph = chat_graph(saver)
+    long_id = "L" * 300
+    for tid in ["chat", long_id]:
+        graph.invoke({"messages": [("user", "hi")]}, config(tid))
+    log = Path(saver.path(long_id))
+    data = bytearray(log.read_bytes())
+    data[10] ^= 0x01  # one flipped bit in the header
+    log.write_bytes(bytes(data))
+    result = runner.invoke(app, ["--dir", str(tmp_path), "verify"])
+    assert result.exit_code == 1 and f"FAIL  {log}" in result.stdout
+    with pytest.warns(CorruptLineWarning, match="left out of listings"):
+        assert JsonlSaver(tmp_path).list_threads() == ["chat"]

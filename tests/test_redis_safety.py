@@ -187,6 +187,30 @@ def test_list_threads_warns_about_a_key_of_another_type(rb: RedisBackend) -> Non
     assert f"redis-cli DEL '{foreign}'" in message
 
 
+def test_list_threads_skips_a_key_not_in_utf8_and_names_an_unreadable_long_id(
+    rb: RedisBackend,
+) -> None:
+    """A list key under the prefix whose name is not UTF-8 raised a bare
+    `UnicodeDecodeError` from `list_threads` (and `sweep`, `copy --all --from`); a long id's
+    log (named by its hash, the id in its header) whose header does not read was left out
+    of every listing silently."""
+    from langgraph_ctx.errors import CorruptLineWarning
+
+    saver = rb.saver()
+    graph = chat_graph(saver)
+    long_id = "L" * 300
+    for tid in ["real", long_id]:
+        graph.invoke({"messages": [("user", "hi")]}, config(tid))
+    rb.client.rpush(f"ctx:{rb.prefix}:thread:{{".encode() + b"\xff}", b"x")
+    rb.client.lset(saver.key(long_id), 0, b"garbage")
+    with (
+        pytest.warns(ForeignKeyWarning, match="not in UTF-8"),
+        pytest.warns(CorruptLineWarning, match="its header .line 1. does not read"),
+    ):
+        threads = list(saver.list_threads())
+    assert threads == ["real"]
+
+
 # -------------------------------------------------------------- lone surrogates on keys
 
 

@@ -613,16 +613,17 @@ def verify_directory(
     if not root.is_dir():
         raise FileNotFoundError(f"no such directory: {root}")
     storage = JsonlStorage(root)
-    ids = list(threads) if threads is not None else list(storage.thread_ids())
+    # Every log, also one whose thread id (a long one's, only in its header) does not read.
+    logs = [(t, root / name) for t, name in storage.logs()] if threads is None else None
+    ids = [(t, storage.path(t)) for t in threads] if threads is not None else logs or []
     serde = _serde(allowed_types)
     files: list[FileReport] = []
-    paths: list[tuple[str, Path]] = []
-    for thread_id in ids:
-        path = storage.path(thread_id)
-        if not path.exists():
+    paths: list[tuple[str | None, Path]] = []
+    for thread_id, path in ids:
+        if thread_id is not None and not path.exists():
             raise ThreadNotFoundError(thread_id)
-        candidates = [path, *(Path(p) for p in storage.backups(thread_id))] if backups else [path]
-        paths.extend((thread_id, candidate) for candidate in candidates)
+        found = storage.backups(thread_id) if backups and thread_id is not None else []
+        paths.extend((thread_id, candidate) for candidate in [path, *map(Path, found)])
     advance = None
     if progress is not None:
         total = 0

@@ -73,6 +73,7 @@ from typing import BinaryIO
 
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import (
+    CorruptLineWarning,
     ReadOnlyLogError,
     SymlinkRefusedError,
     ThreadNotFoundError,
@@ -489,18 +490,32 @@ class JsonlStorage(LogStorage):
         return names, {log: [p for _, p in sorted(b)] for log, b in found.items()}
 
     def thread_ids(self) -> Iterator[str]:
+        for thread_id, file_name in self.logs():
+            if thread_id is not None:
+                yield thread_id
+                continue
+            warnings.warn(
+                f"{self.root / file_name}: its header (line 1) does not read, and the thread "
+                "id of a long id is only there: the thread is left out of listings "
+                "(`langgraph-ctx verify` names what is wrong)",
+                CorruptLineWarning,
+                stacklevel=2,
+            )
+
+    def logs(self) -> Iterator[tuple[str | None, str]]:
+        """``(thread id, file name)`` of each log in the directory; the thread id ``None``
+        for a log named by its id's hash whose header, where the id is, does not read."""
         listing = getattr(self._listings, "current", None)
         names = listing[0] if listing is not None else self.scan()[0]
         for file_name in names:
-            entry = self.root / file_name
             name = file_name[: -len(SUFFIX)]
             if is_hashed(name):
-                header = _first_line(entry)
-                if header is not None and isinstance(header.get("thread_id"), str):
-                    yield header["thread_id"]
+                header = _first_line(self.root / file_name)
+                ok = header is not None and isinstance(header.get("thread_id"), str)
+                yield (header["thread_id"] if ok else None), file_name  # type: ignore[index]
                 continue
             try:
-                yield decode_thread_id(name)
+                yield decode_thread_id(name), file_name
             except ValueError:
                 continue  # not one of ours (a user's own file)
 

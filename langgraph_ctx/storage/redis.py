@@ -123,6 +123,7 @@ else:  # pragma: no cover - redis-py depends on async-timeout there
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.codec.lines import SNAP_PREFIX, SNAPSHOT_EVERY
 from langgraph_ctx.errors import (
+    CorruptLineWarning,
     ForeignKeyWarning,
     LockLostWarning,
     LockTimeoutError,
@@ -761,13 +762,17 @@ class RedisStorage(LogStorage):
             pipe = self.client.pipeline(transaction=False)
             for key in found:
                 pipe.type(key)
-            logs: set[bytes] = set()
+            logs: set[str] = set()
             for key, kind in zip(found, pipe.execute() if found else [], strict=True):
                 if kind == b"list":
-                    logs.add(key)
+                    try:
+                        logs.add(key.decode())
+                    except UnicodeDecodeError:  # no key this package writes
+                        shown = key.decode("utf-8", "replace")
+                        self._warn_foreign(shown, "list named not in UTF-8")
                 elif kind != b"none":  # b"none": deleted since the scan
                     self._warn_foreign(key.decode("utf-8", "replace"), kind.decode())
-            names = sorted(key.decode()[len(self.namespace) + 1 : -1] for key in logs)
+            names = sorted(key[len(self.namespace) + 1 : -1] for key in logs)
             hashed = [n for n in names if is_hashed(n)]
             headers: dict[str, Any] = {}
             if hashed:
@@ -780,6 +785,14 @@ class RedisStorage(LogStorage):
                 header = _header(headers.get(name))
                 if header is not None and isinstance(header.get("thread_id"), str):
                     yield header["thread_id"]
+                    continue
+                warnings.warn(
+                    f"{self.server}: {self.namespace}{{{name}}}: its header (line 1) does not "
+                    "read, and the thread id of a long id is only there: the thread is left "
+                    "out of listings",
+                    CorruptLineWarning,
+                    stacklevel=2,
+                )
                 continue
             try:
                 yield decode_thread_id(name)
