@@ -343,6 +343,25 @@ class SymlinkRefusedError(LangGraphCtxError, OSError):
         return type(self), (self.path,)
 
 
+class NotARegularFileError(LangGraphCtxError, OSError):
+    """A path where langgraph-ctx reads a file (a thread file, a backup, an archive index)
+    is a FIFO, a device or a socket: reading it could block forever or never end, so
+    it is refused."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        super().__init__(
+            f"{self.path} is not a regular file (a FIFO, a device?); langgraph-ctx reads "
+            "only files there. Remove it, or put the file itself there."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), (self.path,)
+
+
 class ReadOnlyLogError(LangGraphCtxError, PermissionError):
     """A write to a root directory this process may only read.
 

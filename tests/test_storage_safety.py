@@ -39,6 +39,7 @@ from .backends import Backend
 from .cli_scenarios import chat_graph, config
 
 WORKTREE = Path(__file__).resolve().parents[1]
+runner = CliRunner()
 NOBODY = 65534
 
 
@@ -112,6 +113,32 @@ def test_a_link_at_a_lock_file_is_refused(root: Path, outside: Path) -> None:
     with pytest.raises(SymlinkRefusedError):
         JsonlSaver(root).get_tuple(config("t"))  # readers lock it too
     assert tree(outside) == before
+
+
+def test_readers_outside_the_saver_refuse_links_and_fifos(root: Path, outside: Path) -> None:
+    """`verify`, `copy` and the archive index read files with ``open``, following links the
+    saver refuses, and a FIFO (or a link to one, or to ``/dev/zero``) blocked them forever.
+    Each is named instead: `verify` fails the file, the others raise."""
+    from langgraph_ctx.context.archive import ContextArchive
+    from langgraph_ctx.errors import ContextArchiveError, NotARegularFileError
+    from langgraph_ctx.storage.jsonl import JsonlStorage
+    from langgraph_ctx.storage.transfer import copy_thread_between
+
+    saver = JsonlSaver(root)
+    chat_graph(saver).invoke({"messages": [("user", "hi")]}, config("chat"))
+    os.mkfifo(root / "fifo.jsonl")
+    (root / "linked.jsonl").symlink_to(outside / "victim.jsonl")
+    os.mkfifo(root / "chat.contexts.json")
+    result = runner.invoke(app, ["--dir", str(root), "verify"])
+    assert result.exit_code == 1
+    for name in ("fifo", "linked"):
+        assert f"FAIL  {root / name}.jsonl" in result.stdout
+    assert "is not a regular file" in result.stdout and "is a symbolic link" in result.stdout
+    with pytest.raises(NotARegularFileError):
+        copy_thread_between(JsonlStorage(root), "fifo", JsonlStorage(outside / "copy"))
+    with pytest.raises(ContextArchiveError, match="is not a regular file"):
+        ContextArchive(saver).entries("chat")
+    assert (outside / "victim.jsonl").read_bytes() == b"precious\n"
 
 
 def test_the_root_itself_may_be_a_link(tmp_path: Path) -> None:

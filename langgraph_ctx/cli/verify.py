@@ -36,6 +36,7 @@ pass and the report they fill are read together when a check changes.)
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -70,10 +71,12 @@ from langgraph_ctx.errors import (
     OTHER_SERIALIZER,
     CodecError,
     CorruptLogError,
+    NotARegularFileError,
+    SymlinkRefusedError,
     ThreadNotFoundError,
 )
 from langgraph_ctx.saver._index import _Index
-from langgraph_ctx.storage.jsonl import JsonlStorage
+from langgraph_ctx.storage.jsonl import JsonlStorage, read_file
 
 Progress = Callable[[int], None]
 """Called with the number of lines just checked (for a progress bar)."""
@@ -87,7 +90,9 @@ __all__ = [
     "verify_file",
 ]
 
-ProblemKind = Literal["torn", "empty", "corrupt", "dangling", "undecodable", "warning"]
+ProblemKind = Literal[
+    "torn", "empty", "corrupt", "dangling", "undecodable", "warning", "unreadable"
+]
 Severity = Literal["error", "warning"]
 
 _WARNING_KINDS = frozenset({"torn", "empty", "warning"})
@@ -555,7 +560,11 @@ def verify_file(
     """
     path = Path(path)
     report = FileReport(path=str(path), thread_id=thread_id)
-    data = path.read_bytes()
+    try:
+        data = read_file(path)
+    except (SymlinkRefusedError, NotARegularFileError) as exc:
+        report.problems.append(Problem(str(path), None, "unreadable", str(exc)))
+        return report
     if not data:
         report.problems.append(
             Problem(
@@ -628,8 +637,8 @@ def verify_directory(
     if progress is not None:
         total = 0
         for _, candidate in paths:
-            with open(candidate, "rb") as f:
-                total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+            with contextlib.suppress(SymlinkRefusedError, NotARegularFileError):
+                total += read_file(candidate).count(b"\n")  # (`verify_file` names why not)
         advance = progress(total)
     for thread_id, candidate in paths:
         files.append(

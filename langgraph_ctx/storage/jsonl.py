@@ -74,6 +74,7 @@ from typing import BinaryIO
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import (
     CorruptLineWarning,
+    NotARegularFileError,
     ReadOnlyLogError,
     SymlinkRefusedError,
     ThreadNotFoundError,
@@ -689,8 +690,7 @@ class JsonlStorage(LogStorage):
 
     def read_all(self, thread_id: str) -> list[bytes]:
         try:
-            with _open_read(self.path(thread_id)) as f:
-                data = f.read()
+            data = read_file(self.path(thread_id))
         except FileNotFoundError:
             return []
         return data.split(b"\n")[:-1]  # the last piece is empty, or a torn line
@@ -1061,6 +1061,18 @@ def _open_nofollow(path: str | Path, flags: int) -> int:
 def _open_read(path: Path) -> BinaryIO:
     """``open(path, "rb")`` that refuses a symbolic link."""
     return open(path, "rb", opener=lambda p, flags: _open_nofollow(path, flags))
+
+
+def read_file(path: str | Path) -> bytes:
+    """The bytes of a file inside the root, for a reader outside the saver (`verify`, an
+    archive index): a symbolic link is refused (`SymlinkRefusedError`), as the saver
+    refuses one, and so is anything but a regular file (`NotARegularFileError`: a FIFO
+    would block the reader, ``/dev/zero`` never end)."""
+    fd = _open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO: no wait
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotARegularFileError(path)
+        return f.read()
 
 
 @contextlib.contextmanager

@@ -29,8 +29,10 @@ from langgraph_ctx.context.archive.entries import (
 )
 from langgraph_ctx.errors import (
     ContextArchiveError,
+    NotARegularFileError,
+    SymlinkRefusedError,
 )
-from langgraph_ctx.storage.jsonl import JsonlStorage
+from langgraph_ctx.storage.jsonl import JsonlStorage, read_file
 from langgraph_ctx.storage.thread_ids import check_thread_id, encode_thread_id
 
 __all__ = [
@@ -120,9 +122,11 @@ class JsonFileContextIndex(ContextIndex):
 
     def _load(self, thread_id: str) -> list[ArchivedContext]:
         try:
-            raw = self.path(thread_id).read_bytes()
+            raw = read_file(self.path(thread_id))
         except FileNotFoundError:
             raw = None
+        except (SymlinkRefusedError, NotARegularFileError) as exc:
+            raise ContextArchiveError(f"the context index is unreadable: {exc}") from None
         return self._parse(raw, thread_id)
 
     def read(self, thread_id: str) -> list[ArchivedContext]:
