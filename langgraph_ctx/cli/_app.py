@@ -8,6 +8,7 @@ part here means the command modules import it without importing each other.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -38,12 +39,55 @@ _PIPE_WIDTH = 100_000  # piped output is not wrapped
 # ---------------------------------------------------------------------- plumbing
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    r"""``text`` with its control characters (not newlines and tabs) written out, ``\x1b``:
+    what a thread holds (a model's reply, a tool's result steered by a prompt injection,
+    a thread id) must not drive the terminal the command prints to: OSC 52 writes the
+    clipboard, OSC 8 makes a link whose target is not its text, a CSI moves the cursor
+    over lines printed before.
+
+    >>> printable("ok\x1b]52;c;aGk=\x07 \x9b2J\tdone")
+    'ok\\x1b]52;c;aGk=\\x07 \\x9b2J\tdone'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class _Printable(io.TextIOBase):
+    """A command's stdout or stderr: what it is given, `printable`. Rich's consoles write
+    to the stream beneath (`raw`), their own cursor and colour codes intact, the text of
+    what they render made printable by `_print`."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return bool(self.raw.isatty())
+
+    def fileno(self) -> int:
+        return int(self.raw.fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.raw, "encoding", None) or "utf-8")
+
+
 def _console(stderr: bool = False) -> Console:
     """Rich output: colours and wrapping on a terminal (unless ``NO_COLOR``); neither
     when piped, so lines stay whole for ``grep``."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
+    stream = stream.raw if isinstance(stream, _Printable) else stream
     # NO_COLOR (https://no-color.org): no escape codes at all, bold and dim included.
     colors: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
     console = Console(file=stream, highlight=False, color_system=colors)
@@ -53,20 +97,29 @@ def _console(stderr: bool = False) -> Console:
 
 
 def _print(renderable: Any) -> None:
+    from rich.segment import Segment, Segments
+
     console = _console()
     needed = console.measure(renderable).minimum
     if needed > console.width:  # ids that cannot fit: longer lines, never cut ids
         console.width = needed
+    # What the renderable shows made `printable`; rich's own control segments kept.
+    renderable = Segments(
+        seg if seg.control else Segment(printable(seg.text), seg.style)
+        for seg in console.render(renderable)
+    )
     if console.is_terminal:
         console.print(renderable)
         return
     with console.capture() as captured:
         console.print(renderable)
-    typer.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    lines = (line.rstrip() for line in captured.get().splitlines())
+    console.file.write("\n".join(lines) + "\n")  # (printable already: past `_Printable`)
 
 
 def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)  # C0 escaped by JSON
+    typer.echo(_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text))  # DEL, C1 too
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -111,6 +164,8 @@ class _Group(TyperGroup):
     ) -> Any:
         original = warnings.showwarning
         warnings.showwarning = _show_warning
+        streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Printable(sys.stdout), _Printable(sys.stderr)
         if not logging.getLogger().handlers:  # library log records as one-line warnings
             logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
         try:
@@ -144,6 +199,7 @@ class _Group(TyperGroup):
             _fail(str(exc) or type(exc).__name__)
         finally:
             warnings.showwarning = original
+            sys.stdout, sys.stderr = streams
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
