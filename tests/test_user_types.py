@@ -579,3 +579,32 @@ def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them_in_checkpoint_ex
     kept = list(reader.list({"configurable": {"thread_id": "extra"}}))
     assert len(kept) == 1 and kept[0].checkpoint["app"] == order
     assert isinstance(kept[0].checkpoint["app"], user_types.Order)
+
+
+def test_a_combination_of_flags_comes_back_as_the_flag(backend):
+    """``Perm.R | Perm.W`` was looked up among the flag's members by value, where a fresh
+    process has none for 6 (Flag makes it on first use): it came back as ``6``;
+    LangGraph's savers give the flag, calling ``Perm(6)``. Flag's own code makes it."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = backend.saver()
+    checkpoint: Any = {**empty_checkpoint(), "channel_values": {
+        "p": user_types.Perm.R | user_types.Perm.W,
+        "s": user_types.Style.BOLD | user_types.Style.ITALIC,
+    }}  # fmt: skip
+    checkpoint["channel_versions"] = {"p": 1, "s": 1}
+    head: Any = {"configurable": {"thread_id": "flags", "checkpoint_ns": ""}}
+    saver.put(head, checkpoint, {"source": "input", "step": -1}, {"p": 1, "s": 1})
+    code = (
+        "import sys\nfrom tests import user_types\n"
+        f"saver = {backend.saver_code()}\n"
+        "head = saver.get_tuple({'configurable': {'thread_id': 'flags'}})\n"
+        "v = head.checkpoint['channel_values']\n"
+        "assert v['p'] is user_types.Perm(6) and type(v['p']) is user_types.Perm, repr(v)\n"
+        "assert v['s'] == user_types.Style(3) and type(v['s']) is user_types.Style, repr(v)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -29,6 +29,18 @@ class Size(enum.IntEnum):
     LARGE = 2
 
 
+class Perm(enum.IntFlag):
+    """Its combinations (``Perm.R | Perm.W``) are members made on first use."""
+
+    R = 4
+    W = 2
+
+
+class Style(enum.Flag):
+    BOLD = 1
+    ITALIC = 2
+
+
 class Item(BaseModel):
     sku: str
     size: Size = Size.SMALL

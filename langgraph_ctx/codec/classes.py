@@ -666,4 +666,27 @@ def _member_of(cls: type, value: Any) -> Any:
         for candidate in (_lookup(cls, "_member_map_") or {}).values():
             if candidate._value_ == value:
                 return candidate
+    if member is None and type(value) is int and _plain_flag(cls):
+        try:  # a combination of members (``Perm.R | Perm.W``): Flag's own code makes it
+            return cls(value)
+        except ValueError:
+            return None
     return member
+
+
+def _func(attribute: Any) -> Any:
+    """The function under a ``staticmethod`` / ``classmethod`` (what it is otherwise)."""
+    return getattr(attribute, "__func__", attribute)
+
+
+def _plain_flag(cls: type) -> bool:
+    """An `enum.Flag` whose call with a combination of its members runs only the standard
+    library's code (Flag's ``_missing_``, Enum's ``__new__``, int or object members), as
+    LangGraph's savers call it (``Perm(6)``); a fresh process has no such member yet."""
+    return (
+        enum.Flag in _mro(cls)
+        and type(cls) is enum.EnumMeta
+        and _lookup(cls, "_missing_") is _lookup(enum.Flag, "_missing_")
+        and _func(_lookup(cls, "__new__")) is _func(_lookup(enum.Enum, "__new__"))
+        and _lookup(cls, "_member_type_") in (int, object)
+    )
