@@ -894,9 +894,9 @@ def extra_fields(checkpoint: Mapping[str, Any], serde: SerializerProtocol) -> di
 
 
 
-EXTRA_AS_STORED = "\x00extra_serde"
+EXTRA_AS_STORED: Any = object()
 """The key of a rewrite's checkpoint (`checkpoint_from_line` with ``as_stored``) holding its
-serialized extra keys as stored: no key of LangGraph's, never handed to it."""
+serialized extra keys as stored: no string, so no checkpoint put or read has it."""
 
 
 def extra_from_fields(line: Mapping[str, Any], serde: SerializerProtocol) -> dict[str, Any]:
