@@ -160,16 +160,33 @@ def test_rewrites_keep_an_encrypted_threads_values(backend: Backend) -> None:
     assert SECRET not in backend.log_bytes("t").decode()
 
 
+def _without_the_app(backend: Backend, call: str) -> None:
+    """Run ``call`` (``saver`` bound, with the encrypting serializer) in a fresh interpreter
+    that never imports the app's types module, as a maintenance job would."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\nfrom tests.test_custom_serde import _serde\n"
+        f"saver = {backend.saver_code()[:-1]}, serde=_serde())\n{call}\n"
+        "assert 'tests.user_types' not in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_rewrite_where_the_apps_types_are_not_loaded_keeps_an_encrypted_threads_values(
     backend: Backend,
 ) -> None:
     """With a serializer of the user's own, a rewrite (`prune`, a `revert` carrying late
     writes) decoded and encoded every value again: run where the app's module does not
     import (a maintenance script), its objects were stored as dicts for good, encrypted."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6
@@ -184,22 +201,9 @@ def test_a_rewrite_where_the_apps_types_are_not_loaded_keeps_an_encrypted_thread
     parent = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"v": 1})
     child = saver.put(parent, {**checkpoint, "id": str(uuid6())}, {"source": "loop", "step": 0}, {})
     saver.put_writes(parent, [("v", order)], "late-task")  # saved after the child
-    def elsewhere(call: str) -> None:
-        code = (
-            "import sys\nfrom tests.test_custom_serde import _serde\n"
-            f"saver = {backend.saver_code()[:-1]}, serde=_serde())\n{call}\n"
-            "assert 'tests.user_types' not in sys.modules\n"
-        )
-        root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        proc = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root
-        )
-        assert proc.returncode == 0, proc.stderr
-
-    elsewhere(f"saver.revert('t', {child['configurable']['checkpoint_id']!r})")
+    _without_the_app(backend, f"saver.revert('t', {child['configurable']['checkpoint_id']!r})")
     assert backend.saver(serde=_serde()).get_tuple(parent).pending_writes[0][2] == order
-    elsewhere("saver.prune(['t'], strategy='keep_latest')")
+    _without_the_app(backend, "saver.prune(['t'], strategy='keep_latest')")
     head = backend.saver(serde=_serde()).get_tuple({"configurable": {"thread_id": "t"}})
     assert len(list(backend.saver(serde=_serde()).list(config))) == 1
     assert head.checkpoint["channel_values"] == {"v": order}
@@ -238,10 +242,6 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
     no backup); bytes inside a dict, or a dict of models, raised `TypeError` (msgpack cannot
     encode the kept value), in the app's own process too. Such a value is written back as
     it was stored."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6
@@ -271,18 +271,7 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
     if where == "app":
         encrypting.prune(sorted(values), strategy="keep_latest")
     else:  # a maintenance job, where the app's module does not import
-        code = (
-            "import sys\nfrom tests.test_custom_serde import _serde\n"
-            f"saver = {backend.saver_code()[:-1]}, serde=_serde())\n"
-            f"saver.prune({sorted(values)!r}, strategy='keep_latest')\n"
-            "assert 'tests.user_types' not in sys.modules\n"
-        )
-        root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        proc = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root
-        )
-        assert proc.returncode == 0, proc.stderr
+        _without_the_app(backend, f"saver.prune({sorted(values)!r}, strategy='keep_latest')")
     reader = backend.saver(serde=_serde())
     for tid, value in values.items():
         head = reader.get_tuple({"configurable": {"thread_id": tid}})
