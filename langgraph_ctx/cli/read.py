@@ -28,6 +28,7 @@ from langgraph_ctx.cli._app import (
     _thread_errors,
     app,
 )
+from langgraph_ctx.cli.printable import json_printable
 
 
 @app.command()
@@ -325,7 +326,7 @@ def export(
     )
     text = browse.export_messages(messages, fmt.value)
     if output is None:
-        typer.echo(text, nl=False)
+        typer.echo(json_printable(text), nl=False)  # the same JSON, safe to print
         return
     output.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {len(messages)} messages to {output}", err=True)

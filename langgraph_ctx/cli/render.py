@@ -11,14 +11,28 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import rich.text
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
-from rich.text import Text
 
 from langgraph_ctx.browse import StateDiff, ThreadSummary, Transcript, format_ts
+from langgraph_ctx.cli.printable import printable
 from langgraph_ctx.cli.verify import VerifyReport
 from langgraph_ctx.context.budget import ContextUsage
+
+
+class Text(rich.text.Text):
+    """`rich.text.Text` whose text has its control characters written out (`printable`)
+    before rich measures it: a thread's text never drives the terminal, and lines are laid
+    out as wide as they print (an escape written out after the layout overflowed it)."""
+
+    def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
+        super().__init__(printable(text), *args, **kwargs)
+
+    def append(self, text: str | rich.text.Text, style: Any = None) -> Text:
+        super().append(printable(text) if isinstance(text, str) else text, style)
+        return self
 
 __all__ = [
     "diff_view",
@@ -69,7 +83,7 @@ def _args(args: Any) -> str:
 def _id_column(table: Table, header: str, values: Sequence[str], **kw: Any) -> None:
     """A column of ids: never cut, never wrapped (three ids that differ only at the end
     must not all show as ``context-switch…``); the other columns give way."""
-    widest = max([len(header), *(len(v) for v in values)])
+    widest = max([len(header), *(len(printable(v)) for v in values)])
     table.add_column(header, no_wrap=True, overflow="ignore", min_width=widest, **kw)
 
 
@@ -98,7 +112,7 @@ def threads_table(summaries: Sequence[ThreadSummary], *, width: int | None = Non
     the notes move under the table, one line per thread.
     """
     notes = [_thread_notes(s) for s in summaries]
-    id_width = max([6, *(len(s.thread_id) for s in summaries)])
+    id_width = max([6, *(len(printable(s.thread_id)) for s in summaries)])
     widest_note = max([5, *map(len, notes)])
     limit = width if width is not None else 10**9
     # (long headers, full time, notes column): the first layout that fits, else the last
