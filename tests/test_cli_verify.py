@@ -234,13 +234,19 @@ def test_verify_names_a_long_id_log_whose_header_does_not_read(tmp_path: Path) -
     saver = JsonlSaver(tmp_path)
     graph = chat_graph(saver)
     long_id = "L" * 300
-    for tid in ["chat", long_id]:
+    for tid in ["chat", long_id, long_id]:
         graph.invoke({"messages": [("user", "hi")]}, config(tid))
+    first = list(saver.list(config(long_id)))[-1].config["configurable"]["checkpoint_id"]
+    saver.revert(long_id, first)  # a backup, <log>.1
     log = Path(saver.path(long_id))
     data = bytearray(log.read_bytes())
     data[10] ^= 0x01  # one flipped bit in the header
     log.write_bytes(bytes(data))
-    result = runner.invoke(app, ["--dir", str(tmp_path), "verify"])
+    result = runner.invoke(app, ["--dir", str(tmp_path), "verify", "--backups"])
     assert result.exit_code == 1 and f"FAIL  {log}" in result.stdout
+    assert f"ok    {log}.1" in result.stdout and "3 files checked: 1 error" in result.stdout
     with pytest.warns(CorruptLineWarning, match="left out of listings"):
         assert JsonlSaver(tmp_path).list_threads() == ["chat"]
+    copied = runner.invoke(app, ["--dir", str(tmp_path), "copy", "--all", "--to",
+                                 str(tmp_path / "backup")])  # fmt: skip
+    assert copied.exit_code == 1 and "1 log(s) not copied" in copied.output

@@ -139,6 +139,20 @@ def test_readers_outside_the_saver_refuse_links_and_fifos(root: Path, outside: P
     with pytest.raises(ContextArchiveError, match="is not a regular file"):
         ContextArchive(saver).entries("chat")
     assert (outside / "victim.jsonl").read_bytes() == b"precious\n"
+    # A FIFO named as a long id's log: its header, where the id is, was read to list it.
+    from langgraph_ctx.storage.thread_ids import encode_thread_id
+
+    os.mkfifo(root / f"{encode_thread_id('L' * 300)}.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
+    said = {}
+    for command in ("threads", "verify"):
+        done = subprocess.run(
+            [sys.executable, "-m", "langgraph_ctx.cli", "--dir", str(root), command],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+        said[command] = done.stdout + done.stderr
+    assert "chat" in said["threads"] and "left out of listings" in said["threads"]
+    assert "4 files checked: 3 errors" in said["verify"]  # the FIFO, failed
 
 
 def test_the_root_itself_may_be_a_link(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from langgraph_ctx.cli._app import (
     _state,
     app,
 )
-from langgraph_ctx.errors import ThreadExistsError, ThreadNotFoundError
+from langgraph_ctx.errors import CorruptLineWarning, ThreadExistsError, ThreadNotFoundError
 
 
 @contextmanager
@@ -251,7 +252,12 @@ def copy(
     remote = _open_store(to or from_ or "", prefix, target=to is not None)
     source, target = (local, remote) if to is not None else (remote, local)
     try:
-        every = sorted(source.thread_ids())
+        with warnings.catch_warnings(record=True) as listing:  # shown below, and counted
+            warnings.simplefilter("always")
+            every = sorted(source.thread_ids())
+        left_out = [w for w in listing if issubclass(w.category, CorruptLineWarning)]
+        for w in listing:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         ids = list(thread or []) if not all_threads else every
         if new_id is None:  # a thread goes with its context archives, as `delete` takes them
             ids = list(dict.fromkeys(a for t in ids for a in [t, *archive_threads_of(t, every)]))
@@ -281,9 +287,11 @@ def copy(
             close()
     if as_json:
         _echo_json(copied)
-        return
-    for c in copied:
-        typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
+    else:
+        for c in copied:
+            typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
+    if all_threads and left_out:  # a backup missing a thread must not look complete
+        raise CliError(f"{len(left_out)} log(s) not copied: the header does not read (see above)")
 
 
 def _copy_archive_index(source: Any, target: Any, thread_id: str) -> None:

@@ -631,8 +631,12 @@ def verify_directory(
     for thread_id, path in ids:
         if thread_id is not None and not path.exists():
             raise ThreadNotFoundError(thread_id)
-        found = storage.backups(thread_id) if backups and thread_id is not None else []
-        paths.extend((thread_id, candidate) for candidate in [path, *map(Path, found)])
+        found: list[Path] = []
+        if backups and thread_id is not None:
+            found = [*map(Path, storage.backups(thread_id))]
+        elif backups:  # a log whose thread id does not read: its backups by its file name
+            found = storage.backup_paths(path)
+        paths.extend((thread_id, candidate) for candidate in [path, *found])
     advance = None
     if progress is not None:
         total = 0

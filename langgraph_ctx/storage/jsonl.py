@@ -524,10 +524,11 @@ class JsonlStorage(LogStorage):
         listing = getattr(self._listings, "current", None)
         if listing is not None:
             return list(listing[1].get(self.path(thread_id).name, []))
-        return [str(p) for p in self._backup_paths(self.path(thread_id))]
+        return [str(p) for p in self.backup_paths(self.path(thread_id))]
 
     @staticmethod
-    def _backup_paths(path: Path) -> list[Path]:
+    def backup_paths(path: Path) -> list[Path]:
+        """The revert backups of the log at ``path`` (``<log>.1``, ...), oldest first."""
         found = []
         for candidate in path.parent.glob(path.name + ".*"):
             match = _BACKUP_NAME.fullmatch(candidate.name)
@@ -808,7 +809,7 @@ class JsonlStorage(LogStorage):
         path = self.path(thread_id)
         lock_file = self.root / LOCK_DIR / (path.name[: -len(SUFFIX)] + ".lock")
         # The lock file last: a process waiting on it re-checks it after its flock.
-        for p in [path, *self._backup_paths(path), lock_file]:
+        for p in [path, *self.backup_paths(path), lock_file]:
             with contextlib.suppress(FileNotFoundError), _writing(p, "deleting"):
                 p.unlink()
         self._forget_file(thread_id)
@@ -847,7 +848,7 @@ class JsonlStorage(LogStorage):
 
     def _rotate(self, path: Path) -> None:
         """Shift ``.1`` -> ``.2`` ... and hard-link the current log as ``.1``."""
-        for old in reversed(self._backup_paths(path)):
+        for old in reversed(self.backup_paths(path)):
             n = int(_BACKUP.search(old.name).group(1))  # type: ignore[union-attr]
             os.replace(old, old.with_name(f"{path.name}.{n + 1}"))
         newest = path.with_name(path.name + ".1")
@@ -1099,8 +1100,13 @@ def _copy_range(path: Path, out: BinaryIO, start: int, end: int) -> None:
 
 
 def _first_line(path: Path) -> dict | None:
+    """The header of the log at ``path``, parsed (``None``: a link, not a regular file,
+    no complete first line, or one that does not read)."""
     try:
-        with _open_read(path) as f:
+        fd = _open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no wait
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             raw = f.readline()
     except OSError:
         return None
