@@ -255,6 +255,8 @@ def test_a_thread_begun_unencrypted_keeps_its_values_through_a_prune(
         "model": order,
         "dict_of_models": {"o": order, "p": user_types.Point(1.0, 2.0)},
         "bytes_in_a_dataclass": user_types.Point(b"\x00raw", 2.0),  # type: ignore[arg-type]
+        "bytes_in_extra_fields": user_types.Loose(name="x", blob=b"\x00raw"),
+        "bytes_in_a_v1_model": user_types.LegacyProfile.construct(name=b"\x00raw", visits=1),
     }
     plain, encrypting = backend.saver(), backend.saver(serde=_serde())  # the app, then with it
     for tid, value in values.items():

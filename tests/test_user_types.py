@@ -584,24 +584,28 @@ def test_a_prune_where_the_apps_types_are_not_loaded_keeps_them_in_checkpoint_ex
 def test_a_combination_of_flags_comes_back_as_the_flag(backend):
     """``Perm.R | Perm.W`` was looked up among the flag's members by value, where a fresh
     process has none for 6 (Flag makes it on first use): it came back as ``6``;
-    LangGraph's savers give the flag, calling ``Perm(6)``. Flag's own code makes it."""
+    LangGraph's savers give the flag, calling ``Perm(6)``. Flag's own code makes it, for a
+    flag whose code that runs is all the standard library's (not `Tracked`'s)."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     saver = backend.saver()
     checkpoint: Any = {**empty_checkpoint(), "channel_values": {
         "p": user_types.Perm.R | user_types.Perm.W,
         "s": user_types.Style.BOLD | user_types.Style.ITALIC,
+        "t": user_types.Tracked.R | user_types.Tracked.W,
     }}  # fmt: skip
-    checkpoint["channel_versions"] = {"p": 1, "s": 1}
+    checkpoint["channel_versions"] = {"p": 1, "s": 1, "t": 1}
     head: Any = {"configurable": {"thread_id": "flags", "checkpoint_ns": ""}}
-    saver.put(head, checkpoint, {"source": "input", "step": -1}, {"p": 1, "s": 1})
+    saver.put(head, checkpoint, {"source": "input", "step": -1}, {"p": 1, "s": 1, "t": 1})
     code = (
         "import sys\nfrom tests import user_types\n"
         f"saver = {backend.saver_code()}\n"
+        "user_types.HOOKS_RAN.clear()\n"
         "head = saver.get_tuple({'configurable': {'thread_id': 'flags'}})\n"
         "v = head.checkpoint['channel_values']\n"
         "assert v['p'] is user_types.Perm(6) and type(v['p']) is user_types.Perm, repr(v)\n"
         "assert v['s'] == user_types.Style(3) and type(v['s']) is user_types.Style, repr(v)\n"
+        "assert v['t'] == 6 and user_types.HOOKS_RAN == [], (v, user_types.HOOKS_RAN)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(

@@ -15,7 +15,7 @@ import pydantic.v1
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
 
@@ -41,6 +41,20 @@ class Style(enum.Flag):
     ITALIC = 2
 
 
+HOOKS_RAN: list[str] = []
+
+
+class Tracked(enum.Flag):
+    """A flag with code of its own in what making a combination calls."""
+
+    R = 4
+    W = 2
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        HOOKS_RAN.append(name)
+        object.__setattr__(self, name, value)
+
+
 class Item(BaseModel):
     sku: str
     size: Size = Size.SMALL
@@ -54,6 +68,13 @@ class Order(BaseModel):
     items: list[Item] = []
     placed: dt.datetime | None = None
     dims: tuple[int, int] = (0, 0)
+
+
+class Loose(BaseModel):
+    """Keeps fields it does not declare (``extra="allow"``)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
 
 
 class LegacyProfile(pydantic.v1.BaseModel):

@@ -679,14 +679,28 @@ def _func(attribute: Any) -> Any:
     return getattr(attribute, "__func__", attribute)
 
 
+_FLAG_HOOKS = (
+    "_missing_", "__new__", "_numeric_repr_", "__setattr__", "__getattr__", "__getattribute__",
+)  # fmt: skip
+"""What ``Flag._missing_`` calls making a combination of members (Python 3.11), besides
+``_iter_member_``: one of Flag's two (`_FLAG_ITERS`), as the metaclass sets it."""
+
+_FLAG_ITERS = tuple(
+    _func(_lookup(enum.Flag, name)) for name in ("_iter_member_by_value_", "_iter_member_by_def_")
+)
+
+
 def _plain_flag(cls: type) -> bool:
     """An `enum.Flag` whose call with a combination of its members runs only the standard
-    library's code (Flag's ``_missing_``, Enum's ``__new__``, int or object members), as
-    LangGraph's savers call it (``Perm(6)``); a fresh process has no such member yet."""
+    library's code, as LangGraph's savers call it (``Perm(6)``; a fresh process has no
+    such member yet): `Enum`'s metaclass, int or object members, and every method
+    ``Flag._missing_`` calls the standard one (`_FLAG_HOOKS`)."""
+    member_type = _lookup(cls, "_member_type_")
+    base = enum.IntFlag if member_type is int else enum.Flag
     return (
         enum.Flag in _mro(cls)
         and type(cls) is enum.EnumMeta
-        and _lookup(cls, "_missing_") is _lookup(enum.Flag, "_missing_")
-        and _func(_lookup(cls, "__new__")) is _func(_lookup(enum.Enum, "__new__"))
-        and _lookup(cls, "_member_type_") in (int, object)
+        and member_type in (int, object)
+        and all(_func(_lookup(cls, h)) is _func(_lookup(base, h)) for h in _FLAG_HOOKS)
+        and _func(_lookup(cls, "_iter_member_")) in _FLAG_ITERS
     )

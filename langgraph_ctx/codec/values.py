@@ -55,6 +55,7 @@ import decimal
 import itertools
 import json
 import math
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -464,8 +465,16 @@ def holds_unresolved(value: Any) -> bool:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields: Any = dataclasses.fields(value)
         return any(holds_unresolved(getattr(value, f.name, None)) for f in fields)
-    fields = getattr(value, "__dict__", None) if isinstance(value, BaseModel) else None
-    return isinstance(fields, dict) and any(map(holds_unresolved, fields.values()))
+    if isinstance(value, BaseModel) or _is_v1_model(value):  # its fields, extra ones too
+        parts = (getattr(value, "__dict__", None), getattr(value, "__pydantic_extra__", None))
+        return any(type(p) is dict and any(map(holds_unresolved, p.values())) for p in parts)
+    return False
+
+
+def _is_v1_model(value: Any) -> bool:
+    """A pydantic v1 model (``pydantic.v1.BaseModel``), if that module is loaded at all."""
+    v1 = sys.modules.get("pydantic.v1")
+    return v1 is not None and isinstance(value, v1.BaseModel)
 
 
 def decode_value(
