@@ -611,3 +611,45 @@ def test_what_a_thread_holds_never_drives_the_terminal(tmp_path: Path) -> None:
             else:
                 assert "\\x1b]52;c;" in output
                 assert "12345;" in " ".join(output.split()) and "99999" in output
+
+
+def test_data_in_a_table_cell_is_text_never_markup(tmp_path: Path) -> None:
+    """Plain cells of `history` (the step, the time) were read as rich markup: a stored
+    ``[link=...]`` made a real link, ``[conceal]`` hid text; they print as they are."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = JsonlSaver(tmp_path)
+    checkpoint: Any = {**empty_checkpoint(), "channel_values": {"n": 1}}
+    checkpoint["channel_versions"] = {"n": 1}
+    step = "[link=https://evil.example/pay]7[/link][conceal]x[/conceal]"
+    saver.put(config("t") | {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+              checkpoint, {"source": "loop", "step": step}, {"n": 1})  # fmt: skip
+    result = runner.invoke(app, ["--dir", str(tmp_path), "history", "t"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and step in result.output
+
+
+def test_threads_at_80_columns_without_notes_and_a_lone_surrogate_in_a_reply(
+    tmp_path: Path,
+) -> None:
+    """At 80 columns with no notes, `threads` still added the (empty) notes column, whose
+    header then wrapped a letter a line; a reply holding a lone surrogate (text decoded
+    with ``surrogateescape``, which the saver keeps) broke `show` and `export`."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", lambda s: {"messages": [AIMessage("half \ud83d pair")]})
+    builder.add_edge(START, "bot")
+    builder.add_edge("bot", END)
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    graph.invoke({"messages": [("user", "hi")]}, config("customer-support-ticket-2026-11-24-0042"))
+    listed = runner.invoke(app, ["--dir", str(tmp_path), "threads"], env={"COLUMNS": "80"})
+    assert listed.exit_code == 0 and len(listed.output.splitlines()) == 2, listed.output
+    tid = "customer-support-ticket-2026-11-24-0042"
+    shown = runner.invoke(app, ["--dir", str(tmp_path), "show", tid])
+    assert shown.exit_code == 0 and "half \\ud83d pair" in shown.output
+    for fmt in ("openai", "jsonl"):
+        exported = runner.invoke(app, ["--dir", str(tmp_path), "export", tid, "-f", fmt])
+        assert exported.exit_code == 0
+        last = exported.output.strip().splitlines()[-1] if fmt == "jsonl" else exported.output
+        content = json.loads(last)[-1] if fmt == "openai" else json.loads(last)
+        assert content["content"] == "half \ud83d pair"

@@ -13,22 +13,28 @@ import re
 
 __all__ = ["json_printable", "printable"]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 but newline and tab, DEL and C1 (0x9b is a one-character CSI to many terminals)."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+"""C0 but newline and tab, DEL and C1 (0x9b is a one-character CSI to many terminals),
+and lone surrogates (text decoded with ``surrogateescape``), which no output encodes."""
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:
     r"""``text`` with its control characters (not newlines and tabs) written out.
 
-    >>> printable("ok\x1b]52;c;aGk=\x07 \x9b2J\tdone")
-    'ok\\x1b]52;c;aGk=\\x07 \\x9b2J\tdone'
+    >>> printable("ok\x1b]52;c;aGk=\x07 \x9b2J\tdone \udcff")
+    'ok\\x1b]52;c;aGk=\\x07 \\x9b2J\tdone \\udcff'
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escaped, text)
 
 
 def json_printable(text: str) -> str:
-    r"""JSON text with the control characters JSON leaves raw (DEL, C1: ``ensure_ascii``
-    off) as ``\u`` escapes: the same JSON, safe to print.
+    r"""JSON text with the characters JSON leaves raw (DEL, C1, lone surrogates:
+    ``ensure_ascii`` off) as ``\u`` escapes: the same JSON, safe to print and to encode.
 
     >>> json_printable('{"t": "don\x92t"}')
     '{"t": "don\\u0092t"}'

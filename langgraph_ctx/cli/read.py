@@ -324,9 +324,10 @@ def export(
     messages = browse.find_messages(
         browse.state_values(saver, info), messages_key or browse.MESSAGES_KEY
     )
-    text = browse.export_messages(messages, fmt.value)
+    # The same JSON, safe to print and to encode (a lone surrogate, as `\udcff`).
+    text = json_printable(browse.export_messages(messages, fmt.value))
     if output is None:
-        typer.echo(json_printable(text), nl=False)  # the same JSON, safe to print
+        typer.echo(text, nl=False)
         return
     output.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {len(messages)} messages to {output}", err=True)

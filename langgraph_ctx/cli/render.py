@@ -87,6 +87,12 @@ def _id_column(table: Table, header: str, values: Sequence[str], **kw: Any) -> N
     table.add_column(header, no_wrap=True, overflow="ignore", min_width=widest, **kw)
 
 
+def _row(table: Table, *cells: Any) -> None:
+    """``table.add_row``, a plain string cell as `Text` (not rich markup, which data must
+    never be read as: ``[link=...]``), its control characters written out."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
 def _thread_notes(s: ThreadSummary) -> str:
     notes = []
     if s.forked_from:
@@ -113,7 +119,7 @@ def threads_table(summaries: Sequence[ThreadSummary], *, width: int | None = Non
     """
     notes = [_thread_notes(s) for s in summaries]
     id_width = max([6, *(len(printable(s.thread_id)) for s in summaries)])
-    widest_note = max([5, *map(len, notes)])
+    widest_note = max([5, *(len(printable(n)) for n in notes)])
     limit = width if width is not None else 10**9
     # (long headers, full time, notes column): the first layout that fits, else the last
     layouts = [(True, True, True), (False, True, True), (False, False, True), (False, False, False)]
@@ -126,6 +132,7 @@ def threads_table(summaries: Sequence[ThreadSummary], *, width: int | None = Non
     long_headers, full_time, note_column = next(
         (layout for layout in layouts if needed(*layout) <= limit), layouts[-1]
     )
+    note_column = note_column and any(notes)  # no notes: no column (its header would wrap)
     table = Table(box=None, pad_edge=False, header_style="bold")
     _id_column(table, "thread", [s.thread_id for s in summaries])
     table.add_column("messages" if long_headers else "msgs", justify="right", no_wrap=True)
@@ -148,7 +155,7 @@ def threads_table(summaries: Sequence[ThreadSummary], *, width: int | None = Non
             cells.append(Text(note))
         elif note:
             below.append(Text(f"{s.thread_id}: {note}", style="dim"))
-        table.add_row(*cells)
+        _row(table, *cells)
     return Group(table, *below)
 
 
@@ -162,10 +169,11 @@ def history_table(
     left out, then the source, then the time loses its date (``10:40:01``; the JSON
     output keeps it whole).
     """
-    node_text = [", ".join(row["nodes"]) or "-" for row in rows]
-    ids = [row["checkpoint_id"] for row in rows]
-    spaces = [row["checkpoint_ns"] or "(root)" for row in rows] if namespaces else []
-    sources = [str(row["source"] or "-") for row in rows]
+    # As they print (`printable`): their widths decide the layout.
+    node_text = [printable(", ".join(row["nodes"]) or "-") for row in rows]
+    ids = [printable(row["checkpoint_id"]) for row in rows]
+    spaces = [printable(row["checkpoint_ns"] or "(root)") for row in rows] if namespaces else []
+    sources = [printable(str(row["source"] or "-")) for row in rows]
     fixed = max([10, *map(len, ids)]) + max([4, *map(len, node_text)]) + 4 + 4  # step, head
     fixed += max([9, *map(len, spaces)]) + 2 if namespaces else 0
     source_width = max([6, *map(len, sources)]) + 2
@@ -210,7 +218,7 @@ def history_table(
             time.split(" ")[-1] if short_time else time,
             Text("head", style="bold green") if row.get("head") else "",
         ]
-        table.add_row(*cells)
+        _row(table, *cells)
     return table
 
 
@@ -269,13 +277,14 @@ def _compactions_table(records: Sequence[Mapping[str, Any]]) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for i, r in enumerate(records, 1):
         if "raw" in r:
-            table.add_row(str(i), "", Text(_short(r["raw"], 80)), "", "", "", "", "", "")
+            _row(table, str(i), "", Text(_short(r["raw"], 80)), "", "", "", "", "", "")
             continue
         note = r.get("reason", "")
         if r.get("error"):
             note += f" (error: {r['error']}"
             note += f"; fell back to {r['fallback']})" if r.get("fallback") else ")"
-        table.add_row(
+        _row(
+            table,
             str(i),
             format_ts(r.get("created_at", "")),
             Text(str(r.get("strategy", ""))),
@@ -479,7 +488,8 @@ def usage_view(
     for key, tokens in usage.breakdown.items():
         limit = usage.allocation.get(key, 0)
         over = key in usage.over_allocation
-        table.add_row(
+        _row(
+            table,
             key,
             f"{tokens:,}",
             f"{100 * tokens / scale:.1f}%",
