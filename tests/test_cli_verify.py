@@ -250,3 +250,23 @@ def test_verify_names_a_long_id_log_whose_header_does_not_read(tmp_path: Path) -
     copied = runner.invoke(app, ["--dir", str(tmp_path), "copy", "--all", "--to",
                                  str(tmp_path / "backup")])  # fmt: skip
     assert copied.exit_code == 1 and "1 log(s) not copied" in copied.output
+
+
+def test_a_long_id_log_whose_header_names_another_thread_is_not_taken_for_it(
+    tmp_path: Path,
+) -> None:
+    """A log named by a long id's hash whose header (intact) names another thread was
+    listed as that thread: the long thread was in no listing, `copy --all` exited 0
+    without it, `verify --backups` checked the other thread's backups in its place."""
+    from langgraph_ctx.errors import CorruptLineWarning
+    from langgraph_ctx.storage.thread_ids import encode_thread_id
+
+    saver = JsonlSaver(tmp_path)
+    chat_graph(saver).invoke({"messages": [("user", "hi")]}, config("chat"))
+    stray = tmp_path / f"{encode_thread_id('M' * 300)}.jsonl"
+    shutil.copyfile(saver.path("chat"), stray)  # its header says "chat"
+    with pytest.warns(CorruptLineWarning, match="names another thread"):
+        assert JsonlSaver(tmp_path).list_threads() == ["chat"]
+    copied = runner.invoke(app, ["--dir", str(tmp_path), "copy", "--all", "--to",
+                                 str(tmp_path / "backup")])  # fmt: skip
+    assert copied.exit_code == 1 and "1 log(s) not copied" in copied.output

@@ -85,6 +85,7 @@ from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
     encode_thread_id,
+    hashed_thread_id,
     is_hashed,
 )
 
@@ -496,9 +497,9 @@ class JsonlStorage(LogStorage):
                 yield thread_id
                 continue
             warnings.warn(
-                f"{self.root / file_name}: its header (line 1) does not read, and the thread "
-                "id of a long id is only there: the thread is left out of listings "
-                "(`langgraph-ctx verify` names what is wrong)",
+                f"{self.root / file_name}: its header (line 1) does not read or names another "
+                "thread, and the thread id of a long id is only there: the thread is left out "
+                "of listings (`langgraph-ctx verify` names what is wrong)",
                 CorruptLineWarning,
                 stacklevel=2,
             )
@@ -511,9 +512,7 @@ class JsonlStorage(LogStorage):
         for file_name in names:
             name = file_name[: -len(SUFFIX)]
             if is_hashed(name):
-                header = _first_line(self.root / file_name)
-                ok = header is not None and isinstance(header.get("thread_id"), str)
-                yield (header["thread_id"] if ok else None), file_name  # type: ignore[index]
+                yield hashed_thread_id(_first_line(self.root / file_name), name), file_name
                 continue
             try:
                 yield decode_thread_id(name), file_name

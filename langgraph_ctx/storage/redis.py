@@ -144,6 +144,7 @@ from langgraph_ctx.storage.thread_ids import (
     check_thread_id,
     decode_thread_id,
     encode_thread_id,
+    hashed_thread_id,
     is_hashed,
 )
 
@@ -782,14 +783,14 @@ class RedisStorage(LogStorage):
                 headers = dict(zip(hashed, pipe.execute(), strict=True))
         for name in names:
             if is_hashed(name):
-                header = _header(headers.get(name))
-                if header is not None and isinstance(header.get("thread_id"), str):
-                    yield header["thread_id"]
+                thread_id = hashed_thread_id(_header(headers.get(name)), name)
+                if thread_id is not None:
+                    yield thread_id
                     continue
                 warnings.warn(
                     f"{self.server}: {self.namespace}{{{name}}}: its header (line 1) does not "
-                    "read, and the thread id of a long id is only there: the thread is left "
-                    "out of listings",
+                    "read or names another thread, and the thread id of a long id is only "
+                    "there: the thread is left out of listings",
                     CorruptLineWarning,
                     stacklevel=2,
                 )

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
+from typing import Any
 
 MAX_NAME_BYTES = 200
 """Encoded names longer than this are hashed (file systems allow 255 bytes)."""
@@ -107,3 +109,22 @@ def decode_thread_id(name: str) -> str:
     if encode_thread_id(thread_id) != name:
         raise ValueError(f"{name!r} is not the canonical encoding of a thread id")
     return thread_id
+
+
+def hashed_thread_id(header: Mapping[str, Any] | None, name: str) -> str | None:
+    """The thread id a long id's log (named by its hash, `is_hashed`) holds in its header:
+    ``None`` if the header does not read, or names a thread whose name is not ``name``
+    (then the log would be listed as that other thread, and as itself not at all).
+
+    >>> hashed_thread_id({"thread_id": "L" * 300}, encode_thread_id("L" * 300)) == "L" * 300
+    True
+    >>> hashed_thread_id({"thread_id": "chat"}, encode_thread_id("L" * 300)) is None
+    True
+    """
+    thread_id = header.get("thread_id") if header is not None else None
+    if not isinstance(thread_id, str):
+        return None
+    try:
+        return thread_id if encode_thread_id(thread_id) == name else None
+    except ValueError:  # no thread id at all (a lone surrogate)
+        return None
