@@ -593,10 +593,12 @@ def test_a_combination_of_flags_comes_back_as_the_flag(backend):
         "p": user_types.Perm.R | user_types.Perm.W,
         "s": user_types.Style.BOLD | user_types.Style.ITALIC,
         "t": user_types.Tracked.R | user_types.Tracked.W,
+        "c": user_types.Compared.A | user_types.Compared.BC,
     }}  # fmt: skip
-    checkpoint["channel_versions"] = {"p": 1, "s": 1, "t": 1}
+    versions = {"p": 1, "s": 1, "t": 1, "c": 1}
+    checkpoint["channel_versions"] = versions
     head: Any = {"configurable": {"thread_id": "flags", "checkpoint_ns": ""}}
-    saver.put(head, checkpoint, {"source": "input", "step": -1}, {"p": 1, "s": 1, "t": 1})
+    saver.put(head, checkpoint, {"source": "input", "step": -1}, versions)
     code = (
         "import sys\nfrom tests import user_types\n"
         f"saver = {backend.saver_code()}\n"
@@ -605,7 +607,8 @@ def test_a_combination_of_flags_comes_back_as_the_flag(backend):
         "v = head.checkpoint['channel_values']\n"
         "assert v['p'] is user_types.Perm(6) and type(v['p']) is user_types.Perm, repr(v)\n"
         "assert v['s'] == user_types.Style(3) and type(v['s']) is user_types.Style, repr(v)\n"
-        "assert v['t'] == 6 and user_types.HOOKS_RAN == [], (v, user_types.HOOKS_RAN)\n"
+        "assert v['t'] == 6 and v['c'] == 7, v\n"
+        "assert user_types.HOOKS_RAN == [], user_types.HOOKS_RAN\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(

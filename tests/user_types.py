@@ -55,6 +55,20 @@ class Tracked(enum.Flag):
         object.__setattr__(self, name, value)
 
 
+class Compared(enum.Flag):
+    """A flag whose ``__eq__`` is its own (``Flag._missing_`` compares members)."""
+
+    A = 1
+    BC = 6
+    B = 2
+
+    def __eq__(self, other: object) -> bool:
+        HOOKS_RAN.append("__eq__")
+        return self is other
+
+    __hash__ = enum.Flag.__hash__
+
+
 class Item(BaseModel):
     sku: str
     size: Size = Size.SMALL

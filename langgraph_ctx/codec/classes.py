@@ -681,8 +681,10 @@ def _func(attribute: Any) -> Any:
 
 _FLAG_HOOKS = (
     "_missing_", "__new__", "_numeric_repr_", "__setattr__", "__getattr__", "__getattribute__",
+    "__eq__", "__ne__", "__hash__", "_name_", "_value_", "_sort_order_",
 )  # fmt: skip
-"""What ``Flag._missing_`` calls making a combination of members (Python 3.11), besides
+"""What ``Flag._missing_`` calls or sets making a combination of members (Python 3.11):
+each must be the standard one (the attributes: no descriptor of a mixin's), besides
 ``_iter_member_``: one of Flag's two (`_FLAG_ITERS`), as the metaclass sets it."""
 
 _FLAG_ITERS = tuple(
