@@ -26,7 +26,7 @@ value) with one warning naming the class and the fix. Messages, runnables,
 tools, language models and exceptions are never rebuilt from a class tag,
 whatever the allowlist says (messages have their own lines).
 
-One module (a little over 600 lines): the rule, the registry and the rebuilding all read
+One module (about 700 lines): the rule, the registry and the rebuilding all read
 a class through the same namespace-only lookups (`_lookup`, `_home`, `find_class`), and the
 msgpack payloads LangGraph's serializer makes are judged by the same rule.
 """

@@ -44,7 +44,7 @@ the saver runs each async call in a worker thread, which blocking-call
 detectors (the LangGraph server's, under ``langgraph dev``) require, since
 they refuse any file call on the loop.
 
-One module (a little over 800 lines) on purpose: a thread's lock, its open
+One module (about 1,100 lines) on purpose: a thread's lock, its open
 descriptors and its line offsets are one piece of state, and every safety property
 above (a replaced log, a deleted lock file, a torn tail, a forked child, a planted
 link) is a check across all three, so they are read and changed side by side.
@@ -506,7 +506,8 @@ class JsonlStorage(LogStorage):
 
     def logs(self) -> Iterator[tuple[str | None, str]]:
         """``(thread id, file name)`` of each log in the directory; the thread id ``None``
-        for a log named by its id's hash whose header, where the id is, does not read."""
+        for a log named by its id's hash whose header, where the id is, does not read or
+        names another thread (`hashed_thread_id`)."""
         listing = getattr(self._listings, "current", None)
         names = listing[0] if listing is not None else self.scan()[0]
         for file_name in names:
