@@ -632,8 +632,9 @@ def test_threads_at_80_columns_without_notes_and_a_lone_surrogate_in_a_reply(
     tmp_path: Path,
 ) -> None:
     """At 80 columns with no notes, `threads` still added the (empty) notes column, whose
-    header then wrapped a letter a line; a reply holding a lone surrogate (text decoded
-    with ``surrogateescape``, which the saver keeps) broke `show` and `export`."""
+    header then wrapped a letter a line, and a wide id (CJK, two cells a character) was
+    cut; a reply holding a lone surrogate (text decoded with ``surrogateescape``, which the
+    saver keeps) broke `show` and `export`."""
     from langgraph.graph import END, START, MessagesState, StateGraph
 
     builder = StateGraph(MessagesState)
@@ -644,6 +645,10 @@ def test_threads_at_80_columns_without_notes_and_a_lone_surrogate_in_a_reply(
     graph.invoke({"messages": [("user", "hi")]}, config("customer-support-ticket-2026-11-24-0042"))
     listed = runner.invoke(app, ["--dir", str(tmp_path), "threads"], env={"COLUMNS": "80"})
     assert listed.exit_code == 0 and len(listed.output.splitlines()) == 2, listed.output
+    wide = "顧客サポート票-二〇二六年十一月二十四日-第四十二号-仏語"  # two cells a character
+    graph.invoke({"messages": [("user", "hi")]}, config(wide))
+    listed = runner.invoke(app, ["--dir", str(tmp_path), "threads"], env={"COLUMNS": "80"})
+    assert wide in listed.output  # the id whole: its width counted in cells
     tid = "customer-support-ticket-2026-11-24-0042"
     shown = runner.invoke(app, ["--dir", str(tmp_path), "show", tid])
     assert shown.exit_code == 0 and "half \\ud83d pair" in shown.output

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import rich.text
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -83,7 +84,7 @@ def _args(args: Any) -> str:
 def _id_column(table: Table, header: str, values: Sequence[str], **kw: Any) -> None:
     """A column of ids: never cut, never wrapped (three ids that differ only at the end
     must not all show as ``context-switch…``); the other columns give way."""
-    widest = max([len(header), *(len(printable(v)) for v in values)])
+    widest = max([len(header), *(cell_len(printable(v)) for v in values)])
     table.add_column(header, no_wrap=True, overflow="ignore", min_width=widest, **kw)
 
 
@@ -118,8 +119,8 @@ def threads_table(summaries: Sequence[ThreadSummary], *, width: int | None = Non
     the notes move under the table, one line per thread.
     """
     notes = [_thread_notes(s) for s in summaries]
-    id_width = max([6, *(len(printable(s.thread_id)) for s in summaries)])
-    widest_note = max([5, *(len(printable(n)) for n in notes)])
+    id_width = max([6, *(cell_len(printable(s.thread_id)) for s in summaries)])
+    widest_note = max([5, *(cell_len(printable(n)) for n in notes)])
     limit = width if width is not None else 10**9
     # (long headers, full time, notes column): the first layout that fits, else the last
     layouts = [(True, True, True), (False, True, True), (False, False, True), (False, False, False)]
@@ -169,14 +170,14 @@ def history_table(
     left out, then the source, then the time loses its date (``10:40:01``; the JSON
     output keeps it whole).
     """
-    # As they print (`printable`): their widths decide the layout.
+    # As they print (`printable`, in terminal cells): their widths decide the layout.
     node_text = [printable(", ".join(row["nodes"]) or "-") for row in rows]
     ids = [printable(row["checkpoint_id"]) for row in rows]
     spaces = [printable(row["checkpoint_ns"] or "(root)") for row in rows] if namespaces else []
     sources = [printable(str(row["source"] or "-")) for row in rows]
-    fixed = max([10, *map(len, ids)]) + max([4, *map(len, node_text)]) + 4 + 4  # step, head
-    fixed += max([9, *map(len, spaces)]) + 2 if namespaces else 0
-    source_width = max([6, *map(len, sources)]) + 2
+    fixed = max([10, *map(cell_len, ids)]) + max([4, *map(cell_len, node_text)]) + 4 + 4
+    fixed += max([9, *map(cell_len, spaces)]) + 2 if namespaces else 0  # (and step, head)
+    source_width = max([6, *map(cell_len, sources)]) + 2
     limit = width if width is not None else 10**9
     # (source shown, time with its date): the first layout that fits, else the last
     layouts = [(True, True), (True, False), (False, False)]

@@ -645,16 +645,22 @@ def verify_directory(
                 total += read_file(candidate).count(b"\n")  # (`verify_file` names why not)
         advance = progress(total)
     for thread_id, candidate in paths:
-        files.append(
-            verify_file(
-                candidate,
-                thread_id=thread_id,
-                decode=decode,
-                allowed_types=allowed_types,
-                serde=serde,
-                progress=advance,
-            )
+        report = verify_file(
+            candidate,
+            thread_id=thread_id,
+            decode=decode,
+            allowed_types=allowed_types,
+            serde=serde,
+            progress=advance,
         )
+        if thread_id is None and not any(p.line in (None, 1) for p in report.problems):
+            # A long id's log (or its backup) whose header reads, but names another thread.
+            why = (
+                "its header names a thread whose log is not this file (a long id's log holds "
+                "its own id there): the thread is left out of listings"
+            )
+            report.problems.append(Problem(str(candidate), 1, "corrupt", why))
+        files.append(report)
     return VerifyReport(root=str(root), files=files)
 
 
