@@ -37,6 +37,7 @@ pass and the report they fill are read together when a check changes.)
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -77,6 +78,7 @@ from langgraph_ctx.errors import (
 )
 from langgraph_ctx.saver._index import _Index
 from langgraph_ctx.storage.jsonl import JsonlStorage, read_file
+from langgraph_ctx.storage.thread_ids import hashed_thread_id
 
 Progress = Callable[[int], None]
 """Called with the number of lines just checked (for a progress bar)."""
@@ -653,8 +655,13 @@ def verify_directory(
             serde=serde,
             progress=advance,
         )
-        if thread_id is None and not any(p.line in (None, 1) for p in report.problems):
-            # A long id's log (or its backup) whose header reads, but names another thread.
+        log_name = _LOG_NAME.sub("", candidate.name)  # a backup's too (``.jsonl.2``)
+        named = {"thread_id": report.thread_id}
+        if (
+            thread_id is None
+            and not any(p.line in (None, 1) for p in report.problems)
+            and hashed_thread_id(named, log_name) is None
+        ):  # a long id's log (or backup) whose header reads, but names another thread
             why = (
                 "its header names a thread whose log is not this file (a long id's log holds "
                 "its own id there): the thread is left out of listings"
@@ -662,6 +669,10 @@ def verify_directory(
             report.problems.append(Problem(str(candidate), 1, "corrupt", why))
         files.append(report)
     return VerifyReport(root=str(root), files=files)
+
+
+_LOG_NAME = re.compile(r"\.jsonl(\.\d+)?$")
+"""The suffix of a log or backup file name (what `hashed_thread_id` does not hash)."""
 
 
 def _serde(allowed_types: Sequence[type | tuple[str, ...]]) -> SerializerProtocol:
