@@ -270,6 +270,7 @@ def test_a_long_id_log_whose_header_names_another_thread_is_not_taken_for_it(
     copied = runner.invoke(app, ["--dir", str(tmp_path), "copy", "--all", "--to",
                                  str(tmp_path / "backup")])  # fmt: skip
     assert copied.exit_code == 1 and "1 log(s) not copied" in copied.output
-    verified = runner.invoke(app, ["--dir", str(tmp_path), "verify"])
-    assert verified.exit_code == 1 and f"FAIL  {stray}" in verified.output
-    assert "its header names a thread whose log is not this file" in verified.output
+    for named in ([], ["M" * 300]):  # every log, or that thread by its id
+        verified = runner.invoke(app, ["--dir", str(tmp_path), "verify", *named])
+        assert verified.exit_code == 1 and f"FAIL  {stray}" in verified.output
+        assert "its header names a thread whose log is not this file" in verified.output

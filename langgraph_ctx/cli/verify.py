@@ -78,7 +78,7 @@ from langgraph_ctx.errors import (
 )
 from langgraph_ctx.saver._index import _Index
 from langgraph_ctx.storage.jsonl import JsonlStorage, read_file
-from langgraph_ctx.storage.thread_ids import hashed_thread_id
+from langgraph_ctx.storage.thread_ids import hashed_thread_id, is_hashed
 
 Progress = Callable[[int], None]
 """Called with the number of lines just checked (for a progress bar)."""
@@ -297,6 +297,14 @@ class _Scanner:
                 raise CodecError("the thread header has no string 'thread_id'")
             if self.report.thread_id is None:
                 self.report.thread_id = obj["thread_id"]
+            log_name = _LOG_NAME.sub("", Path(self.report.path).name)  # a backup's too
+            if is_hashed(log_name) and hashed_thread_id(obj, log_name) is None:
+                self.problem(
+                    n,
+                    "corrupt",
+                    "its header names a thread whose log is not this file (a long id's log "
+                    "holds its own id there): the thread is left out of listings",
+                )
         elif kind == "msg":
             self.message(n, obj)
         elif kind == "ckpt":
@@ -655,18 +663,6 @@ def verify_directory(
             serde=serde,
             progress=advance,
         )
-        log_name = _LOG_NAME.sub("", candidate.name)  # a backup's too (``.jsonl.2``)
-        named = {"thread_id": report.thread_id}
-        if (
-            thread_id is None
-            and not any(p.line in (None, 1) for p in report.problems)
-            and hashed_thread_id(named, log_name) is None
-        ):  # a long id's log (or backup) whose header reads, but names another thread
-            why = (
-                "its header names a thread whose log is not this file (a long id's log holds "
-                "its own id there): the thread is left out of listings"
-            )
-            report.problems.append(Problem(str(candidate), 1, "corrupt", why))
         files.append(report)
     return VerifyReport(root=str(root), files=files)
 
