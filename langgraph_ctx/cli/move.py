@@ -291,7 +291,10 @@ def copy(
         for c in copied:
             typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
     if all_threads and left_out:  # a backup missing a thread must not look complete
-        raise CliError(f"{len(left_out)} log(s) not copied: its header does not read (see above)")
+        raise CliError(
+            f"{len(left_out)} log(s) not copied: the header does not read or names another "
+            "thread (see above)"
+        )
 
 
 def _copy_archive_index(source: Any, target: Any, thread_id: str) -> None:
