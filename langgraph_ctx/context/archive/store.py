@@ -40,7 +40,6 @@ from langgraph_ctx.context.archive.contents import (
 )
 from langgraph_ctx.context.archive.entries import ArchivedContext, new_context_id, normalize_title
 from langgraph_ctx.context.archive.forks import (
-    archive_owner,
     archive_thread_id,
     archive_threads_of,
     find_checkpoint,
@@ -244,16 +243,6 @@ class ContextArchive:
         )
 
 
-def _archive_of(archive: str, thread_id: str) -> bool:
-    """Whether ``archive`` is a context archive of ``thread_id`` (or of one of its
-    archives), by its name: ``<thread>.ctx.<context id>``, repeated for archives of
-    archives."""
-    owner = archive_owner(archive)
-    while owner is not None and owner != thread_id:
-        owner = archive_owner(owner)
-    return owner == thread_id
-
-
 def delete_archives(
     saver: BaseCheckpointSaver[Any], thread_id: str, *, thread_ids: Sequence[str] | None = None
 ) -> list[str]:
@@ -278,7 +267,7 @@ def delete_archives(
             return []
         # Only archives of this thread, by their name: an index naming another thread
         # (hand-edited, tampered) must not make deleting one thread delete that one.
-        archives = [a for a in named if _archive_of(a, thread_id)]
+        archives = archive_threads_of(thread_id, named)
         for other in sorted(set(named).difference(archives)):
             _log.warning("%r's archive index names %r, not an archive of it", thread_id, other)
     for archive in sorted(archives, key=len, reverse=True):
