@@ -1069,11 +1069,18 @@ def read_file(path: str | Path) -> bytes:
     archive index): a symbolic link is refused (`SymlinkRefusedError`), as the saver
     refuses one, and so is anything but a regular file (`NotARegularFileError`: a FIFO
     would block the reader, ``/dev/zero`` never end)."""
+    with _open_regular(path) as f:
+        return f.read()
+
+
+@contextlib.contextmanager
+def _open_regular(path: str | Path) -> Iterator[BinaryIO]:
+    """``path`` open for reading, refused if a link or not a regular file (`read_file`)."""
     fd = _open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO: no wait
     with open(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotARegularFileError(path)
-        return f.read()
+        yield f
 
 
 @contextlib.contextmanager
@@ -1103,12 +1110,9 @@ def _first_line(path: Path) -> dict | None:
     """The header of the log at ``path``, parsed (``None``: a link, not a regular file,
     no complete first line, or one that does not read)."""
     try:
-        fd = _open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no wait
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
+        with _open_regular(path) as f:
             raw = f.readline()
-    except OSError:
+    except OSError:  # a link, not a regular file (`NotARegularFileError` is one), gone
         return None
     if not raw.endswith(b"\n"):
         return None
