@@ -632,20 +632,18 @@ def verify_directory(
     if not root.is_dir():
         raise FileNotFoundError(f"no such directory: {root}")
     storage = JsonlStorage(root)
-    # Every log, also one whose thread id (a long one's, only in its header) does not read.
-    logs = [(t, root / name) for t, name in storage.logs()] if threads is None else None
-    ids = [(t, storage.path(t)) for t in threads] if threads is not None else logs or []
+    logs: list[tuple[str | None, Path]]
+    if threads is None:  # every log, also one whose thread id (a long one's) does not read
+        logs = [(t, root / name) for t, name in storage.logs()]
+    else:
+        logs = [(t, storage.path(t)) for t in threads]
     serde = _serde(allowed_types)
     files: list[FileReport] = []
     paths: list[tuple[str | None, Path]] = []
-    for thread_id, path in ids:
+    for thread_id, path in logs:
         if thread_id is not None and not path.exists():
             raise ThreadNotFoundError(thread_id)
-        found: list[Path] = []
-        if backups and thread_id is not None:
-            found = [*map(Path, storage.backups(thread_id))]
-        elif backups:  # a log whose thread id does not read: its backups by its file name
-            found = storage.backup_paths(path)
+        found = storage.backup_paths(path) if backups else []  # by the log's file name
         paths.extend((thread_id, candidate) for candidate in [path, *found])
     advance = None
     if progress is not None:
