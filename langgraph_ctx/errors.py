@@ -307,7 +307,24 @@ class ContextArchiveError(LangGraphCtxError):
 # a read-only root, an optional extra that is not installed, a foreign Redis key.
 
 
-class SymlinkRefusedError(LangGraphCtxError, OSError):
+class _PathRefusedError(LangGraphCtxError, OSError):
+    """A path inside the root that langgraph-ctx will not go through (``path``); each
+    kind says why in `why`."""
+
+    why = "{path} is refused"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        super().__init__(self.why.format(path=self.path))
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), (self.path,)
+
+
+class SymlinkRefusedError(_PathRefusedError):
     """A thread file, backup or lock path inside the root is a symbolic link.
 
     Following it could append to, create or lock a file outside ``root_dir``, so
@@ -328,38 +345,22 @@ class SymlinkRefusedError(LangGraphCtxError, OSError):
         ```
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        super().__init__(
-            f"{self.path} is a symbolic link; langgraph-ctx does not follow links inside "
-            "the root directory (they could point outside it). Remove the link or replace "
-            "it with the file or directory itself."
-        )
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
-        return type(self), (self.path,)
+    why = (
+        "{path} is a symbolic link; langgraph-ctx does not follow links inside the root "
+        "directory (they could point outside it). Remove the link or replace it with the "
+        "file or directory itself."
+    )
 
 
-class NotARegularFileError(LangGraphCtxError, OSError):
+class NotARegularFileError(_PathRefusedError):
     """A path where langgraph-ctx reads a file (a thread file, a backup, an archive index)
     is a FIFO, a device or a socket: reading it could block forever or never end, so
     it is refused."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        super().__init__(
-            f"{self.path} is not a regular file (a FIFO, a device?); langgraph-ctx reads "
-            "only files there. Remove it, or put the file itself there."
-        )
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
-        return type(self), (self.path,)
+    why = (
+        "{path} is not a regular file (a FIFO, a device?); langgraph-ctx reads only files "
+        "there. Remove it, or put the file itself there."
+    )
 
 
 class ReadOnlyLogError(LangGraphCtxError, PermissionError):
