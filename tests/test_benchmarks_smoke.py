@@ -213,3 +213,49 @@ def test_perf_quick(tmp_path: Path) -> None:
         assert row["result"] == {True: "PASS", False: "FAIL", None: "n/a"}[goal["pass"]]
         if goal["value"] is not None:
             assert number(row["measured"]) == pytest.approx(goal["value"], abs=0.006)
+
+
+def test_perf_breakdown_quick() -> None:
+    """``perf_breakdown.py --quick``: a cold open by stage for both savers, each saver's
+    CPU a turn by call, and the message bodies from lines and from one binary record."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "perf_breakdown.py"), "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = check_ran(done)
+    stages = table(out, "| stage | JsonlSaver | SqliteSaver |")  # the agent's, first
+    by_stage = {r["stage"].replace("&nbsp;", ""): r for r in stages}
+    jsonl = {s: number(r["JsonlSaver"]) for s, r in by_stage.items() if r["JsonlSaver"]}
+    sqlite = {s: number(r["SqliteSaver"]) for s, r in by_stage.items() if r["SqliteSaver"]}
+    assert {"open the saver", "get_tuple", "storage sync (read the log)"} <= set(jsonl)
+    assert {"open the saver", "get_tuple (SQLite)", "loads_typed (SQLite)"} <= set(sqlite)
+    assert all(ms > 0 for ms in [*jsonl.values(), *sqlite.values()])
+    # Nested stages are parts of the ones above them, and the state is read after the open.
+    assert jsonl["decode the head's messages"] <= jsonl["build the tuple"] <= jsonl["get_tuple"]
+    assert jsonl["whole get_state"] > jsonl["get_tuple"] + jsonl["open the saver"] * 0.99
+    assert sqlite["loads_typed (SQLite)"] <= sqlite["get_tuple (SQLite)"]
+    for collector in ("off", "on"):
+        header = "| | InMemorySaver | JsonlSaver | JSONL - InMemory |"
+        start = out.index(f"garbage collector {collector}")
+        rows = {r[""]: r for r in table(out[start:], header)}
+        for saver in ("InMemorySaver", "JsonlSaver"):
+            calls = [number(rows[c][saver]) for c in ("aget_tuple", "aput", "aput_writes")]
+            assert all(ms > 0 for ms in calls)
+            saver_ms = number(rows["the saver's calls"][saver])
+            assert saver_ms == pytest.approx(sum(calls), abs=0.003)
+            whole = number(rows["the whole turn"][saver])
+            assert whole > saver_ms
+            assert number(rows["the rest of the turn"][saver]) == pytest.approx(
+                whole - saver_ms, abs=0.003
+            )
+    bodies = {r["from"]: r for r in table(out, "| from | ms | bytes read |")}
+    assert len(bodies) == 2 and all(number(r["ms"]) > 0 for r in bodies.values())
+    assert re.search(r"The agent's [1-9]\d* message bodies", out)
