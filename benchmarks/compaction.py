@@ -53,7 +53,7 @@ from langgraph_ctx.context.compaction import (
 from langgraph_ctx.context.compaction.core import resolve_strategy
 from langgraph_ctx.context.compaction.previews import preview_text
 from langgraph_ctx.context.compaction.relevance import message_index
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.tokens import MessageTokenCounter
 from langgraph_ctx.testing import ExtractiveSummaryModel, ordering_problems
 

@@ -53,7 +53,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from langgraph_ctx.context.compaction.signals import DECISION, PATH, content_text, text_signals
+from langgraph_ctx.context.compaction.signals import DECISION, PATH, text_signals
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.tokens import count_tokens
 
 __all__ = [

@@ -13,7 +13,10 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -165,6 +168,39 @@ def test_long_modules_say_why_they_are_one_module(module: str) -> None:
         f"{path.relative_to(PACKAGE.parent)} has {lines} lines (over {MAX_LINES}): its "
         "module docstring must say why it is one module (a paragraph with 'one module')"
     )
+
+
+_FIRST_IMPORTS = """
+import importlib, json, sys, warnings
+warnings.simplefilter("ignore")
+cycles = {}
+for name in json.loads(sys.argv[1]):
+    for loaded in [m for m in sys.modules if m.split(".")[0] == "langgraph_ctx"]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except ImportError as err:  # an optional extra missing is not a cycle
+        if "partially initialized" in str(err) or "circular import" in str(err):
+            cycles[name] = str(err)
+print(json.dumps(cycles))
+"""
+
+
+def test_every_module_imports_before_any_other_of_the_package() -> None:
+    """A module imported first, in a process that imported nothing of the package yet,
+    loads: a circular import shows only then. (``from langgraph_ctx.context.llm_error
+    import is_recoverable_error``, as docs/pipeline.md shows it, raised ImportError when
+    it came first: the error module reached the compaction package, which imports it.)"""
+    names = [m for m in MODULES if not m.endswith("__main__")]
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_IMPORTS, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=PACKAGE.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {}
 
 
 def test_every_exception_and_warning_class_lives_in_errors() -> None:

@@ -23,7 +23,7 @@ from langgraph_ctx.context.compaction import (
     compact_messages,
     search_messages,
 )
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 
 from .test_compaction_invariants import check_invariants, strategies
 

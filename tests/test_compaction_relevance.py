@@ -19,7 +19,7 @@ from langgraph_ctx.context.compaction import (
     search_history,
     search_messages,
 )
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.testing import ordering_problems
 
 SUBJECTS = ["billing", "search", "identity", "media", "reporting"]

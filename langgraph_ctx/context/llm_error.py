@@ -40,7 +40,7 @@ from typing import Any, Final, Literal
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 
 __all__ = [
     "LLM_ERROR_HEADER",

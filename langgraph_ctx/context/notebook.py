@@ -58,7 +58,7 @@ from typing import Any, Final, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from typing_extensions import NotRequired, TypedDict
 
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.llm_error import is_llm_error, read_llm_error, utc_now
 
 __all__ = [

@@ -19,7 +19,7 @@ from langgraph_ctx.context.active_context import (
     current_user_index,
     is_loaded_context_message,
 )
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 
 __all__ = [
     "CONTEXT_TOOL_NAMES",

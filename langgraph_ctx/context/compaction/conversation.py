@@ -66,7 +66,7 @@ from langgraph_ctx.context.compaction.record import (
     RunningSummary,
     ShortenedMessage,
 )
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
 """Counts the tokens a list of messages costs (see docs/CONTRACTS.md)."""

@@ -29,12 +29,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from langgraph_ctx.context.compaction.signals import (
-    content_text,
-    key_lines,
-    line_weights,
-    non_text_blocks,
-)
+from langgraph_ctx.context.compaction.signals import key_lines, line_weights
+from langgraph_ctx.context.content import content_text, non_text_blocks
 
 PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
 READ_TOOL_RESULT = "read_tool_result"

@@ -52,7 +52,7 @@ from langgraph_ctx.context.compaction.previews import (
     shown_tokens,
     shrink_to,
 )
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.search import K1, B, inverse_frequency, query_terms, term_bags
 
 _LONG_LINE = 400  # a line longer than this is scored sentence by sentence

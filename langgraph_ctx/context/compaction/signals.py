@@ -17,9 +17,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
 
 
 # Words (and word pairs) that state a requirement, an outcome or decision, or an error.
@@ -94,38 +92,6 @@ SIGNALS: dict[str, float] = {
     "number": 1.0,
     "error": 1.0,
 }
-
-
-def content_text(content: Any) -> str:
-    """The text of a message `content` (a string or a list of content blocks).
-
-    Example:
-        ```python
-        content_text([{"type": "text", "text": "hi"}, {"type": "image_url"}])  # "hi"
-        ```
-    """
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    if isinstance(content, Iterable):
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-    return "\n".join(parts)
-
-
-def non_text_blocks(content: Any) -> int:
-    """How many content blocks are not text (images, files, tool_use blocks...)."""
-    if isinstance(content, str):
-        return 0
-    return sum(
-        1
-        for block in content
-        if not isinstance(block, str)
-        and not (isinstance(block, dict) and isinstance(block.get("text"), str))
-    )
 
 
 def _has_path(text: str) -> bool:

@@ -27,7 +27,7 @@ from langgraph.constants import TAG_NOSTREAM
 
 from langgraph_ctx.context.compaction.conversation import Unit, summary_message
 from langgraph_ctx.context.compaction.record import RunningSummary, utc_now
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.llm_error import is_recoverable_error
 from langgraph_ctx.context.model_call import ModelCallPolicy, Step
 

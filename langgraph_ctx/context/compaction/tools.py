@@ -36,7 +36,7 @@ from langgraph_ctx.context.compaction.previews import (
     is_preview,
     tool_call_id_from_ref,
 )
-from langgraph_ctx.context.compaction.signals import content_text
+from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.tokens import count_message_tokens
 
 OFFLOADED_KEY = "offloaded_content"
