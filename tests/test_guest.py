@@ -272,10 +272,15 @@ class _Response:
         (provider_error("APIConnectionError"), True),
         (provider_error("ReadTimeout"), True),  # httpx
         (provider_error("RemoteProtocolError"), True),  # httpx: stream closed mid-way
-        (provider_error("ErrorWithCode", code="invalid_api_key"), True),  # not a status
+        (provider_error("APIError"), True),  # a provider's base class, no status: mid-stream
         (asyncio.TimeoutError(), True),
         (ConnectionResetError(), True),
-        (ValueError("unknown"), True),  # unknown failures stay LLM_ERROR, as before
+        # Anything else raises, as without the pipeline: no reply hides it from the app.
+        (provider_error("ErrorWithCode", code="invalid_api_key"), False),  # not a status
+        (ValueError("unknown"), False),
+        (TypeError("unsupported operand"), False),  # a bug in the app's code
+        (KeyError("model"), False),
+        (provider_error("PolicyViolation"), False),  # an exception of the app's own
     ],
 )
 def test_which_failures_continue_can_fix(error: BaseException, recoverable: bool) -> None:
@@ -302,6 +307,83 @@ def test_a_wrong_api_key_raises_instead_of_becoming_a_chat_reply(
     with pytest.raises(type(auth), match="status 401"):
         app.invoke({"messages": [("user", "hi")]}, config("p3"))
     assert len(model.received) == 1  # no retry either: it would fail the same way
+
+
+class PolicyViolation(Exception):
+    """A guardrail of the app's own refusing a request."""
+
+
+@pytest.mark.parametrize("door", ["sync", "async"])
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_bug_in_the_apps_code_raises_instead_of_becoming_a_chat_reply(
+    host: str, door: str, saver: JsonlSaver
+) -> None:
+    """A `TypeError` from the model call (the app's wrapper, a tool schema it built) is a
+    bug no retry and no "continue" fixes: it reaches the app, as without the pipeline,
+    and nothing of it is saved as a reply."""
+    model = StreamingScript(script=[TypeError("unsupported operand type(s)"), "never"])
+    retries = {} if host == "react_agent" else {"max_retries": 2, "retry_delay": 0.01}
+    app = build(host, saver, model, context_pipeline("fast"), **retries)
+    inputs = {"messages": [("user", "hi")]}
+    with pytest.raises(TypeError, match="unsupported operand"):
+        if door == "sync":
+            app.invoke(inputs, config(f"bug-{host}"))
+        else:
+            asyncio.run(app.ainvoke(inputs, config(f"bug-{host}")))
+    assert len(model.received) == 1  # not retried either
+    saved = app.get_state(config(f"bug-{host}")).values.get("messages", [])
+    assert not any(is_llm_error(m) for m in saved)
+
+
+def test_an_exception_of_a_later_middleware_reaches_the_app(saver: JsonlSaver) -> None:
+    """The middleware's model call runs the middleware after it too: a guardrail there
+    that refuses the request raises to the app, as it does without the pipeline."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import wrap_model_call
+
+    @wrap_model_call  # type: ignore[arg-type]
+    def guard(request: Any, handler: Any) -> Any:
+        raise PolicyViolation("blocked: the request holds a card number")
+
+    for middleware in ([guard], [context_pipeline("fast").middleware(), guard]):
+        model = StreamingScript(script=["never"])
+        agent = create_agent(model, [], middleware=middleware, checkpointer=saver)
+        thread = config(f"guard-{len(middleware)}")
+        with pytest.raises(PolicyViolation, match="card number"):
+            agent.invoke({"messages": [("user", "my card is 4111 1111 1111 1111")]}, thread)
+        saved = agent.get_state(thread).values.get("messages", [])
+        assert not any(is_llm_error(m) for m in saved)
+
+
+def test_a_structured_output_error_the_agent_raises_stays_raised(saver: JsonlSaver) -> None:
+    """`ToolStrategy(handle_errors=False)`: the app asked for invalid structured output to
+    raise; with the middleware it still raises, and no `LLM_ERROR` reply is saved."""
+    from langchain.agents import create_agent
+    from langchain.agents.structured_output import (
+        StructuredOutputValidationError,
+        ToolStrategy,
+    )
+    from pydantic import BaseModel
+
+    class Weather(BaseModel):
+        city: str
+        temp: int
+
+    invalid = {"city": "Paris", "temp": "hot"}
+    for middleware in ([], [context_pipeline("fast").middleware()]):
+        reply = AIMessage("", tool_calls=[{"name": "Weather", "args": invalid, "id": "s1"}])
+        agent = create_agent(
+            StreamingScript(script=[reply]),
+            [],
+            response_format=ToolStrategy(Weather, handle_errors=False),
+            middleware=middleware,
+            checkpointer=saver,
+        )
+        thread = config(f"structured-{len(middleware)}")
+        with pytest.raises(StructuredOutputValidationError):
+            agent.invoke({"messages": [("user", "weather in Paris?")]}, thread)
+        saved = agent.get_state(thread).values.get("messages", [])
+        assert not any(is_llm_error(m) for m in saved)
 
 
 @pytest.mark.parametrize("host", ["state_graph", "create_agent"])

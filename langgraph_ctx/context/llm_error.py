@@ -148,6 +148,8 @@ TRANSIENT_ERRORS: Final[frozenset[str]] = frozenset(
         "remoteprotocolerror",  # httpx: the server closed the stream mid-way
         "incompleteread",
         "chunkedencodingerror",
+        "apierror",  # openai's and anthropic's base class, raised without a status for a
+        # failure the server reported mid-stream (those with a status are read by it)
     }
 )
 
@@ -198,7 +200,10 @@ def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> boo
     - not recoverable: other 4xx statuses (400, 401, 403, 404, 422, ...) and the
       provider types `AuthenticationError`, `PermissionDeniedError`, `BadRequestError`,
       `NotFoundError`, `UnprocessableEntityError`;
-    - anything else (no status, an unknown type) stays recoverable, as before.
+    - anything else (no status, a type that is none of these) raises: a bug in the
+      app's code (`TypeError`, `KeyError`, ...), an exception of the app's own (a
+      guardrail's), a structured-output error the app chose to raise, as they would
+      without the pipeline. Only a failure known to be passing is kept as a reply.
 
     The status code wins over the type name; the provider SDKs need not be installed
     (only attributes and class names are read).
@@ -217,9 +222,9 @@ def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> boo
     if status is not None:
         return status in RECOVERABLE_STATUS or status >= 500 or status < 400
     names = {cls.__name__.lower() for cls in type(error).__mro__}
-    if names & TRANSIENT_ERRORS:
-        return True
-    return not names & CONFIGURATION_ERRORS
+    if names & CONFIGURATION_ERRORS:
+        return False
+    return bool(names & TRANSIENT_ERRORS) or classify_error(error) != "error"
 
 
 def _unfinished_calls(partial: BaseMessage | None) -> list[str]:

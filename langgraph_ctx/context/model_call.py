@@ -74,6 +74,7 @@ class PartialOutputCapture(BaseCallbackHandler):
         self.chunks: dict[UUID, list[AIMessageChunk]] = {}
         self.order: list[UUID] = []
         self.failed: UUID | None = None
+        self.ended: set[UUID] = set()
         self.last_output = time.monotonic()
         self.abandoned = False
 
@@ -101,10 +102,22 @@ class PartialOutputCapture(BaseCallbackHandler):
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self.failed = run_id
 
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.ended.add(run_id)
+
+    def _run(self) -> UUID | None:
+        """The run `partial` reads: the failed one, else the newest."""
+        newest = self.order[-1] if self.order else None
+        return self.failed if self.failed in self.chunks else newest
+
+    def cut(self) -> bool:
+        """Whether that run stopped before its end (it failed, or never reached it)."""
+        run = self._run()
+        return run is not None and (run == self.failed or run not in self.ended)
+
     def partial(self) -> AIMessageChunk | None:
         """The merged chunks of the failed run (else of the newest run), or None."""
-        newest = self.order[-1] if self.order else None
-        run = self.failed if self.failed in self.chunks else newest
+        run = self._run()
         chunks = self.chunks.get(run) if run is not None else None
         if not chunks:
             return None
@@ -131,6 +144,10 @@ class Attempt:
     result: Any = None
     error: BaseException | None = None
     partial: AIMessageChunk | None = None
+    cut: bool = False
+    """Whether the model's run that `partial` holds was cut (it failed or never ended): an
+    error raised after the model finished its reply (a later middleware's, the agent's
+    structured-output parsing) is not a cut stream."""
     rejected: str | None = None
     """Why the caller's `check` rejected `result` (a reply that counts as a failure)."""
 
@@ -224,7 +241,8 @@ class ModelCallPolicy:
             ):
                 raise error
             recoverable = self.recoverable
-            if error is not None and recoverable and not streamed and not recoverable(error):
+            cut = streamed and outcome.cut  # a stream cut mid-way: kept, whatever the error
+            if error is not None and recoverable and not cut and not recoverable(error):
                 raise error  # no retry and no "continue" fixes it: the app must see it
             if count > self.max_retries or streamed:
                 return outcome, count
@@ -258,7 +276,7 @@ class ModelCallPolicy:
                 try:
                     return Attempt(result=call())
                 except Exception as err:  # the model failed: keep what it streamed
-                    return Attempt(error=err, partial=capture.partial())
+                    return Attempt(error=err, partial=capture.partial(), cut=capture.cut())
             box: dict[str, Any] = {}
             done = threading.Event()
 
@@ -279,12 +297,12 @@ class ModelCallPolicy:
                 expired = self._expired(started, capture)
                 if expired is not None:
                     capture.abandoned = True
-                    return Attempt(error=expired, partial=capture.partial())
+                    return Attempt(error=expired, partial=capture.partial(), cut=capture.cut())
             if "error" in box:
                 error = box["error"]
                 if not isinstance(error, Exception):
                     raise error
-                return Attempt(error=error, partial=capture.partial())
+                return Attempt(error=error, partial=capture.partial(), cut=capture.cut())
             return Attempt(result=box["result"])
         finally:
             _CAPTURE.reset(token)
@@ -307,7 +325,7 @@ class ModelCallPolicy:
                     if expired is not None:
                         task.cancel()
                         await asyncio.gather(task, return_exceptions=True)
-                        return Attempt(error=expired, partial=capture.partial())
+                        return Attempt(error=expired, partial=capture.partial(), cut=capture.cut())
             except BaseException:
                 task.cancel()  # we are cancelled ourselves: do not leave the call running
                 raise
@@ -316,7 +334,7 @@ class ModelCallPolicy:
                 return Attempt(result=task.result())
             if not isinstance(error, Exception):
                 raise error
-            return Attempt(error=error, partial=capture.partial())
+            return Attempt(error=error, partial=capture.partial(), cut=capture.cut())
         finally:
             _CAPTURE.reset(token)
 

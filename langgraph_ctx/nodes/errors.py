@@ -14,9 +14,11 @@ else `messages`) and appends its reply. When the call raises or runs out of time
 appends instead an assistant message with the text streamed so far and an `LLM_ERROR`
 block (`langgraph_ctx.context.llm_error`), and records the failure in `error_notebook`,
 when "continue" can fix the failure: a timeout, a connection error, a rate limit or server
-error after the retries, a stream cut mid-way. Failures no retry fixes (a wrong key, model
-or request: 400/401/403/404/422, `AuthenticationError`, ...) raise: the app must see them,
-its end users must not (`is_recoverable_error`; `recoverable_errors=` changes the split).
+error after the retries, a stream cut mid-way. Anything else raises, as it would without
+the node: a failure no retry fixes (a wrong key, model or request: 400/401/403/404/422,
+`AuthenticationError`, ...), a bug in the app's code (`TypeError`, ...), an exception of
+the app's own. The app must see those, its end users must not (`is_recoverable_error`;
+`recoverable_errors=` changes the split).
 The run ends normally; the message is part of the history, so the next request sends it
 back and a user's "continue" resumes from it.
 

@@ -24,9 +24,11 @@ The state's `messages` keep the whole history.
 The model call itself runs under a `ModelCallPolicy`. A failure "continue" can fix (a
 timeout, a connection error, a rate limit or server error after the retries, a stream cut
 mid-way) becomes an assistant message with the partial reply and an `LLM_ERROR` block (the
-agent run ends with it; "continue" resumes from it), recorded in `error_notebook`. A
-failure no retry fixes (a wrong key, model or request: 400/401/403/404/422) raises, as it
-would without the middleware; `recoverable_errors=` changes the split.
+agent run ends with it; "continue" resumes from it), recorded in `error_notebook`.
+Anything else raises, as it would without the middleware: a failure no retry fixes (a
+wrong key, model or request: 400/401/403/404/422), a bug, an exception of the app's own
+(a later middleware's, a structured-output error the agent's `response_format` raises);
+`recoverable_errors=` changes the split.
 
 With compaction on, the middleware offers the model the pipeline's tools
 (`read_tool_result` to open a preview, `search_history` to search what compaction moved
@@ -134,8 +136,9 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
             `ModelCallPolicy` (see `langgraph_ctx.context.model_call`).
         recoverable_errors: `error -> bool`: True keeps a failed model call as an
             LLM_ERROR reply, False raises it. Default `is_recoverable_error` (timeouts,
-            connection errors, 408/409/425/429/5xx keep; other 4xx and the providers'
-            `AuthenticationError`, `BadRequestError`, ... raise). `lambda e: True`: keep all.
+            connection errors, 408/409/425/429/5xx keep; other 4xx, the providers'
+            `AuthenticationError`, `BadRequestError`, ... and every other exception raise).
+            `lambda e: True`: keep all.
         tool_errors: False (default): the agent's own tool error handling; error results
             are recorded in the notebook. True: tools that raise become error results for
             the model (the run goes on), recorded.
