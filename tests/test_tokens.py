@@ -579,3 +579,23 @@ def test_count_past_is_exact_or_a_lower_bound_past_the_limit() -> None:
                 seen_partial += 1
                 assert limit < past.tokens <= whole
         assert seen_partial > 50 and seen_exact > 50
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"role": "user", "content": None},
+        {"role": "user", "content": [1, 2]},  # a list of what no content block is
+        {"role": "user", "content": [None, "text", {"type": "text", "text": "x"}]},
+        {"role": "user", "content": (1,)},
+        {"role": 7, "content": {"nested": [1]}},
+        {"type": "mystery"},
+        None,
+        42,
+    ],
+)
+def test_odd_messages_are_counted_as_their_text_never_raising(odd: object) -> None:
+    """docs/budget.md: nothing in a message list makes `count_tokens` raise."""
+    alone = count_tokens([odd], model="gpt-4o")  # type: ignore[list-item]
+    with_hi = count_tokens([odd, ("user", "hi")], model="gpt-4o")  # type: ignore[list-item]
+    assert alone > 3 and with_hi > alone  # its own overhead at least, then one more message

@@ -69,10 +69,17 @@ def to_message(value: Any) -> BaseMessage:
 
 
 def _as_content(content: Any) -> str | list[Any]:
+    """Content a `ChatMessage` takes: a string, or a list of strings and dicts (any other
+    item, a number or None in a list, counted as its text)."""
     if content is None:
         return ""
-    if isinstance(content, (str, list)):
+    if isinstance(content, str):
         return content
+    if isinstance(content, list):
+        return [
+            item if isinstance(item, (str, dict)) else json.dumps(item, default=str)
+            for item in content
+        ]
     return json.dumps(content, default=str, ensure_ascii=False)
 
 
