@@ -733,3 +733,26 @@ def test_create_agents_raw_response_format_is_counted(
             assert state["structured_response"] == Answer(city="Oslo", summary="sunny")
     assert sent["raw"] == (["Answer", "lookup"] if bound else ["lookup"])
     assert counted["raw"] == counted["tool"] > 0
+
+
+def test_a_system_message_the_app_appends_last_keeps_the_pipelines_request(
+    saver: JsonlSaver,
+) -> None:
+    """An app that appends a system reminder after the user's message: `ModelNode` still
+    sends what the pipeline composed (it ends with the newest message that is not a
+    system one; the reminder is left out, as docs/pipeline.md says), with no warning that
+    the request is from an earlier step."""
+    from langchain_core.messages import HumanMessage
+
+    model = StreamingScript(script=["ok"])
+    pipeline = context_pipeline("fast", mode="agent", system_prompt=FRENCH)
+    app = build("state_graph", saver, model, pipeline)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the "earlier step" warning would fail the test
+        app.invoke(
+            {"messages": [HumanMessage("hi"), SystemMessage("Reminder: be concise.")]},
+            config("reminder"),
+        )
+    sent = model.received[0]
+    assert sent[0].type == "system" and sent[0].content.startswith(FRENCH)
+    assert [m.type for m in sent[1:]] == ["human"]

@@ -159,7 +159,10 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
         if not prepared:
             return messages
         prepared = convert_to_messages(prepared)
-        if messages and not stands_for(prepared[-1], messages[-1]):
+        # The newest message the view ends with: the pipeline sends the app's system
+        # messages in its one system message first, so a trailing one is not its end.
+        newest = next((m for m in reversed(messages) if m.type != "system"), None)
+        if newest is not None and not stands_for(prepared[-1], newest):
             # A view that does not end with the newest message is from an earlier step.
             if not self._warned:
                 self._warned = True
