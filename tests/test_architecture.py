@@ -261,3 +261,43 @@ def test_architecture_doc_names_code_that_exists() -> None:
     assert missing == [], "docs/ARCHITECTURE.md names code that does not exist:\n" + "\n".join(
         missing
     )
+
+
+def test_the_packages_exports_are_a_literal_all_type_checkers_read() -> None:
+    """`from langgraph_ctx import JsonlSaver` passes `mypy --strict`: its names are
+    exported by a literal `__all__` (a computed one is not read, and every import then
+    failed with "does not explicitly export attribute"), the same as the lazy table."""
+    import langgraph_ctx
+
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    literal = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__all__"]  # type: ignore[attr-defined]
+    )
+    assert isinstance(literal, ast.List)
+    names = [ast.literal_eval(item) for item in literal.elts]
+    assert names == sorted(langgraph_ctx._EXPORTS) == langgraph_ctx.__all__
+    # The exceptions and warnings the README names are among them.
+    for name in ("CorruptLineWarning", "TornLineWarning", "SymlinkRefusedError",
+                 "NotARegularFileError", "CorruptLogError"):  # fmt: skip
+        assert getattr(langgraph_ctx, name).__module__ == "langgraph_ctx.errors"
+
+
+def test_the_pipeline_keys_are_optional_in_an_input_state() -> None:
+    """`graph.invoke({"messages": [...], "mode": "agent"})` on a `ContextState` graph
+    type-checks: every key of the pipeline is `NotRequired` (three with reducers were
+    required, so mypy rejected the README's own input)."""
+    from typing import get_origin, get_type_hints
+
+    from typing_extensions import NotRequired
+
+    from langgraph_ctx import ContextAgentState, ContextKeys, ContextState
+    from langgraph_ctx.nodes.state import CompactionAgentState, CompactionState
+
+    ours = set(get_type_hints(ContextKeys))
+    for state in (ContextKeys, ContextState, ContextAgentState, CompactionState,
+                  CompactionAgentState):  # fmt: skip
+        hints = get_type_hints(state, include_extras=True)  # what mypy reads, evaluated
+        required = {k for k in ours & set(hints) if get_origin(hints[k]) is not NotRequired}
+        assert required == set(), f"{state.__name__} requires {sorted(required)}"

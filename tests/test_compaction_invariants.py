@@ -264,7 +264,7 @@ def strategies() -> list[tuple[str, Any]]:
         (
             "summary-model-down",
             lambda: LLMSummary(
-                ScriptedChatModel(script=[RuntimeError("down")]), max_retries=1, retry_delay=0
+                ScriptedChatModel(script=[ConnectionError("down")]), max_retries=1, retry_delay=0
             ),
         ),
     ]

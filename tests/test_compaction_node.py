@@ -293,7 +293,7 @@ def test_a_running_summary_across_several_compactions_in_a_graph() -> None:
 
 
 def test_a_failing_summary_model_is_recorded_and_the_graph_goes_on() -> None:
-    down = ScriptedChatModel(script=[RuntimeError("503 from provider")])
+    down = ScriptedChatModel(script=[ConnectionError("503 from provider")])
     model = RecordingModel()
     node = CompactionNode(LLMSummary(down, max_retries=1, retry_delay=0),
                           max_context_tokens=2_500, token_counter="approximate")
@@ -302,7 +302,7 @@ def test_a_failing_summary_model_is_recorded_and_the_graph_goes_on() -> None:
         out = app.invoke({"messages": [user(i)]}, CFG)
     failed = [r for r in out["compaction_log"] if r["error"]]
     assert failed and all(r["fallback"] == "extract" and r["attempts"] == 2 for r in failed)
-    assert failed[0]["error"] == "RuntimeError: 503 from provider"
+    assert failed[0]["error"] == "ConnectionError: 503 from provider"
     assert "running_summary" not in out or out["running_summary"] is None
     assert len(model.views) == 15
 

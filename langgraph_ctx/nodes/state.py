@@ -179,10 +179,10 @@ class ContextKeys(TypedDict):
     context_usage: NotRequired[ContextUsage]
     system_prompt: NotRequired[str | None]
     running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], add_compaction_records]
+    compaction_log: NotRequired[Annotated[list[dict[str, Any]], add_compaction_records]]
     compaction_cursor: NotRequired[dict[str, Any]]
-    error_notebook: Annotated[list[ErrorRecord], add_errors]
-    active_context: Annotated[ActiveContext | None, replace_active_context]
+    error_notebook: NotRequired[Annotated[list[ErrorRecord], add_errors]]
+    active_context: NotRequired[Annotated[ActiveContext | None, replace_active_context]]
 
 
 class ContextState(MessagesState, ContextKeys):
@@ -457,7 +457,7 @@ class CompactionState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     llm_input_messages: NotRequired[list[AnyMessage]]
     running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], add_compaction_records]
+    compaction_log: NotRequired[Annotated[list[dict[str, Any]], add_compaction_records]]
     compaction_cursor: NotRequired[dict[str, Any]]
     context_usage: NotRequired[Any]
 
@@ -467,7 +467,7 @@ class CompactionAgentState(AgentState):
 
     llm_input_messages: NotRequired[list[AnyMessage]]
     running_summary: NotRequired[dict[str, Any] | None]
-    compaction_log: Annotated[list[dict[str, Any]], add_compaction_records]
+    compaction_log: NotRequired[Annotated[list[dict[str, Any]], add_compaction_records]]
     compaction_cursor: NotRequired[dict[str, Any]]
     context_usage: NotRequired[Any]
 
