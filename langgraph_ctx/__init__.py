@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "ClassUnavailableError": "langgraph_ctx.errors",
     "PlotUnavailableError": "langgraph_ctx.errors",
     "StorageUnavailableError": "langgraph_ctx.errors",
+    "StorageConfigError": "langgraph_ctx.errors",
     "LockTimeoutError": "langgraph_ctx.errors",
     "LogChangedError": "langgraph_ctx.errors",
     # savers
@@ -166,6 +167,7 @@ __all__ = [  # a literal, so that type checkers read the exports (a test keeps i
     "SqliteSourceError",
     "StateKeyConflictError",
     "StateKeys",
+    "StorageConfigError",
     "StorageUnavailableError",
     "SymlinkRefusedError",
     "SystemPromptNode",
@@ -238,6 +240,7 @@ if TYPE_CHECKING:
         PromptPartError,
         SqliteSourceError,
         StateKeyConflictError,
+        StorageConfigError,
         StorageUnavailableError,
         SymlinkRefusedError,
         ThreadExistsError,

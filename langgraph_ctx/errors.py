@@ -158,6 +158,23 @@ class StorageUnavailableError(LangGraphCtxError, ConnectionError):
         return type(self), self._init_args
 
 
+class StorageConfigError(LangGraphCtxError, ValueError):
+    """The storage is set up in a way the saver cannot use, and no retry changes that.
+
+    Raised by `RedisLogSaver` for a URL whose database is not a number
+    (``redis://host:6379/abc``) or that the server does not have (``/99`` on a server
+    with 16 databases).
+
+    Example:
+        ```python
+        try:
+            RedisLogSaver.from_url("redis://localhost:6379/99").list_threads()
+        except StorageConfigError as err:
+            print(err)   # names the server, the database and the setting to change
+        ```
+    """
+
+
 class LockTimeoutError(LangGraphCtxError, TimeoutError):
     """Another writer held a thread's lock for longer than the saver waits.
 

@@ -238,6 +238,40 @@ def test_async_with_closes_a_client_the_saver_made(redis_server) -> None:
     assert isinstance(saver.client, redis.Redis)
 
 
+def test_a_database_the_server_lacks_or_not_a_number_is_a_one_line_error(
+    redis_server, tmp_path
+) -> None:
+    """``redis://host:port/99`` on a server with 16 databases, or ``/abc`` (which
+    redis-py took for database 0, silently): `StorageConfigError`, from the saver (sync
+    and async) and from ``langgraph-ctx copy`` (one line, exit 1), not a traceback."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from langgraph_ctx import JsonlSaver
+    from langgraph_ctx.errors import StorageConfigError
+
+    base = redis_server.url.rsplit("/", 1)[0]  # redis://127.0.0.1:<port>
+    with pytest.raises(StorageConfigError, match="no such database"):
+        RedisLogSaver.from_url(f"{base}/99").list_threads()
+    with pytest.raises(StorageConfigError, match="no such database"):
+        saver = RedisLogSaver.from_url(f"{base}/99")
+        asyncio.run(chat_graph(saver).ainvoke({"messages": [("user", "hi")]}, config("t")))
+    with pytest.raises(StorageConfigError, match="'abc' is not a number"):
+        RedisLogSaver.from_url(f"{base}/abc")
+    chats = tmp_path / "chats"
+    chat_graph(JsonlSaver(chats)).invoke({"messages": [("user", "hi")]}, config("t"))
+    for target in (f"{base}/99", f"{base}/abc"):
+        done = subprocess.run(
+            [sys.executable, "-m", "langgraph_ctx.cli", "--dir", str(chats), "copy", "t",
+             "--to", target],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+        assert "Traceback" not in done.stderr
+
+
 # ------------------------------------------- 12.5 on Redis: a read-only replica reads fully
 
 

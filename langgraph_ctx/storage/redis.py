@@ -128,6 +128,7 @@ from langgraph_ctx.errors import (
     LockLostWarning,
     LockTimeoutError,
     LogChangedError,
+    StorageConfigError,
     StorageUnavailableError,
     ThreadNotFoundError,
     WrongKeyTypeError,
@@ -1331,6 +1332,11 @@ class RedisStorage(LogStorage):
         except ResponseError as exc:
             if str(exc).startswith(_UNAVAILABLE_REPLIES):
                 raise self._unavailable_error(action, thread_id, exc) from exc
+            if "DB index is out of range" in str(exc):  # SELECT on connecting
+                raise StorageConfigError(
+                    f"{self.server}: the server has no such database ({exc}); name one "
+                    "below its 'databases' setting (16 by default: 0 to 15)"
+                ) from None
             if "WRONGTYPE" in str(exc) and thread_id is not None:
                 raise self._wrong_type(thread_id, action, exc) from None
             raise
@@ -1698,6 +1704,7 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
     options = _client_options(Retry, kwargs)
     scheme = url.partition("://")[0].lower()
     if scheme not in CLUSTER_SCHEMES:
+        _check_database(url)
         return redis.Redis.from_url(url, **options)
     first, others = cluster_url(url)
     nodes = [ClusterNode(host, port) for host, port in others]
@@ -1726,6 +1733,7 @@ def connect_async(url: str, **kwargs: Any) -> AsyncRedisClient:
     options = _client_options(Retry, kwargs)
     scheme = url.partition("://")[0].lower()
     if scheme not in CLUSTER_SCHEMES:
+        _check_database(url)
         # Many coroutines at once: wait for a free connection rather than fail
         # (redis.asyncio's default pool raises past 100).
         options.setdefault("max_connections", 100)
@@ -1738,6 +1746,20 @@ def connect_async(url: str, **kwargs: Any) -> AsyncRedisClient:
     nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in others]
     options.setdefault("max_connections", 1000)  # per node; the cluster client never waits
     return redis.asyncio.cluster.RedisCluster.from_url(first, startup_nodes=nodes, **options)
+
+
+def _check_database(url: str) -> None:
+    """A ``redis://`` URL's database is a number (redis-py takes ``/abc`` for database 0)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("redis", "rediss"):
+        return  # unix:// names its database in the query
+    path = parts.path.strip("/")
+    if path and not path.isdigit():
+        raise StorageConfigError(
+            f"{_redacted(url)}: the database {path!r} is not a number (redis://host:port/0)"
+        )
 
 
 def _client_options(retry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
