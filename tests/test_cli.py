@@ -478,7 +478,9 @@ def test_revert(root: Path) -> None:
 
 def test_prune(root: Path) -> None:
     before = Path(root / "trip.jsonl").read_bytes()
-    assert fails(root, "prune", "trip", input="n\n") == "error: aborted"
+    assert fails(root, "prune", "trip", input="n\n") == (
+        "error: aborted (stdin is not a terminal: pass --yes to confirm without a prompt)"
+    )
     assert Path(root / "trip.jsonl").read_bytes() == before
     out = ok(root, "prune", "trip", input="y\n").stdout
     assert re.search(r"pruned trip: 56 -> 1 checkpoints, [\d.]+ KB -> [\d.]+ KB", out)
@@ -492,6 +494,23 @@ def test_prune(root: Path) -> None:
     assert fails(root, "prune", "chat", "--strategy", "all", "-y", code=2).startswith(
         "error: Invalid value for '--strategy'"
     )
+
+
+def test_an_empty_log_is_no_thread_and_a_mistyped_messages_key_is_named(root: Path) -> None:
+    """An empty ``.jsonl`` (created, never written: a crash between the two) is no thread
+    for the saver, so the listing leaves it out (verify names it); a ``--messages-key``
+    the state lacks is an error naming the state's keys, not an empty conversation."""
+    from langgraph_ctx import JsonlSaver
+
+    (root / "blank.jsonl").write_bytes(b"")
+    assert "blank" not in {t["thread_id"] for t in as_json(root, "threads")}
+    assert "blank" not in JsonlSaver(root).list_threads()
+    assert "empty file (no header)" in run(root, "verify").stdout
+    for command in (["show", "trip"], ["export", "trip"], ["usage", "trip", "-m", "gpt-4o"]):
+        error = fails(root, *command, "--messages-key", "mesages")
+        assert error.startswith("error: the state has no key 'mesages' (its keys: "), error
+        assert "messages" in error
+    assert as_json(root, "show", "trip", "--messages-key", "messages")["messages"]
 
 
 # --------------------------------------------------------------- the program

@@ -171,7 +171,10 @@ class _Group(TyperGroup):
         except typer.Abort:
             if not standalone_mode:
                 raise
-            _fail("aborted")
+            if sys.stdin is not None and sys.stdin.isatty():
+                _fail("aborted")
+            typer.echo("", err=True)  # after the prompt, which has no newline
+            _fail("aborted (stdin is not a terminal: pass --yes to confirm without a prompt)")
         except KeyboardInterrupt:
             if not standalone_mode:
                 raise

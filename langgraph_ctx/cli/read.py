@@ -4,7 +4,7 @@ renderer from `cli.render`; ``--json`` prints the library's data instead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,7 +28,21 @@ from langgraph_ctx.cli._app import (
     _thread_errors,
     app,
 )
-from langgraph_ctx.cli.printable import json_printable
+from langgraph_ctx.cli.printable import json_printable, printable
+
+
+def _messages_key(values: Any, key: str | None) -> str:
+    """The state key holding the conversation: ``--messages-key`` when given, which the
+    state must hold (a typo would read as an empty conversation), else ``messages``."""
+    from langgraph_ctx import browse
+
+    if key is None or key == browse.MESSAGES_KEY:
+        return browse.MESSAGES_KEY
+    if not isinstance(values, Mapping) or key not in values:
+        keys = sorted(map(str, values)) if isinstance(values, Mapping) else []
+        shown = ", ".join(printable(k) for k in keys[:12]) + (", ..." if len(keys) > 12 else "")
+        raise CliError(f"the state has no key {printable(key)!r} (its keys: {shown or 'none'})")
+    return key
 
 
 @app.command()
@@ -102,7 +116,7 @@ def show(
     saver, info = _checkpoint(ctx, thread, checkpoint)
     values, pending_writes = browse.checkpoint_state(saver, info)
     t = browse.transcript(
-        values, messages_key=messages_key or browse.MESSAGES_KEY, pending_writes=pending_writes
+        values, messages_key=_messages_key(values, messages_key), pending_writes=pending_writes
     )
     if as_json:
         _echo_json(
@@ -223,7 +237,8 @@ def usage(
     chosen = _usage_budget(model, budget, window, reserved_output)
     saver, info = _checkpoint(ctx, thread, checkpoint)
     values = browse.state_values(saver, info)
-    viewed = messages_key in (None, browse.MESSAGES_KEY) and bool(
+    messages_key = _messages_key(values, messages_key)
+    viewed = messages_key == browse.MESSAGES_KEY and bool(
         browse.find_messages(values, browse.VIEW_KEY)
     )
     result = browse.usage_at(
@@ -321,9 +336,8 @@ def export(
     from langgraph_ctx import browse
 
     saver, info = _checkpoint(ctx, thread, checkpoint)
-    messages = browse.find_messages(
-        browse.state_values(saver, info), messages_key or browse.MESSAGES_KEY
-    )
+    values = browse.state_values(saver, info)
+    messages = browse.find_messages(values, _messages_key(values, messages_key))
     # The same JSON, safe to print and to encode (a lone surrogate, as `\udcff`).
     text = json_printable(browse.export_messages(messages, fmt.value))
     if output is None:

@@ -494,7 +494,12 @@ class JsonlStorage(LogStorage):
     def thread_ids(self) -> Iterator[str]:
         for thread_id, file_name in self.logs():
             if thread_id is not None:
-                yield thread_id
+                try:
+                    empty = os.lstat(self.root / file_name).st_size == 0
+                except FileNotFoundError:  # deleted since the scan
+                    continue
+                if not empty:  # an empty log (created, never written: a crash between the
+                    yield thread_id  # two) holds no thread, as a read finds (verify names it)
                 continue
             warnings.warn(
                 f"{self.root / file_name}: its header (line 1) does not read or names another "
