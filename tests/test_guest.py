@@ -756,3 +756,31 @@ def test_a_system_message_the_app_appends_last_keeps_the_pipelines_request(
     sent = model.received[0]
     assert sent[0].type == "system" and sent[0].content.startswith(FRENCH)
     assert [m.type for m in sent[1:]] == ["human"]
+
+
+def test_the_documented_state_graph_wiring_counts_every_tool_the_model_is_sent() -> None:
+    """docs/pipeline.md "In your StateGraph": the app binds its tools and the pipeline's
+    two (`read_tool_result`, `search_history`) and gives the pipeline the same list, so
+    `context_usage` is the request the model gets, tool schemas included."""
+    from langgraph_ctx import arecord_tool_errors, read_tool_result, record_tool_errors
+    from langgraph_ctx import search_history as search_tool
+
+    all_tools = [lookup, read_tool_result, search_tool]
+    pipeline = context_pipeline("planning", model="gpt-4o", tools=all_tools)
+    assert pipeline.tools == [read_tool_result, search_tool]
+    model = StreamingScript(
+        script=[
+            AIMessage("", tool_calls=[{"name": "lookup", "args": {"city": "Lyon"}, "id": "c1"}]),
+            "Lyon: 545,000.",
+        ]
+    )
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model, tools=all_tools))
+    builder.add_node("tools", ToolNode(all_tools, wrap_tool_call=record_tool_errors,
+                                       awrap_tool_call=arecord_tool_errors))  # fmt: skip
+    entry = pipeline.add_to(builder, before="model")
+    builder.add_edge(START, entry)
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", entry)
+    state = builder.compile().invoke({"messages": [("user", "How big is Lyon?")]})
+    assert state["context_usage"].used == exact(model.received[-1], all_tools)
