@@ -784,3 +784,38 @@ def test_the_documented_state_graph_wiring_counts_every_tool_the_model_is_sent()
     builder.add_edge("tools", entry)
     state = builder.compile().invoke({"messages": [("user", "How big is Lyon?")]})
     assert state["context_usage"].used == exact(model.received[-1], all_tools)
+
+
+def test_an_apps_own_system_prompt_key_is_a_conflict_named_not_a_prompt_that_grows() -> None:
+    """An app whose state has its own `system_prompt` and whose dynamic prompt reads it:
+    the pipeline wrote its composed prompt there, the app sent it back the next turn, and
+    the prompt grew by the mode's sections each turn. It is a `StateKeyConflictError`
+    naming the key, and the rename it names keeps the app's key the app's."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentState, dynamic_prompt
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class HostState(AgentState):  # type: ignore[type-arg]
+        system_prompt: NotRequired[str]  # the app's own per-thread prompt
+
+    @dynamic_prompt  # type: ignore[arg-type]
+    def from_state(request: Any) -> str:
+        return str(request.state.get("system_prompt", "DEFAULT"))
+
+    def agent(model: StreamingScript, **keys: str) -> Any:
+        pipeline = context_pipeline("fast", mode="agent", keys=keys or None)
+        return create_agent(model, [], state_schema=HostState, checkpointer=InMemorySaver(),
+                            middleware=[from_state, pipeline.middleware()])  # fmt: skip
+
+    first = {"messages": [("user", "hi")], "system_prompt": "BE TERSE."}
+    with pytest.raises(StateKeyConflictError, match="ctx_system_prompt"):
+        agent(StreamingScript(script=["never"])).invoke(first, config("own-key"))
+
+    model = StreamingScript(script=["ok", "ok", "ok"])
+    app = agent(model, system_prompt="ctx_system_prompt")
+    state = app.invoke(first, config("renamed"))
+    for _ in range(2):
+        state = app.invoke({"messages": [("user", "again")]}, config("renamed"))
+    assert state["system_prompt"] == "BE TERSE."  # the app's, untouched
+    sizes = {len(sent[0].content) for sent in model.received}
+    assert len(sizes) == 1 and model.received[0][0].content.startswith("BE TERSE.")

@@ -80,6 +80,7 @@ from langgraph_ctx.context.prompt import (
     model_input,
 )
 from langgraph_ctx.context.tokens import TokenCounter
+from langgraph_ctx.errors import StateKeyConflictError
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, Trigger
 from langgraph_ctx.nodes.prompt import SystemPromptNode
@@ -318,6 +319,21 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
                 texts = [m.text for m in host_messages if m.text.strip()]
                 host_prompt = "\n\n".join([*([host_prompt] if host_prompt else []), *texts])
         composed = self.prompt.compose(state, host=host_prompt) if self.prompt else None
+        if (
+            composed is not None
+            and host_prompt
+            and composed != host_prompt
+            and host_prompt == state_value(state, "system_prompt")
+        ):
+            # The app's prompt is read from the key the composed prompt is written to
+            # (an app's own `system_prompt` key, a dynamic prompt reading it): each turn
+            # would send the last composition again, inside the next one.
+            raise StateKeyConflictError(
+                self.keys.name("system_prompt"),
+                "the app's system prompt is read from this key, where the context pipeline "
+                "writes the prompt it composes (fed back in, it would grow every turn)",
+                canonical="system_prompt",
+            )
         counted = composed if composed is not None else host_prompt
         if counted is None:
             counted = self.budget.system_prompt_of(state)
