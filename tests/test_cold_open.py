@@ -562,3 +562,41 @@ def test_a_cold_open_reads_the_message_list_in_few_calls(
     assert len(got.checkpoint["channel_values"]["messages"]) == 200
     assert calls["pread"] <= 12, calls
     assert tuple_view(got) == tuple_view(writer.get_tuple(config))
+
+
+def test_a_checkpoint_saved_out_of_id_order_just_before_a_snapshot(backend: Backend) -> None:
+    """Two runs on one thread at once each make their checkpoint's id, then save: a
+    checkpoint with an older id lands after a newer one. When that one is the line
+    right before a snapshot and the next checkpoint builds on it, the snapshot (whose
+    head is the newest id) leaves it out, and a cold open indexes the lines before the
+    snapshot to take it. That read only the header (the header, fed again first, made
+    the count of indexed lines 1): every new saver raised CorruptLogError, and
+    on_corrupt="skip" read the thread as empty. As SqliteSaver, it reopens whole."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    def checkpoint(checkpoint_id: str, k: int) -> Any:
+        c = empty_checkpoint()
+        c["id"] = checkpoint_id
+        c["channel_values"] = {"k": k}
+        c["channel_versions"] = {"k": f"{k + 1:032}.0"}
+        return c
+
+    writer = backend.saver()
+    start = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    head = writer.put(start, checkpoint(str(uuid6()), 0), {"step": 0}, {})
+    k = 1
+    for _ in range(100):  # past a snapshot, whichever line it falls on
+        early = str(uuid6())  # the second run makes its id first ...
+        head = writer.put(head, checkpoint(str(uuid6()), k), {"step": k}, {})  # ... the first saves
+        side = writer.put(head, checkpoint(early, k + 1), {"step": k + 1}, {})  # then the second
+        head = writer.put(side, checkpoint(str(uuid6()), k + 2), {"step": k + 2}, {})
+        k += 3
+    lines = log_lines(backend, "t")
+    assert snap_lines(lines), "the thread is long enough to carry a snapshot"
+    config = {"configurable": {"thread_id": "t"}}
+    expected = [tuple_view(t) for t in writer.list(config)]
+    assert len(expected) == 301
+    for cold in (backend.saver(), backend.saver(on_corrupt="skip")):
+        assert tuple_view(cold.get_tuple(config)) == expected[0]
+        assert [tuple_view(t) for t in cold.list(config)] == expected

@@ -688,7 +688,9 @@ class _Index:
             self._add_snapshot(obj, n)
         else:
             self._add_writes(obj, n)
-        self.lines = n
+        # The header is fed again after a snapshot seeded the index (`feed`): it does not
+        # make the lines indexed so far one (`complete` reads those, a tail line needing it).
+        self.lines = max(self.lines, n)
 
     # ------------------------------------------------------------ snapshots
 
