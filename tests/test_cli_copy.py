@@ -107,6 +107,16 @@ def test_copy_between_directories(built: Path, tmp_path: Path) -> None:
         )
 
 
+def test_copy_all_from_an_empty_store_says_so(tmp_path: Path) -> None:
+    """``copy --all`` with nothing to copy (an empty directory, a wrong database) prints
+    a line saying so, rather than nothing at all."""
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    result = runner.invoke(app, ["--dir", str(empty), "copy", "--all", "--to", str(other)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"no threads to copy in {empty}\n"
+
+
 def test_copy_arguments(built: Path, tmp_path: Path) -> None:
     def fails(*args: str) -> str:
         result = runner.invoke(app, ["--dir", str(built), "copy", *args])

@@ -24,7 +24,13 @@ import typer
 from typer.core import TyperGroup
 
 from langgraph_ctx.cli.printable import json_printable, printable
-from langgraph_ctx.errors import CliError, LangGraphCtxError, ThreadNotFoundError
+from langgraph_ctx.errors import (
+    OTHER_SERIALIZER,
+    CliError,
+    CorruptLogError,
+    LangGraphCtxError,
+    ThreadNotFoundError,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -183,6 +189,13 @@ class _Group(TyperGroup):
         except (CliError, LangGraphCtxError, OSError, ValueError) as exc:
             if not standalone_mode or os.environ.get(DEBUG_ENV):
                 raise
+            if isinstance(exc, CorruptLogError) and OTHER_SERIALIZER not in exc.reason:
+                # The saver's way out names a saver option; here, the commands that help.
+                _fail(
+                    f"{exc.where}: {exc.reason}. The rest of the file is intact; "
+                    "'langgraph-ctx verify' names every bad line, 'langgraph-ctx revert' "
+                    "rolls the thread back to a checkpoint before it ('history' lists them)"
+                )
             _fail(str(exc) or type(exc).__name__)
         finally:
             warnings.showwarning = original

@@ -290,6 +290,9 @@ def copy(
     else:
         for c in copied:
             typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
+        if not copied and not left_out:  # --all on an empty store (a wrong database?)
+            where = from_ if from_ is not None else state.root
+            typer.echo(f"no threads to copy in {where}")
     if all_threads and left_out:  # a backup missing a thread must not look complete
         raise CliError(
             f"{len(left_out)} log(s) not copied: the header does not read or names another "
