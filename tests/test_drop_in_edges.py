@@ -202,3 +202,20 @@ def test_the_empty_threads_archived_context_is_its_archive(backend: Backend) -> 
     saver.delete_thread("")
     delete_archives(saver, "", thread_ids=saver.list_threads(include_archives=True))
     assert saver.list_threads(include_archives=True) == []
+
+
+def test_a_uuid_thread_id_is_deleted_by_the_uuid_as_sqlite_saver_does(backend: Backend) -> None:
+    """An app that keys threads by `uuid.UUID`: `invoke` and `get_state` take it (LangGraph
+    writes its text into the run's config), and `delete_thread(the_uuid)` deletes that
+    thread, as `SqliteSaver` (``str(thread_id)``) does; ours raised `ValueError`."""
+    import uuid
+
+    thread = uuid.UUID("9b0c5f0e-0000-4000-8000-000000000001")
+    config = {"configurable": {"thread_id": thread}}
+    saver = backend.saver()
+    graph = value_graph(saver, lambda s: s["v"] + 1)
+    graph.invoke({"v": 0}, config)
+    assert graph.get_state(config).values == {"v": 1}
+    assert str(thread) in saver.list_threads()
+    saver.delete_thread(thread)
+    assert saver.get_tuple(config) is None and str(thread) not in backend.saver().list_threads()

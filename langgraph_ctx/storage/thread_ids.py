@@ -22,6 +22,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
 MAX_NAME_BYTES = 200
 """Encoded names longer than this are hashed (file systems allow 255 bytes)."""
@@ -34,11 +35,16 @@ _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 
 
 def check_thread_id(thread_id: object) -> str:
-    """Return the thread id as a string, or raise `ValueError` for an unusable one."""
+    """Return the thread id as a string, or raise `ValueError` for an unusable one.
+
+    An int or a `uuid.UUID` is its text, as LangGraph writes it into a run's config (so
+    ``delete_thread(uuid)`` deletes the thread ``invoke`` saved under that UUID)."""
     if type(thread_id) is str and thread_id and thread_id.isascii():
         return thread_id  # every call checks its id: the usual one costs two tests
-    if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
-        raise ValueError(f"thread_id must be a string (or an int), got {type(thread_id).__name__}")
+    if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int, UUID)):
+        raise ValueError(
+            f"thread_id must be a string (or an int, a UUID), got {type(thread_id).__name__}"
+        )
     text = str(thread_id)
     try:
         text.encode("utf-8")
