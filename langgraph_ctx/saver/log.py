@@ -405,8 +405,11 @@ class LogSaver(BaseCheckpointSaver[str]):
 
         The format `InMemorySaver`, `SqliteSaver` and the LangGraph server use
         (``"<counter, 32 digits>.<random>"``), so a thread moves freely between
-        them and this saver. Integer versions (older logs) continue from their
-        counter; see `langgraph_ctx.codec.versions`.
+        them and this saver. An integer ``current`` (a checkpoint put with integer
+        versions by hand, or an older log's) continues as an integer, unlike
+        `InMemorySaver`, which turns it into a string: LangGraph takes the highest of a
+        checkpoint's versions, and a thread mixing ints and strings cannot be compared
+        (see `langgraph_ctx.codec.versions.next_version`).
         """
         # An integer only continues a thread the caller put integer versions into.
         return cast(str, next_version(current))
