@@ -635,3 +635,35 @@ def test_line_weights_equal_line_weight_line_by_line() -> None:
         line_weight(line) if line.strip() else 0.0 for line in text.split("\n")
     )
     assert line_weights(text)[3] == 1.5 + 1.0 + 1.0  # constraint, number, error
+
+
+def test_shortening_the_latest_user_message_keeps_its_image_when_it_fits() -> None:
+    """A long pasted text with a screenshot: the text is shortened to fit, and the image
+    is still sent after it when the shortened text leaves room for it (it was dropped,
+    and the model asked about an image it never got). When even the shortest text with
+    the image does not fit, the image is left out and the note says so."""
+    import base64
+    import struct
+
+    from langgraph_ctx.context.tokens import count_tokens
+
+    ihdr = struct.pack(">IIBBBBB", 1024, 1024, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr + b"\x00" * 64
+    image = {"type": "image_url",
+             "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}  # fmt: skip
+    text = "What does this screenshot show? Context: " + "describe the chart " * 2000
+    history = [HumanMessage([{"type": "text", "text": text}, image], id="u0")]
+    image_cost = count_tokens([HumanMessage([image])]) - count_tokens([HumanMessage("")])
+    assert image_cost >= 765  # 1024 x 1024, detail auto
+
+    messages, record = compact_messages(history, max_tokens=3000, model="gpt-4o")
+    assert record.ladder[-1] == "shorten_latest_user" and record.within_budget
+    [sent] = messages
+    assert isinstance(sent.content, list) and sent.content[-1] == image
+    assert sent.content[0]["text"].startswith("What does this screenshot show?")
+    assert "non-text" not in sent.content[0]["text"]
+
+    messages, record = compact_messages(history, max_tokens=600, model="gpt-4o")
+    [sent] = messages
+    assert isinstance(sent.content, str) and record.within_budget
+    assert "the rest and 1 non-text block(s) is left out" in sent.content

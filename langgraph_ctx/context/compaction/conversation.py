@@ -66,7 +66,7 @@ from langgraph_ctx.context.compaction.record import (
     RunningSummary,
     ShortenedMessage,
 )
-from langgraph_ctx.context.content import content_text
+from langgraph_ctx.context.content import content_text, non_text_blocks
 
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
 """Counts the tokens a list of messages costs (see docs/CONTRACTS.md)."""
@@ -326,12 +326,18 @@ class Conversation:
         if unit.kind != "user" or unit.tokens <= budget:
             return unit
         (message,) = unit.messages
-        return self._shrunk(
-            unit,
-            lambda chars: shortened_to_fit(message, tokens=unit.tokens, chars=chars, room=budget),
-            budget=budget,
-            originals=unit.originals,
-        )
+        for keep_blocks in (True, False):  # its images too, when the shortest text leaves room
+            short = self._shrunk(
+                unit,
+                functools.partial(
+                    _shortened_user, message, unit.tokens, budget, keep_blocks=keep_blocks
+                ),
+                budget=budget,
+                originals=unit.originals,
+            )
+            if short.tokens <= budget or not non_text_blocks(message.content):
+                return short
+        return short
 
     def _shrunk(
         self,
@@ -696,3 +702,9 @@ def summary_message(summary: RunningSummary, text: str) -> SystemMessage:
         additional_kwargs={key: value},
         response_metadata={"running_summary": summary.model_dump(mode="json")},
     )
+
+
+def _shortened_user(
+    message: BaseMessage, tokens: int, room: int, chars: int, *, keep_blocks: bool
+) -> BaseMessage:
+    return shortened_to_fit(message, tokens=tokens, chars=chars, room=room, keep_blocks=keep_blocks)

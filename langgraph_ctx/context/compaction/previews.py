@@ -324,25 +324,39 @@ def head_and_tail_text(text: str, chars: int) -> str:
     return "\n".join([*parts, tail])
 
 
-def shortened_to_fit(message: BaseMessage, *, tokens: int, chars: int, room: int) -> BaseMessage:
+def shortened_to_fit(
+    message: BaseMessage, *, tokens: int, chars: int, room: int, keep_blocks: bool = True
+) -> BaseMessage:
     """A copy of the latest user message cut to fit `room` tokens, saying so at its top.
 
     Only for a message the hard budget cannot hold (the ladder's `shorten_latest_user`):
-    it keeps the start and the end (`head_and_tail_text`), and a note after them tells
-    the model that the middle is missing, so it can ask for it instead of guessing.
+    it keeps the start and the end of its text (`head_and_tail_text`), and a note after
+    them tells the model that the middle is missing, so it can ask for it instead of
+    guessing. Its images and other non-text blocks stay, after the text (``keep_blocks``;
+    the caller leaves them out when even the shortest text with them does not fit).
     """
     text = content_text(message.content)
     extra = non_text_blocks(message.content)
-    blocks = f" and {extra} non-text block(s)" if extra else ""
+    blocks = f" and {extra} non-text block(s)" if extra and not keep_blocks else ""
     note = (
         f"[… shortened by compaction: this {tokens}-token message is larger than the "
         f"{room} tokens this request has room for, so only its start and its end are "
         f"shown, with key lines from the middle; the rest{blocks} is left out. The full "
         "message stays in the conversation history.]"
     )
-    body = head_and_tail_text(text, chars)
-    update: dict[str, Any] = {"content": f"{body}\n{note}", "id": derived_id(message.id, "short")}
+    body = f"{head_and_tail_text(text, chars)}\n{note}"
+    content: Any = body
+    if extra and keep_blocks:
+        kept = [b for b in message.content if not _is_text_block(b)]
+        content = [{"type": "text", "text": body}, *kept]
+    update: dict[str, Any] = {"content": content, "id": derived_id(message.id, "short")}
     return message.model_copy(update=update)
+
+
+def _is_text_block(block: Any) -> bool:
+    return isinstance(block, str) or (
+        isinstance(block, dict) and isinstance(block.get("text"), str)
+    )
 
 
 def shrink_to(
