@@ -409,3 +409,22 @@ def test_the_middleware_offers_the_tools_and_the_agent_runs_them(tmp_path) -> No
     # off on request
     quiet = create_agent(model, [run_shell], middleware=[pipeline.middleware(offer_tools=False)])
     assert "search_history" not in quiet.get_graph().nodes["tools"].data.tools_by_name
+
+
+def test_search_finds_a_result_of_the_current_round_shown_only_as_a_preview() -> None:
+    """The current round is in view, so it is not searched, but a large tool result of
+    it the view shows only as a preview is not in view: its full text is searched (the
+    answer was "Nothing in the conversation history matches" for a fact only there),
+    and the round's other messages, the search's own call among them, are still not."""
+    result = "grep output\n" + "noise line\n" * 150 + "the vendor contact is Hana Kim\n"
+    msgs: list[AnyMessage] = [
+        HumanMessage("Find the vendor contact in the logs.", id="u0"),
+        AIMessage("", id="a0", tool_calls=[{"name": "grep_logs", "args": {}, "id": "g1"}]),
+        ToolMessage(result, tool_call_id="g1", name="grep_logs", id="t0"),
+        AIMessage("", id="a1", tool_calls=[
+            {"name": "search_history", "args": {"query": "vendor contact"}, "id": "s1"}]),
+    ]  # fmt: skip
+    shown = msgs[2].model_copy(update={"id": "t0~preview", "content": "TOOL_RESULT_PREVIEW"})
+    hits = search_messages(msgs, "vendor contact", view=[msgs[0], msgs[1], shown])
+    assert [h.ref for h in hits] == ["tool-result/g1"] and "Hana Kim" in hits[0].text
+    assert search_messages(msgs, "vendor contact", view=msgs[:3]) == []  # shown whole

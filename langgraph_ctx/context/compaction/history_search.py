@@ -77,9 +77,9 @@ def search_messages(
 ) -> list[HistoryHit]:
     """The passages of `messages` that best match `query`, best first (BM25 over passages).
 
-    The current round (the latest user message and what follows it) is always in view
-    and is not searched; nor are the answers of `read_tool_result` and `search_history`
-    (they repeat what they found).
+    The current round (the latest user message and what follows it) is in view and is not
+    searched, except a tool result of it the view shows only as a preview; nor are the
+    answers of `read_tool_result` and `search_history` (they repeat what they found).
 
     `view`: what the model is sent (compaction's `llm_input_messages`). Then the hits
     the model cannot see come first: messages compaction left out and the full text of
@@ -104,12 +104,21 @@ def search_messages(
         return []
     docs = []
     current = max((i for i, m in enumerate(messages) if m.type == "human"), default=len(messages))
-    for i, message in enumerate(messages[:current]):
+    # What the view shows whole, by id and text: an id alone does not name one message
+    # (with an `operator.add` reducer two can share one, and tool results have none).
+    shown = {(m.id, m.type, message_text(m)) for m in view or () if not is_preview(m)}
+    previewed = {m.tool_call_id for m in view or () if isinstance(m, ToolMessage) and is_preview(m)}
+    for i, message in enumerate(messages):
         if isinstance(message, ToolMessage) and message.name in (READ_TOOL_RESULT, SEARCH_HISTORY):
             continue
         text = _full_text(message)
-        if text:
-            docs.append((i, message, text, message_index(text)))
+        if not text:
+            continue
+        if i >= current and not (
+            isinstance(message, ToolMessage) and message.tool_call_id in previewed
+        ):
+            continue  # the current round is in view, but for a result shown as a preview
+        docs.append((i, message, text, message_index(text)))
     n_docs = sum(len(ix.passages) for *_, ix in docs) or 1
     average = sum(sum(ix.lengths) for *_, ix in docs) / n_docs
     df: Counter[str] = Counter()
@@ -117,9 +126,6 @@ def search_messages(
         for term in words:
             df[term] += len(ix.postings[term])
     idf = {t: inverse_frequency(n_docs, n) for t, n in df.items() if n}
-    # What the view shows whole, by id and text: an id alone does not name one message
-    # (with an `operator.add` reducer two can share one, and tool results have none).
-    shown = {(m.id, m.type, message_text(m)) for m in view or () if not is_preview(m)}
     hits: list[tuple[bool, HistoryHit]] = []
     for i, message, text, ix in docs:
         in_view = not is_preview(message) and (message.id, message.type, text) in shown
