@@ -431,3 +431,25 @@ def test_summaries_and_the_model_node_share_the_driver() -> None:
     for module in (core, errors, middleware, pipeline):
         assert module.drive_sync is drive_sync
     assert summarizer.ModelCallPolicy is errors.ModelCallPolicy is ModelCallPolicy
+
+
+def test_an_abandoned_call_logs_no_callback_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A sync call past `chunk_timeout` is abandoned (the reply keeps what came); when
+    its thread then streams its next token, the capture stops it by raising
+    `ModelCallAbandoned`, which LangChain logged as "Error in ... callback": noise
+    that read as a failure, for a time-out already handled."""
+    import logging
+
+    from langgraph_ctx.nodes.errors import ModelNode
+    from langgraph_ctx.nodes.state import ContextState
+    from langgraph_ctx.testing import Cut, StreamingScript
+
+    model = StreamingScript(script=[Cut("Here is the plan: first we load the data", 4, stall=0.5)])
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model, chunk_timeout=0.1))
+    builder.add_edge(START, "model")
+    with caplog.at_level(logging.WARNING):
+        state = builder.compile().invoke({"messages": [("user", "plan")]})
+        time.sleep(0.8)  # the abandoned thread reaches its next token
+    assert is_llm_error(state["messages"][-1])
+    assert not [r for r in caplog.records if "ModelCallAbandoned" in r.getMessage()]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -123,6 +124,23 @@ class PartialOutputCapture(BaseCallbackHandler):
             return None
         return add_ai_message_chunks(chunks[0], *chunks[1:]) if len(chunks) > 1 else chunks[0]
 
+
+class _QuietAbandon(logging.Filter):
+    """Drop LangChain's warning for the `ModelCallAbandoned` our capture raises to stop a
+    call past its time limit: the time-out was handled (the reply kept what came), and
+    LangChain logs every callback error before raising it, this expected one included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (
+            isinstance(args, tuple)
+            and len(args) == 3
+            and args[0] == PartialOutputCapture.__name__
+            and str(args[2]).startswith(ModelCallAbandoned.__name__)
+        )
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_QuietAbandon())
 
 _CAPTURE: contextvars.ContextVar[PartialOutputCapture | None] = contextvars.ContextVar(
     "langgraph_ctx_partial_capture", default=None
