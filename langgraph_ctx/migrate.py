@@ -130,6 +130,8 @@ def sqlite_path(source: str | Path) -> Path:
 @contextmanager
 def _open(source: str | Path) -> Iterator[sqlite3.Connection]:
     path = sqlite_path(source)
+    if path.is_dir():
+        raise SqliteSourceError(f"{path} is a directory, not a SqliteSaver database file")
     if not path.is_file():
         raise FileNotFoundError(f"no such database file: {path}")
     uri = path.resolve().as_uri() + "?mode=ro"

@@ -193,6 +193,12 @@ def test_import_errors(database: Path, tmp_path: Path) -> None:
     assert other.exit_code == 1 and "not a SqliteSaver database" in other.stderr
     unknown = runner.invoke(app, ["-d", str(root), "import", str(database), "-t", "ghost"])
     assert unknown.exit_code == 1 and "thread 'ghost' does not exist" in unknown.stderr
+    assert f"in the database {database}" in unknown.stderr  # not the directory's threads
+    folder = runner.invoke(app, ["-d", str(root), "import", str(tmp_path)])
+    assert folder.exit_code == 1
+    assert f"{tmp_path} is a directory, not a SqliteSaver database file" in folder.stderr
+    verify_file = runner.invoke(app, ["-d", str(junk), "verify"])  # --dir names a file
+    assert verify_file.exit_code == 1 and f"not a directory: {junk}" in verify_file.stderr
     scheme = runner.invoke(app, ["-d", str(root), "import", "postgres://x/y"])
     assert scheme.exit_code == 1 and "not a SQLite URL" in scheme.stderr
     with pytest.raises(SqliteSourceError):

@@ -173,6 +173,8 @@ def import_(
             )
         except ThreadExistsError as exc:
             raise CliError(f"{exc} (pass --skip-existing or --force)") from None
+        except ThreadNotFoundError as exc:
+            raise CliError(f"{exc} in the database {source}") from None
         except KeyboardInterrupt:
             progress.stop()
             done = [t for t in todo if t not in existing and Path(state.saver().path(t)).exists()]

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 
 from langgraph_ctx.cli._app import (
-    DIR_ENV,
     CheckpointOpt,
     CliError,
     DirOpt,
@@ -380,8 +379,7 @@ def verify(
     from langgraph_ctx.cli.verify import verify_directory
 
     state = _state(ctx)
-    if not state.root.is_dir():
-        raise CliError(f"no such directory: {state.root} (set --dir or ${DIR_ENV})")
+    state.saver()  # the directory must exist and be one: the same errors as every command
     console = _console(stderr=True)
     with (
         _thread_errors(ctx),
