@@ -274,3 +274,31 @@ def test_a_long_id_log_whose_header_names_another_thread_is_not_taken_for_it(
         verified = runner.invoke(app, ["--dir", str(tmp_path), "verify", *named])
         assert verified.exit_code == 1 and f"FAIL  {stray}" in verified.output
         assert "its header names a thread whose log is not this file" in verified.output
+
+
+def test_verify_opens_a_long_log_as_a_new_saver_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log each line of which is right could still fail a new saver's cold open from
+    its last snapshot (a thread whose checkpoints were saved out of id order did, and
+    verify said "ok"). Verify now opens each log that carries a snapshot that way too
+    and compares the heads with the whole file's; a cold open that fails is named."""
+    from langgraph_ctx.errors import CodecError
+    from langgraph_ctx.saver._index import _Index
+
+    saver = JsonlSaver(tmp_path / "chats")
+    graph = chat_graph(saver)
+    for turn in range(90):  # past a snapshot
+        graph.invoke({"messages": [("user", f"turn {turn}")]}, config("long"))
+    path = Path(saver.path("long"))
+    assert b'"t":"snap"' in path.read_bytes()
+    assert verify_file(path).problems == []
+
+    def broken(self: _Index, lines: Any) -> int:
+        raise CodecError("snapshot: a fault of the cold-open code")
+
+    monkeypatch.setattr(_Index, "_from_snapshot", broken)
+    [problem] = verify_file(path).problems
+    assert problem.kind == "undecodable" and problem.severity == "error"
+    assert "a new saver opening it from its last snapshot" in problem.message
+    assert "a fault of the cold-open code" in problem.message

@@ -28,6 +28,9 @@ One pass over the lines of a file, each line checked once:
    in `get_tuple` shows here; a ``snap`` line must equal the snapshot the saver would
    write at that point (a cold open starts from it), and the work is proportional to the
    file's size, not to checkpoints times history.
+3. **A new saver's open.** A sound log that carries a snapshot is also opened as a new
+   saver opens it (from its last snapshot, by the saver's own index) and each
+   namespace's head compared with the whole file's.
 
 The pass reads one snapshot of the file, so verifying never changes a thread, even one
 that is being written to. (One module, a little over 600 lines: the line pass, the decode
@@ -48,6 +51,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_ctx.codec.lines import (
+    SNAP_PREFIX,
     CheckpointHead,
     check_position,
     checkpoint_from_line,
@@ -590,6 +594,8 @@ def verify_file(
     scanner = _Scanner(report, serde)
     decoder = _Decoder(report, lines, serde) if decode and lines else None
     scanner.scan(lines, decoder, progress)
+    if decode and not report.problems:
+        _check_cold_open(report, path, lines, serde)
     if tail:
         report.problems.append(
             Problem(
@@ -602,6 +608,48 @@ def verify_file(
         )
     report.problems.sort(key=lambda p: (p.line is None, p.line or 0))
     return report
+
+
+def _check_cold_open(
+    report: FileReport, path: Path, lines: list[bytes], serde: SerializerProtocol
+) -> None:
+    """Open a sound log as a new saver does, from its last snapshot, and compare each
+    namespace's head with the whole file's: a file every line of which is right may still
+    fail there (the cold-open code is checked, not only the lines it reads)."""
+    if not any(raw.startswith(SNAP_PREFIX) for raw in lines):
+        return  # no snapshot: a cold open reads every line, as the pass above did
+
+    def reader(numbers: list[int]) -> dict[int, bytes]:
+        return {n: lines[n - 1] for n in numbers}
+
+    indexes = []
+    for snapshots in (True, False):
+        index = _Index(where=str(path), reader=reader, serde=serde)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # read warnings: the pass above names them
+                index.feed(1, lines, skip_corrupt=False, snapshots=snapshots)
+        except (CorruptLogError, CodecError) as exc:
+            where = "from its last snapshot" if snapshots else "whole"
+            report.problems.append(
+                Problem(str(path), None, "undecodable", f"a new saver opening it {where}: {exc}")
+            )
+            return
+        indexes.append(index)
+    cold, whole = indexes
+    for ns in sorted(whole._by_ns):
+        want, got = whole.latest(ns), cold.latest(ns)
+        if got is None or want is None or got.id != want.id:
+            report.problems.append(
+                Problem(
+                    str(path),
+                    None,
+                    "undecodable",
+                    f"a new saver opening it from its last snapshot finds "
+                    f"{got.id if got else 'no'} checkpoint as the head of namespace {ns!r}, "
+                    f"the whole file {want.id if want else 'none'}",
+                )
+            )
 
 
 def verify_directory(
