@@ -219,3 +219,40 @@ def test_a_uuid_thread_id_is_deleted_by_the_uuid_as_sqlite_saver_does(backend: B
     assert str(thread) in saver.list_threads()
     saver.delete_thread(thread)
     assert saver.get_tuple(config) is None and str(thread) not in backend.saver().list_threads()
+
+
+class TaggedHuman(HumanMessage):
+    """An app's own message class, with a field of its own."""
+
+    priority: int = 0
+
+
+def test_an_apps_own_message_class_comes_back_where_the_app_allows_it(
+    backend: Backend,
+) -> None:
+    """A `HumanMessage` subclass of the app's: with `allowed_types=[TaggedHuman]` it comes
+    back as that class, from the saver that saved it and from a new one, as from
+    `SqliteSaver` (it came back a `HumanMessage`). Without, it is a `HumanMessage` with
+    the field as an extra one (no class a file names is made unless the app allows it),
+    and a prune by such a saver (the CLI, a cron job) keeps the class for the next read."""
+    allowed = {"allowed_types": [TaggedHuman]}
+    saver = backend.saver(**allowed)
+    builder = StateGraph(MessagesState)
+    builder.add_node("n", lambda state: {"messages": [AIMessage("noted")]})
+    builder.add_edge(START, "n")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"messages": [TaggedHuman("urgent!", id="m1", priority=5)]}, CONFIG)
+    graph.invoke({"messages": [TaggedHuman("still urgent", id="m2", priority=7)]}, CONFIG)
+
+    def first(saver: Any) -> Any:
+        return builder.compile(checkpointer=saver).get_state(CONFIG).values["messages"]
+
+    for reader in (saver, backend.saver(**allowed)):
+        messages = first(reader)
+        assert [type(m) for m in messages] == [TaggedHuman, AIMessage, TaggedHuman, AIMessage]
+        assert [m.priority for m in messages[::2]] == [5, 7]
+    plain = first(backend.saver())
+    assert type(plain[0]) is HumanMessage and plain[0].priority == 5  # type: ignore[attr-defined]
+    backend.saver().prune([CONFIG["configurable"]["thread_id"]], strategy="keep_latest")
+    messages = first(backend.saver(**allowed))
+    assert [type(m) for m in messages[::2]] == [TaggedHuman, TaggedHuman]

@@ -85,6 +85,7 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
+    CLASS_KEY,
     EMPTY_STANDINS,
     OWN_ID,
     body_fingerprint,
@@ -96,7 +97,7 @@ from langgraph_ctx.codec.messages import (
     message_from_json_owned,
     messages_unvalidated,
 )
-from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
+from langgraph_ctx.codec.values import decode_value, message_refs, refs_of, value_rules
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.storage.base import PartialLines
 
@@ -278,7 +279,7 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
 
 
 def _built_many(
-    bodies: list[Any], ids: list[Any], first_like: int
+    bodies: list[Any], ids: list[Any], first_like: int, message_class: Any = None
 ) -> list[tuple[Any, ...] | None]:
     """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
     body does not build; `_Index.message` reads it again and names why). ``ids``: of
@@ -305,7 +306,7 @@ def _built_many(
         if new_id is not OWN_ID:
             body = like_body(body, new_id)
         try:
-            msg = message_from_json_owned(body)
+            msg = message_from_json_owned(body, message_class)
         except CodecError:
             out.append(None)
             continue
@@ -1237,8 +1238,14 @@ class _Index:
         if id(msg) in self.verbatim:
             return
         obj = self._message_line(ordinal)[1]
-        if "serde" in obj and "like" not in obj:
+        tagged = CLASS_KEY in obj["msg"] if type(obj.get("msg")) is dict else False
+        if ("serde" in obj or tagged) and "like" not in obj:  # an app's class: its tag kept
             self.verbatim[id(msg)] = (msg, {k: obj[k] for k in BODY_KEYS if k in obj})
+
+    def message_class(self, tag: Any, base: type[BaseMessage]) -> type[BaseMessage] | None:
+        """The app's own message class a body names, if the saver's rules allow it
+        (`langgraph_ctx.codec.classes.ClassRules.message_class`)."""
+        return value_rules(self.serde).message_class(tag, base)
 
     def _message(self, ordinal: int, checked: set[int] | None = None) -> BaseMessage:
         """The message object of an ordinal, the same object for every read.
@@ -1346,7 +1353,7 @@ class _Index:
         try:
             if "like" not in obj:
                 if "msg" in obj:
-                    return message_from_json_owned(obj["msg"])
+                    return message_from_json_owned(obj["msg"], self.message_class)
                 # A serialized body is decoded from bytes: nothing shared with the line.
                 if not self.keep_unresolved:
                     return message_from_body(obj, self.serde)
@@ -1356,7 +1363,7 @@ class _Index:
             body = self.line(body_line).get("msg")
             if not isinstance(body, dict):
                 raise self.corrupt(line_no, "a 'like' line must point to a readable message")
-            return message_from_json_owned(like_body(body, obj.get("id")))
+            return message_from_json_owned(like_body(body, obj.get("id")), self.message_class)
         except CodecError as exc:
             note = (
                 f" (the body of message #{ordinal}, line {line_no})" if body_line != line_no else ""
@@ -1418,7 +1425,7 @@ class _Index:
         if likes:
             by_ordinal = dict(zip(wanted, objs, strict=True))
             self._decode_likes(likes, by_ordinal, done, bodies, ids, owned)
-        built = _built_many(bodies, ids, first_like)
+        built = _built_many(bodies, ids, first_like, self.message_class)
         if None in built:
             done = [o for o, b in zip(done, built, strict=True) if b is not None]
             built = [b for b in built if b is not None]
