@@ -128,9 +128,10 @@ def test_a_corrupt_thread_is_listed_not_fatal(root: Path) -> None:
     assert "unreadable: run verify" in ok(root, "threads").stdout
     error = fails(root, "show", "chat")
     assert error.startswith(f"error: {path}:4: not valid JSON")
-    # The way out names the commands, not the saver's Python option.
-    assert "'langgraph-ctx verify'" in error and "'langgraph-ctx revert'" in error
-    assert "on_corrupt" not in error
+    # The way out names what works: verify, and reading past the line from Python.
+    assert "'langgraph-ctx verify' names every bad line" in error
+    assert "JsonlSaver(dir, on_corrupt='skip')" in error and "revert" not in error
+    assert fails(root, "history", "chat").startswith(f"error: {path}:4:")  # stops there too
 
 
 # ---------------------------------------------------------------------- history
@@ -515,6 +516,11 @@ def test_an_empty_log_is_no_thread_and_a_mistyped_messages_key_is_named(root: Pa
         assert error.startswith("error: the state has no key 'mesages' (its keys: "), error
         assert "messages" in error
     assert as_json(root, "show", "trip", "--messages-key", "messages")["messages"]
+    # Before the key was first written (the input checkpoint) there is nothing to name.
+    rows = as_json(root, "history", "chat")
+    first = next(r["checkpoint_id"] for r in rows if r["step"] == -1)  # an input checkpoint
+    shown = as_json(root, "show", "chat", "-c", first, "--messages-key", "history")
+    assert shown["messages"] == []
 
 
 # --------------------------------------------------------------- the program

@@ -117,6 +117,20 @@ def test_copy_all_from_an_empty_store_says_so(tmp_path: Path) -> None:
     assert result.stdout == f"no threads to copy in {empty}\n"
 
 
+def test_copy_all_from_an_empty_redis_database_names_the_server(
+    tmp_path: Path, redis_server
+) -> None:
+    """From Redis the line names the server as the saver's messages do, never the URL as
+    typed (which may hold a password)."""
+    empty = redis_server.url.rsplit("/", 1)[0] + "/7"
+    result = runner.invoke(
+        app, ["--dir", str(tmp_path / "x"), "copy", "--all", "--from", empty]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("no threads to copy in redis://127.0.0.1:")
+    assert result.stdout.rstrip().endswith("/7")
+
+
 def test_copy_arguments(built: Path, tmp_path: Path) -> None:
     def fails(*args: str) -> str:
         result = runner.invoke(app, ["--dir", str(built), "copy", *args])

@@ -386,3 +386,21 @@ def test_a_rewritten_history_resets_the_cursor() -> None:
     assert second["compaction_cursor"]["messages_tokens"] == count_tokens_approximately(
         edited["messages"]
     )
+
+
+def test_a_summary_model_raising_an_unknown_error_falls_back_to_the_extract() -> None:
+    """The summarizer raises only what no retry fixes (a wrong key, model or request); any
+    other failure of the summary model, an unknown exception type included, falls back
+    to extraction and is recorded: a summary is an extra, and its failure must not stop
+    the turn (where the model node itself raises an unknown exception)."""
+    from langgraph_ctx.context.compaction import LLMSummary, compact_messages
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    history: list[BaseMessage] = []
+    for i in range(24):
+        history += [user(i), AIMessage(f"reply {i}: " + "fine " * 40, id=f"a{i}")]
+    for error in (ValueError({"message": "Provider returned error", "code": 502}),
+                  RuntimeError("summary model wrapper broke")):  # fmt: skip
+        strategy = LLMSummary(ScriptedChatModel(script=[error]), max_retries=0)
+        _, record = compact_messages(history, max_tokens=400, strategy=strategy)
+        assert record.fallback == "extract" and type(error).__name__ in (record.error or "")

@@ -649,8 +649,8 @@ def test_shortening_the_latest_user_message_keeps_its_image_when_it_fits() -> No
 
     ihdr = struct.pack(">IIBBBBB", 1024, 1024, 8, 2, 0, 0, 0)
     png = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr + b"\x00" * 64
-    image = {"type": "image_url",
-             "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}  # fmt: skip
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    image = {"type": "image_url", "image_url": {"url": url}}
     text = "What does this screenshot show? Context: " + "describe the chart " * 2000
     history = [HumanMessage([{"type": "text", "text": text}, image], id="u0")]
     image_cost = count_tokens([HumanMessage([image])]) - count_tokens([HumanMessage("")])

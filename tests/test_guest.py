@@ -273,6 +273,11 @@ class _Response:
         (provider_error("ReadTimeout"), True),  # httpx
         (provider_error("RemoteProtocolError"), True),  # httpx: stream closed mid-way
         (provider_error("APIError"), True),  # a provider's base class, no status: mid-stream
+        # langchain-openai, for an error an OpenAI-compatible API sends with HTTP 200:
+        (ValueError({"message": "Provider returned error", "code": 502}), True),
+        (ValueError({"message": "Rate limited upstream", "code": 429}), True),
+        (ValueError({"message": "Invalid model", "code": 400}), False),
+        (ValueError("No generations found in stream."), True),  # langchain-core, empty stream
         (asyncio.TimeoutError(), True),
         (ConnectionResetError(), True),
         # Anything else raises, as without the pipeline: no reply hides it from the app.
@@ -286,6 +291,30 @@ class _Response:
 def test_which_failures_continue_can_fix(error: BaseException, recoverable: bool) -> None:
     assert is_recoverable_error(error) is recoverable
     assert is_recoverable_error(error, streamed=True)  # a stream cut mid-way
+
+
+def test_a_wrapped_provider_error_is_read_through_its_cause() -> None:
+    """langchain-google-genai raises its own error "from" Google's (a 429 there): the
+    status is read from the cause, so a rate limit stays a reply."""
+    from langgraph_ctx.context.llm_error import is_configuration_error
+
+    class ChatGoogleGenerativeAIError(Exception):
+        pass
+
+    def wrapped(status: int) -> BaseException:
+        try:
+            try:
+                raise provider_error("ClientError", code=status)
+            except Exception as inner:
+                raise ChatGoogleGenerativeAIError(f"Error calling model: {status}") from inner
+        except ChatGoogleGenerativeAIError as outer:
+            return outer
+
+    assert error_status(wrapped(429)) == 429 and is_recoverable_error(wrapped(429))
+    assert not is_recoverable_error(wrapped(403)) and is_configuration_error(wrapped(403))
+    assert not is_configuration_error(TypeError("a bug")) and not is_configuration_error(
+        wrapped(503)
+    )
 
 
 def test_the_status_is_read_from_the_usual_attributes() -> None:
@@ -353,6 +382,31 @@ def test_an_exception_of_a_later_middleware_reaches_the_app(saver: JsonlSaver) -
             agent.invoke({"messages": [("user", "my card is 4111 1111 1111 1111")]}, thread)
         saved = agent.get_state(thread).values.get("messages", [])
         assert not any(is_llm_error(m) for m in saved)
+
+
+def test_an_error_after_a_fallback_finished_the_reply_is_no_cut_stream(
+    saver: JsonlSaver,
+) -> None:
+    """A model `.with_fallbacks(...)`: the first run streams a few words and is cut, the
+    fallback finishes the reply, then a later middleware raises. The newest run ended,
+    so that error is the app's and reaches it (it was kept as a reply holding the dead
+    run's words)."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import wrap_model_call
+
+    @wrap_model_call  # type: ignore[arg-type]
+    def guard(request: Any, handler: Any) -> Any:
+        handler(request)
+        raise PolicyViolation("blocked by the app's output guardrail")
+
+    cut = Cut("Partial words from the first", 3, error=ConnectionError("reset"))
+    model = StreamingScript(script=[cut]).with_fallbacks([StreamingScript(script=["whole"])])
+    agent = create_agent(model, [], checkpointer=saver,
+                         middleware=[context_pipeline("fast").middleware(), guard])  # fmt: skip
+    with pytest.raises(PolicyViolation, match="output guardrail"):
+        agent.invoke({"messages": [("user", "hi")]}, config("fallback"))
+    saved = agent.get_state(config("fallback")).values.get("messages", [])
+    assert not any(is_llm_error(m) for m in saved)
 
 
 def test_a_structured_output_error_the_agent_raises_stays_raised(saver: JsonlSaver) -> None:
@@ -810,6 +864,21 @@ def test_an_apps_own_system_prompt_key_is_a_conflict_named_not_a_prompt_that_gro
     first = {"messages": [("user", "hi")], "system_prompt": "BE TERSE."}
     with pytest.raises(StateKeyConflictError, match="ctx_system_prompt"):
         agent(StreamingScript(script=["never"])).invoke(first, config("own-key"))
+
+    @dynamic_prompt  # type: ignore[arg-type]
+    def dated(request: Any) -> str:  # reads the key and adds to it
+        return f"{request.state.get('system_prompt', 'DEFAULT')}\nToday is Monday."
+
+    pipeline = context_pipeline("fast", mode="agent")
+    adding = create_agent(
+        StreamingScript(script=["ok", "never"]),
+        [],
+        state_schema=HostState,
+        checkpointer=InMemorySaver(),
+        middleware=[dated, pipeline.middleware()],
+    )
+    with pytest.raises(StateKeyConflictError, match="system_prompt"):
+        adding.invoke(first, config("own-key-dated"))
 
     model = StreamingScript(script=["ok", "ok", "ok"])
     app = agent(model, system_prompt="ctx_system_prompt")

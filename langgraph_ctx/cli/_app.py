@@ -192,9 +192,10 @@ class _Group(TyperGroup):
             if isinstance(exc, CorruptLogError) and OTHER_SERIALIZER not in exc.reason:
                 # The saver's way out names a saver option; here, the commands that help.
                 _fail(
-                    f"{exc.where}: {exc.reason}. The rest of the file is intact; "
-                    "'langgraph-ctx verify' names every bad line, 'langgraph-ctx revert' "
-                    "rolls the thread back to a checkpoint before it ('history' lists them)"
+                    f"{exc.where}: {exc.reason}. 'langgraph-ctx verify' names every bad "
+                    "line; the commands that read this thread stop at it: fix or remove "
+                    "the line, or read past it from Python (JsonlSaver(dir, "
+                    "on_corrupt='skip'), which warns and leaves it out)"
                 )
             _fail(str(exc) or type(exc).__name__)
         finally:

@@ -268,11 +268,9 @@ def copy(
             try:
                 lines = copy_thread_between(source, tid, target, new_id)
             except ThreadNotFoundError as exc:
-                where = from_ if from_ is not None else state.root
-                raise CliError(f"{exc} in {where}") from None
+                raise CliError(f"{exc} in {_shown(source)}") from None
             except ThreadExistsError as exc:
-                where = to if to is not None else state.root
-                raise CliError(f"{exc} (in {where})") from None
+                raise CliError(f"{exc} (in {_shown(target)})") from None
             if new_id is None:
                 _copy_archive_index(source, target, tid)
             copied.append(
@@ -293,13 +291,17 @@ def copy(
         for c in copied:
             typer.echo(f"copied {c['thread_id']} -> {c['target']} ({c['lines']} lines)")
         if not copied and not left_out:  # --all on an empty store (a wrong database?)
-            where = from_ if from_ is not None else state.root
-            typer.echo(f"no threads to copy in {where}")
+            typer.echo(f"no threads to copy in {_shown(source)}")
     if all_threads and left_out:  # a backup missing a thread must not look complete
         raise CliError(
             f"{len(left_out)} log(s) not copied: the header does not read or names another "
             "thread (see above)"
         )
+
+
+def _shown(store: Any) -> str:
+    """A store for messages: a directory's path, a Redis server without its password."""
+    return str(getattr(store, "server", None) or getattr(store, "root", None) or store)
 
 
 def _copy_archive_index(source: Any, target: Any, thread_id: str) -> None:

@@ -37,8 +37,12 @@ def _messages_key(values: Any, key: str | None) -> str:
 
     if key is None or key == browse.MESSAGES_KEY:
         return browse.MESSAGES_KEY
-    if not isinstance(values, Mapping) or key not in values:
-        keys = sorted(map(str, values)) if isinstance(values, Mapping) else []
+    if not isinstance(values, Mapping):
+        return key
+    if key not in values and browse.find_messages(values):  # default: any message list
+        # Messages under another key, none under this one: a typo, not a checkpoint from
+        # before the key was first written (the input's, say), which has no messages.
+        keys = sorted(map(str, values))
         shown = ", ".join(printable(k) for k in keys[:12]) + (", ..." if len(keys) > 12 else "")
         raise CliError(f"the state has no key {printable(key)!r} (its keys: {shown or 'none'})")
     return key

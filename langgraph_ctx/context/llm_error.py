@@ -136,6 +136,10 @@ CONFIGURATION_ERRORS: Final[frozenset[str]] = frozenset(
     }
 )
 
+#: How the messages of failures "continue" can fix begin, whatever their class:
+#: langchain-core's, for a provider stream that ended before its first chunk.
+TRANSIENT_MESSAGES: Final[tuple[str, ...]] = ("No generations found in stream",)
+
 #: Provider exception class names of failures "continue" can fix.
 TRANSIENT_ERRORS: Final[frozenset[str]] = frozenset(
     {
@@ -168,7 +172,9 @@ def error_status(error: BaseException) -> int | None:
     """The HTTP status of a provider's exception, if it carries one.
 
     Read from `status_code`, `response.status_code`, `http_status` or `status`, then
-    `code` (only when it is an HTTP status: `code` is often a provider's error name).
+    `code` (only when it is an HTTP status: `code` is often a provider's error name), or
+    from an error payload given as the exception's argument (``{"code": 502, ...}``); else
+    from the exception it was raised from (``raise Wrapper(...) from provider_error``).
 
     Example:
         ```python
@@ -177,12 +183,34 @@ def error_status(error: BaseException) -> int | None:
         error_status(APIStatusError()), error_status(ValueError())   # (401, None)
         ```
     """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(seen) < 8:
+        seen.add(id(current))
+        status = _own_status(current)
+        if status is not None:
+            return status
+        # A wrapper raised "from" the provider's error (langchain-google-genai's
+        # ChatGoogleGenerativeAIError from google.genai's ClientError): the status is there.
+        current = current.__cause__
+    return None
+
+
+def _own_status(error: BaseException) -> int | None:
     for attribute in ("status_code", "http_status", "status", "code"):
         status = _as_status(getattr(error, attribute, None))
         if status is not None:
             return status
     response = getattr(error, "response", None)
-    return _as_status(getattr(response, "status_code", None))
+    status = _as_status(getattr(response, "status_code", None))
+    if status is not None:
+        return status
+    # An error payload an OpenAI-compatible API sent with HTTP 200 (OpenRouter, vLLM, a
+    # proxy): langchain-openai raises ValueError(response["error"]), the status inside.
+    payload = error.args[0] if len(error.args) == 1 else None
+    if isinstance(payload, dict):
+        return _as_status(payload.get("code")) or _as_status(payload.get("status"))
+    return None
 
 
 def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> bool:
@@ -224,7 +252,30 @@ def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> boo
     names = {cls.__name__.lower() for cls in type(error).__mro__}
     if names & CONFIGURATION_ERRORS:
         return False
+    if str(error).startswith(TRANSIENT_MESSAGES):
+        return True
     return bool(names & TRANSIENT_ERRORS) or classify_error(error) != "error"
+
+
+def is_configuration_error(error: BaseException) -> bool:
+    """Whether a failed model call names a request no retry fixes: a wrong key, model or
+    request (a 4xx status but 408/409/425/429, or the providers' `AuthenticationError`,
+    `BadRequestError`, ...). The summarizer of compaction raises those and falls back to
+    extraction on anything else (a summary is an extra; a bug in it must not stop the
+    turn), where a model node keeps only what is known to pass (`is_recoverable_error`).
+
+    Example:
+        ```python
+        class AuthenticationError(Exception):
+            status_code = 401
+        is_configuration_error(AuthenticationError()), is_configuration_error(KeyError())
+        # (True, False)
+        ```
+    """
+    status = error_status(error)
+    if status is not None:
+        return 400 <= status < 500 and status not in RECOVERABLE_STATUS
+    return bool({cls.__name__.lower() for cls in type(error).__mro__} & CONFIGURATION_ERRORS)
 
 
 def _unfinished_calls(partial: BaseMessage | None) -> list[str]:

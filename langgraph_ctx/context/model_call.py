@@ -112,9 +112,11 @@ class PartialOutputCapture(BaseCallbackHandler):
         return self.failed if self.failed in self.chunks else newest
 
     def cut(self) -> bool:
-        """Whether that run stopped before its end (it failed, or never reached it)."""
-        run = self._run()
-        return run is not None and (run == self.failed or run not in self.ended)
+        """Whether the newest run stopped before its end (it failed, or never reached it):
+        with a fallback or a retry that finished the reply after a cut one, an error
+        raised after it (a later middleware's) is no cut stream."""
+        newest = self.order[-1] if self.order else None
+        return newest is not None and newest not in self.ended
 
     def partial(self) -> AIMessageChunk | None:
         """The merged chunks of the failed run (else of the newest run), or None."""

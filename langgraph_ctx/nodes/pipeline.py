@@ -319,15 +319,18 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
                 texts = [m.text for m in host_messages if m.text.strip()]
                 host_prompt = "\n\n".join([*([host_prompt] if host_prompt else []), *texts])
         composed = self.prompt.compose(state, host=host_prompt) if self.prompt else None
+        written = state_value(state, "system_prompt")
         if (
             composed is not None
             and host_prompt
             and composed != host_prompt
-            and host_prompt == state_value(state, "system_prompt")
+            and isinstance(written, str)
+            and written
+            and written in host_prompt
         ):
             # The app's prompt is read from the key the composed prompt is written to
-            # (an app's own `system_prompt` key, a dynamic prompt reading it): each turn
-            # would send the last composition again, inside the next one.
+            # (an app's own `system_prompt` key, a dynamic prompt reading it, maybe adding
+            # to it): each turn would send the last composition again, inside the next.
             raise StateKeyConflictError(
                 self.keys.name("system_prompt"),
                 "the app's system prompt is read from this key, where the context pipeline "

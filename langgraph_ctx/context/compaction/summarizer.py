@@ -9,7 +9,7 @@ The model is asked for one JSON object (user intent, key entities, decisions mad
 pending questions, free text). A reply that is not JSON is kept as free text; an empty
 reply or an exception counts as a failure. After the last retry the summarizer gives up
 and says why: it never makes a summary up. A failure no retry fixes (a wrong key, model or
-request: `langgraph_ctx.context.llm_error.is_recoverable_error`) raises at once instead.
+request: `langgraph_ctx.context.llm_error.is_configuration_error`) raises at once instead.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph_ctx.context.compaction.conversation import Unit, summary_message
 from langgraph_ctx.context.compaction.record import RunningSummary, utc_now
 from langgraph_ctx.context.content import content_text
-from langgraph_ctx.context.llm_error import is_recoverable_error
+from langgraph_ctx.context.llm_error import is_configuration_error
 from langgraph_ctx.context.model_call import ModelCallPolicy, Step
 
 SUMMARY_INSTRUCTIONS = """\
@@ -110,7 +110,9 @@ class Summarizer:
             partial_output=False,
             # A wrong key, model or request raises at once, as for the model node: no retry
             # or fallback to extraction fixes it, and falling back every turn would hide it.
-            recoverable=is_recoverable_error,
+            # Anything else falls back (a summary is an extra: its failure must not stop
+            # the turn), where a model node keeps only failures known to pass.
+            recoverable=lambda error: not is_configuration_error(error),
         )
         attempts = 0
         words = max(30, int(budget * 0.6))
