@@ -443,27 +443,6 @@ class ClassRules:
         return None, False
 
 
-    def message_class(self, name: Any, base: type) -> type | None:
-        """The app's own message class a body's ``class`` tag names, when the app
-        registered it (``allowed_types``, the allowlist) and it is a subclass of ``base``,
-        LangChain's class for the body's type; else ``None`` (the body is built as
-        ``base``, its own fields kept as extra ones). Never imports: only a registered
-        class object, or a registered name the app has loaded, counts.
-        """
-        if not isinstance(name, list) or len(name) != 2:
-            return None
-        if not all(isinstance(part, str) for part in name):
-            return None
-        key = (name[0], name[1])
-        found = self._exact().get(key)
-        if found is None and key in self.names:
-            with contextlib.suppress(CodecError):
-                found = find_class(*key)
-        if found is None or found is base or not issubclass(found, base):
-            return None
-        return found
-
-
 _ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"
 _STRICT = "not on the allowlist"
 

@@ -19,7 +19,7 @@ import hashlib
 import json
 import math
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -78,9 +78,6 @@ def message_to_json(message: BaseMessage) -> dict[str, Any] | None:
     the message body through the serializer.
     """
     out: dict[str, Any] = {"type": message.type, "content": message.content}
-    tag = _class_tag(type(message), message.type)
-    if tag is not None:  # an app's own subclass: rebuilt as it where the app allows it
-        out[CLASS_KEY] = tag
     for name, required, default in _field_defaults(type(message)):
         value = getattr(message, name, None)
         if not required and value == default:
@@ -91,25 +88,6 @@ def message_to_json(message: BaseMessage) -> dict[str, Any] | None:
         for name, value in extra.items():
             out.setdefault(name, value)
     return out if is_plain_json(out) else None
-
-
-CLASS_KEY = "class"
-"""The key of a message body naming an app's own message class, ``[module, qualname]``:
-a subclass of the LangChain class of its ``type`` (`message_to_json`)."""
-
-MessageClass = Callable[[Any, type[BaseMessage]], "type[BaseMessage] | None"]
-"""``(tag, base) -> class``: the class a body's `CLASS_KEY` tag may be rebuilt as (the
-app registered it, and it is a subclass of ``base``), else ``None`` (built as ``base``)."""
-
-
-@functools.cache
-def _class_tag(cls: type[BaseMessage], kind: str) -> list[str] | None:
-    """``[module, qualname]`` of a message class that is a subclass of LangChain's class
-    for its type (``None`` for LangChain's own, and for a class no name reaches)."""
-    base = MESSAGE_CLASSES.get(kind)
-    if base is None or cls is base or not issubclass(cls, base) or "<" in cls.__qualname__:
-        return None
-    return [cls.__module__, cls.__qualname__]
 
 
 @functools.cache
@@ -126,7 +104,7 @@ def _field_defaults(cls: type[BaseMessage]) -> tuple[tuple[str, bool, Any], ...]
     )
 
 
-def message_from_json(data: Any, message_class: MessageClass | None = None) -> BaseMessage:
+def message_from_json(data: Any) -> BaseMessage:
     """Rebuild a message; only LangChain's message classes.
 
     A body whose every field is of the plain shape validation would keep as it
@@ -135,18 +113,16 @@ def message_from_json(data: Any, message_class: MessageClass | None = None) -> B
     (``model_construct``, about 5x cheaper: what a cold open pays per message);
     anything else is validated, so what comes back is the same either way
     (tests/test_file_format.py compares the two). Neither path imports or calls
-    anything the data names: the class is one of `MESSAGE_CLASSES`, or the app's own
-    subclass a `CLASS_KEY` tag names when ``message_class`` says the app registered it
-    (the saver's ``allowed_types``); an unregistered one is built as its LangChain class.
+    anything the data names: the class is one of `MESSAGE_CLASSES`.
     """
-    return _from_json(data, message_class)[0]
+    return _from_json(data)[0]
 
 
-def message_from_json_owned(data: Any, message_class: MessageClass | None = None) -> BaseMessage:
+def message_from_json_owned(data: Any) -> BaseMessage:
     """`message_from_json`, sharing no dict or list with ``data`` (a parsed line a
     cache keeps): the unvalidated build copies what it takes already; a validated
     message gets its containers copied after."""
-    message, built = _from_json(data, message_class)
+    message, built = _from_json(data)
     if not built:
         fields = message.__dict__
         for key, value in fields.items():
@@ -155,9 +131,7 @@ def message_from_json_owned(data: Any, message_class: MessageClass | None = None
     return message
 
 
-def _from_json(
-    data: Any, message_class: MessageClass | None = None
-) -> tuple[BaseMessage, bool]:
+def _from_json(data: Any) -> tuple[BaseMessage, bool]:
     """The message, and whether it was built unvalidated (from copies of ``data``'s parts)."""
     if not isinstance(data, dict):
         raise CodecError("message must be a JSON object")
@@ -165,12 +139,6 @@ def _from_json(
     cls = MESSAGE_CLASSES.get(kind) if type(kind) is str else None
     if cls is None:
         raise CodecError(f"unknown message type {kind!r}")
-    if CLASS_KEY in data:
-        tag = data[CLASS_KEY]
-        data = {k: v for k, v in data.items() if k != CLASS_KEY}
-        own = message_class(tag, cls) if message_class is not None else None
-        if own is not None:
-            return _validated(own, data), False
     built = message_unvalidated(data)
     if built is not None:
         return built, True
@@ -660,12 +628,10 @@ def message_body(message: BaseMessage, serde: SerializerProtocol) -> dict[str, A
     return {"type": message.type, "id": message.id, "serde": serde_encode(message, serde)}
 
 
-def message_from_body(
-    line: Mapping[str, Any], serde: SerializerProtocol, message_class: MessageClass | None = None
-) -> BaseMessage:
+def message_from_body(line: Mapping[str, Any], serde: SerializerProtocol) -> BaseMessage:
     """Rebuild the message of a ``msg`` line that has its own body (not ``like``)."""
     if "msg" in line:
-        return message_from_json(line["msg"], message_class)
+        return message_from_json(line["msg"])
     if "serde" in line:
         value = serde_decode(line["serde"], serde)
         if not isinstance(value, BaseMessage):

@@ -85,7 +85,6 @@ from langgraph_ctx.codec.lines import (
 )
 from langgraph_ctx.codec.messages import (
     BODY_KEYS,
-    CLASS_KEY,
     EMPTY_STANDINS,
     OWN_ID,
     body_fingerprint,
@@ -97,7 +96,7 @@ from langgraph_ctx.codec.messages import (
     message_from_json_owned,
     messages_unvalidated,
 )
-from langgraph_ctx.codec.values import decode_value, message_refs, refs_of, value_rules
+from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.storage.base import PartialLines
 
@@ -279,7 +278,7 @@ def _all_unchanged(messages: list[BaseMessage], fps: list[tuple[Any, ...]]) -> b
 
 
 def _built_many(
-    bodies: list[Any], ids: list[Any], first_like: int, message_class: Any = None
+    bodies: list[Any], ids: list[Any], first_like: int
 ) -> list[tuple[Any, ...] | None]:
     """The `_Index.templates` entries of message bodies a batch decodes (``None``: the
     body does not build; `_Index.message` reads it again and names why). ``ids``: of
@@ -306,7 +305,7 @@ def _built_many(
         if new_id is not OWN_ID:
             body = like_body(body, new_id)
         try:
-            msg = message_from_json_owned(body, message_class)
+            msg = message_from_json_owned(body)
         except CodecError:
             out.append(None)
             continue
@@ -1238,14 +1237,8 @@ class _Index:
         if id(msg) in self.verbatim:
             return
         obj = self._message_line(ordinal)[1]
-        tagged = CLASS_KEY in obj["msg"] if type(obj.get("msg")) is dict else False
-        if ("serde" in obj or tagged) and "like" not in obj:  # an app's class: its tag kept
+        if "serde" in obj and "like" not in obj:
             self.verbatim[id(msg)] = (msg, {k: obj[k] for k in BODY_KEYS if k in obj})
-
-    def message_class(self, tag: Any, base: type[BaseMessage]) -> type[BaseMessage] | None:
-        """The app's own message class a body names, if the saver's rules allow it
-        (`langgraph_ctx.codec.classes.ClassRules.message_class`)."""
-        return value_rules(self.serde).message_class(tag, base)
 
     def _message(self, ordinal: int, checked: set[int] | None = None) -> BaseMessage:
         """The message object of an ordinal, the same object for every read.
@@ -1353,7 +1346,7 @@ class _Index:
         try:
             if "like" not in obj:
                 if "msg" in obj:
-                    return message_from_json_owned(obj["msg"], self.message_class)
+                    return message_from_json_owned(obj["msg"])
                 # A serialized body is decoded from bytes: nothing shared with the line.
                 if not self.keep_unresolved:
                     return message_from_body(obj, self.serde)
@@ -1363,7 +1356,7 @@ class _Index:
             body = self.line(body_line).get("msg")
             if not isinstance(body, dict):
                 raise self.corrupt(line_no, "a 'like' line must point to a readable message")
-            return message_from_json_owned(like_body(body, obj.get("id")), self.message_class)
+            return message_from_json_owned(like_body(body, obj.get("id")))
         except CodecError as exc:
             note = (
                 f" (the body of message #{ordinal}, line {line_no})" if body_line != line_no else ""
@@ -1425,7 +1418,7 @@ class _Index:
         if likes:
             by_ordinal = dict(zip(wanted, objs, strict=True))
             self._decode_likes(likes, by_ordinal, done, bodies, ids, owned)
-        built = _built_many(bodies, ids, first_like, self.message_class)
+        built = _built_many(bodies, ids, first_like)
         if None in built:
             done = [o for o, b in zip(done, built, strict=True) if b is not None]
             built = [b for b in built if b is not None]
