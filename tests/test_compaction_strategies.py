@@ -667,3 +667,17 @@ def test_shortening_the_latest_user_message_keeps_its_image_when_it_fits() -> No
     [sent] = messages
     assert isinstance(sent.content, str) and record.within_budget
     assert "the rest and 1 non-text block(s) is left out" in sent.content
+
+
+def test_shortening_keeps_an_image_placed_ahead_of_the_text_ahead_of_it() -> None:
+    """An image before the question (as Anthropic recommends) stays before the shortened
+    text; one after the text stays after it."""
+    first = {"type": "image_url", "image_url": {"url": "https://example.com/before.png"}}
+    last = {"type": "image_url", "image_url": {"url": "https://example.com/after.png"}}
+    text = "Compare the two photos. Log: " + "entry " * 4000
+    history = [HumanMessage([first, {"type": "text", "text": text}, last], id="u0")]
+    messages, record = compact_messages(history, max_tokens=2500, model="gpt-4o")
+    [sent] = messages
+    assert record.ladder[-1] == "shorten_latest_user"
+    assert sent.content[0] == first and sent.content[-1] == last
+    assert sent.content[1]["text"].startswith("Compare the two photos.")

@@ -301,6 +301,8 @@ def test_a_wrapped_provider_error_is_read_through_its_cause() -> None:
     class ChatGoogleGenerativeAIError(Exception):
         pass
 
+    ChatGoogleGenerativeAIError.__module__ = "langchain_google_genai.chat_models"  # theirs
+
     def wrapped(status: int) -> BaseException:
         try:
             try:
@@ -315,6 +317,19 @@ def test_a_wrapped_provider_error_is_read_through_its_cause() -> None:
     assert not is_configuration_error(TypeError("a bug")) and not is_configuration_error(
         wrapped(503)
     )
+    # The app's own exception raised from a provider's is the app's: it raises.
+    try:
+        try:
+            raise provider_error("RateLimitError", 429)
+        except Exception as inner:
+            raise PolicyViolation("user u42 is over the plan's quota") from inner
+    except PolicyViolation as own:
+        assert error_status(own) is None and not is_recoverable_error(own)
+    # OpenAI's error payload names a wrong key in words: raised, by the summarizer too.
+    wrong_key = ValueError({"message": "Incorrect API key", "type": "invalid_request_error",
+                            "code": "invalid_api_key"})  # fmt: skip
+    assert is_configuration_error(wrong_key) and not is_recoverable_error(wrong_key)
+    assert error_status(ValueError({"code": 100})) is None  # no error status: not one
 
 
 def test_the_status_is_read_from_the_usual_attributes() -> None:

@@ -136,6 +136,20 @@ CONFIGURATION_ERRORS: Final[frozenset[str]] = frozenset(
     }
 )
 
+#: The ``type`` or ``code`` words of an OpenAI-style error payload (what langchain-openai
+#: raises as ``ValueError(payload)`` for an error sent with HTTP 200) of a request no
+#: retry fixes.
+CONFIGURATION_CODES: Final[frozenset[str]] = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "invalid_api_key",
+        "model_not_found",
+    }
+)
+
 #: How the messages of failures "continue" can fix begin, whatever their class:
 #: langchain-core's, for a provider stream that ended before its first chunk.
 TRANSIENT_MESSAGES: Final[tuple[str, ...]] = ("No generations found in stream",)
@@ -173,8 +187,8 @@ def error_status(error: BaseException) -> int | None:
 
     Read from `status_code`, `response.status_code`, `http_status` or `status`, then
     `code` (only when it is an HTTP status: `code` is often a provider's error name), or
-    from an error payload given as the exception's argument (``{"code": 502, ...}``); else
-    from the exception it was raised from (``raise Wrapper(...) from provider_error``).
+    from an error payload given as the exception's argument (``{"code": 502, ...}``); for
+    a LangChain integration's own error, else from the exception it was raised from.
 
     Example:
         ```python
@@ -183,20 +197,6 @@ def error_status(error: BaseException) -> int | None:
         error_status(APIStatusError()), error_status(ValueError())   # (401, None)
         ```
     """
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen and len(seen) < 8:
-        seen.add(id(current))
-        status = _own_status(current)
-        if status is not None:
-            return status
-        # A wrapper raised "from" the provider's error (langchain-google-genai's
-        # ChatGoogleGenerativeAIError from google.genai's ClientError): the status is there.
-        current = current.__cause__
-    return None
-
-
-def _own_status(error: BaseException) -> int | None:
     for attribute in ("status_code", "http_status", "status", "code"):
         status = _as_status(getattr(error, attribute, None))
         if status is not None:
@@ -207,10 +207,24 @@ def _own_status(error: BaseException) -> int | None:
         return status
     # An error payload an OpenAI-compatible API sent with HTTP 200 (OpenRouter, vLLM, a
     # proxy): langchain-openai raises ValueError(response["error"]), the status inside.
-    payload = error.args[0] if len(error.args) == 1 else None
-    if isinstance(payload, dict):
-        return _as_status(payload.get("code")) or _as_status(payload.get("status"))
+    payload = _payload(error)
+    if payload is not None:
+        status = _as_status(payload.get("code")) or _as_status(payload.get("status"))
+        return status if status is not None and status >= 400 else None
+    # A LangChain integration's error raised "from" the provider's (langchain-google-genai's
+    # ChatGoogleGenerativeAIError from google.genai's ClientError): the status is there.
+    # Only theirs: an exception of the app's own raised from one is the app's to handle.
+    cause = error.__cause__
+    if cause is not None and type(error).__module__.startswith("langchain"):
+        status = error_status(cause)
+        return status if status is not None and status >= 400 else None
     return None
+
+
+def _payload(error: BaseException) -> dict[str, Any] | None:
+    """The error payload an exception was given as its one argument, if a dict."""
+    args = error.args
+    return args[0] if len(args) == 1 and isinstance(args[0], dict) else None
 
 
 def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> bool:
@@ -249,9 +263,9 @@ def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> boo
     status = error_status(error)
     if status is not None:
         return status in RECOVERABLE_STATUS or status >= 500 or status < 400
-    names = {cls.__name__.lower() for cls in type(error).__mro__}
-    if names & CONFIGURATION_ERRORS:
+    if is_configuration_error(error):
         return False
+    names = {cls.__name__.lower() for cls in type(error).__mro__}
     if str(error).startswith(TRANSIENT_MESSAGES):
         return True
     return bool(names & TRANSIENT_ERRORS) or classify_error(error) != "error"
@@ -275,6 +289,9 @@ def is_configuration_error(error: BaseException) -> bool:
     status = error_status(error)
     if status is not None:
         return 400 <= status < 500 and status not in RECOVERABLE_STATUS
+    payload = _payload(error)
+    if payload is not None and {payload.get("type"), payload.get("code")} & CONFIGURATION_CODES:
+        return True  # OpenAI's error payload, its codes words: a wrong key, a bad request
     return bool({cls.__name__.lower() for cls in type(error).__mro__} & CONFIGURATION_ERRORS)
 
 

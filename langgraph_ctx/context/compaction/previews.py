@@ -332,8 +332,9 @@ def shortened_to_fit(
     Only for a message the hard budget cannot hold (the ladder's `shorten_latest_user`):
     it keeps the start and the end of its text (`head_and_tail_text`), and a note after
     them tells the model that the middle is missing, so it can ask for it instead of
-    guessing. Its images and other non-text blocks stay, after the text (``keep_blocks``;
-    the caller leaves them out when even the shortest text with them does not fit).
+    guessing. Its images and other non-text blocks stay (``keep_blocks``; the caller leaves
+    them out when even the shortest text with them does not fit): those before its first
+    text block before the shortened text, the others after it.
     """
     text = content_text(message.content)
     extra = non_text_blocks(message.content)
@@ -347,8 +348,13 @@ def shortened_to_fit(
     body = f"{head_and_tail_text(text, chars)}\n{note}"
     content: Any = body
     if extra and keep_blocks:
-        kept = [b for b in message.content if not _is_text_block(b)]
-        content = [{"type": "text", "text": body}, *kept]
+        # Blocks before the first text stay before it (an image ahead of its question);
+        # the others follow the shortened text, in their order.
+        blocks = list(message.content)
+        first_text = next((i for i, b in enumerate(blocks) if _is_text_block(b)), len(blocks))
+        before = [b for b in blocks[:first_text] if not _is_text_block(b)]
+        after = [b for b in blocks[first_text:] if not _is_text_block(b)]
+        content = [*before, {"type": "text", "text": body}, *after]
     update: dict[str, Any] = {"content": content, "id": derived_id(message.id, "short")}
     return message.model_copy(update=update)
 
