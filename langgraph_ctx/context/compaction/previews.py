@@ -350,10 +350,10 @@ def shortened_to_fit(
     if extra and keep_blocks:
         # Blocks before the first text stay before it (an image ahead of its question);
         # the others follow the shortened text, in their order.
-        blocks = list(message.content)
-        first_text = next((i for i, b in enumerate(blocks) if _is_text_block(b)), len(blocks))
-        before = [b for b in blocks[:first_text] if not _is_text_block(b)]
-        after = [b for b in blocks[first_text:] if not _is_text_block(b)]
+        parts: list[Any] = list(message.content)
+        first_text = next((i for i, b in enumerate(parts) if _is_text_block(b)), len(parts))
+        before = [b for b in parts[:first_text] if not _is_text_block(b)]
+        after = [b for b in parts[first_text:] if not _is_text_block(b)]
         content = [*before, {"type": "text", "text": body}, *after]
     update: dict[str, Any] = {"content": content, "id": derived_id(message.id, "short")}
     return message.model_copy(update=update)
