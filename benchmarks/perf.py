@@ -92,12 +92,11 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from perf_process import CHILD_TASKS, THREAD, workload_graph  # noqa: E402
+from perf_process import CHILD_TASKS, THREAD, run_child, workload_graph  # noqa: E402
 from postgres_server import PostgresServer, postgres_unavailable  # noqa: E402
 
 from langgraph_ctx import JsonlSaver  # noqa: E402
@@ -147,12 +146,7 @@ def median(values: list[float]) -> float:
 
 def in_child(spec: dict[str, Any]) -> dict[str, Any]:
     """Run `spec` in a fresh ``perf.py --child`` process and return what it reports."""
-    command = [sys.executable, __file__, "--child", json.dumps(spec)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"child {spec} failed:\n{done.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_child(__file__, spec)
 
 
 # -- sections ------------------------------------------------------------------

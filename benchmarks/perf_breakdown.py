@@ -193,12 +193,9 @@ CHILD_TASKS = {"stages": child_stages, "calls": child_calls, "bodies": child_bod
 
 
 def in_child(spec: dict[str, Any]) -> dict[str, float]:
-    command = [sys.executable, __file__, "--child", json.dumps(spec)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"child {spec} failed:\n{done.stderr[-4000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    from perf_process import run_child
+
+    return run_child(__file__, spec)
 
 
 def make_threads(tmp: Path, sizes: dict[str, int]) -> dict[str, dict[str, str]]:

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import random
 import sqlite3
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
@@ -29,6 +32,17 @@ from storage import build, build_agent, text
 from langgraph_ctx import JsonlSaver
 
 THREAD = {"configurable": {"thread_id": "bench"}}
+
+
+def run_child(script: str | Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run ``script --child SPEC`` in a fresh interpreter and return the JSON object it
+    prints last (`perf.py` and `perf_breakdown.py` measure in such processes)."""
+    command = [sys.executable, str(script), "--child", json.dumps(spec)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"child {spec} failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def rss_bytes() -> int:

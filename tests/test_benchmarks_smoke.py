@@ -75,6 +75,22 @@ def number(cell: str) -> float:
     return float(match.group(1).replace(",", ""))
 
 
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/<name> args`` in a fresh interpreter, from the project's root."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 def check_ran(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -162,21 +178,8 @@ def test_perf_quick(tmp_path: Path) -> None:
 
     PostgreSQL is left out (``--quick`` skips it, and says so) to keep this fast.
     """
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
     results_path = tmp_path / "perf.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "perf.py"), "--quick", "--markdown"]
-    done = subprocess.run(
-        [*command, "--json", str(results_path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    out = check_ran(done)
+    out = check_ran(run_script("perf.py", "--quick", "--markdown", "--json", str(results_path)))
     assert "PostgreSQL columns skipped: --quick" in out
     results = json.loads(results_path.read_text())
     sections = results["sections"]
@@ -218,19 +221,7 @@ def test_perf_quick(tmp_path: Path) -> None:
 def test_perf_breakdown_quick() -> None:
     """``perf_breakdown.py --quick``: a cold open by stage for both savers, each saver's
     CPU a turn by call, and the message bodies from lines and from one binary record."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "perf_breakdown.py"), "--quick"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    out = check_ran(done)
+    out = check_ran(run_script("perf_breakdown.py", "--quick"))
     stages = table(out, "| stage | JsonlSaver | SqliteSaver |")  # the agent's, first
     by_stage = {r["stage"].replace("&nbsp;", ""): r for r in stages}
     jsonl = {s: number(r["JsonlSaver"]) for s, r in by_stage.items() if r["JsonlSaver"]}
