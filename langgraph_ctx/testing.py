@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -80,9 +80,11 @@ def _usage(
 ) -> UsageMetadata:
     """What a provider reports: the input counted exactly for gpt-4o, tools included."""
     sent = count_tokens(messages, model="gpt-4o", tools=tools or None)
-    return UsageMetadata(
-        input_tokens=sent, output_tokens=output_tokens, total_tokens=sent + output_tokens
-    )
+    # A plain dict: langchain-core 1.8 declares the token details as required keys of
+    # the TypedDict, 1.7 does not, and providers leave them out.
+    total = sent + output_tokens
+    usage = {"input_tokens": sent, "output_tokens": output_tokens, "total_tokens": total}
+    return cast(UsageMetadata, usage)
 
 
 def _tool_calls_chunk(message: AIMessage, usage: UsageMetadata) -> ChatGenerationChunk:
