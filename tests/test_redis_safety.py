@@ -302,3 +302,19 @@ def test_a_read_only_replica_reads_fully_and_refuses_writes_clearly(tmp_path) ->
             assert not redis.Redis.from_url(primary.url).exists("ctx:app:thread:{chat}:lock")
         finally:
             replica.stop()
+
+
+def test_a_tls_url_is_named_as_tls_in_messages(redis_server) -> None:
+    """``rediss://`` to a server without TLS: the error names the store as the user wrote
+    it, ``rediss://`` (it said ``redis://``, the TLS left out)."""
+    from langgraph_ctx.errors import StorageUnavailableError
+    from langgraph_ctx.storage.redis import connect
+
+    tls = "rediss://" + redis_server.url.split("://", 1)[1]
+    saver = RedisLogSaver(connect(tls, socket_timeout=0.5, socket_connect_timeout=0.5))
+    try:
+        assert saver.storage.server.startswith("rediss://127.0.0.1:")
+        with pytest.raises(StorageUnavailableError, match=r"rediss://127\.0\.0\.1:"):
+            saver.list_threads()
+    finally:
+        saver.close()

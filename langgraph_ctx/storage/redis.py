@@ -1858,7 +1858,10 @@ def _describe_server(client: RedisClient) -> str:
         return f"{scheme}://{','.join(nodes)}"
     if kw.get("path"):
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"
-    scheme = "rediss" if kw.get("ssl") else "redis"
+    # A rediss:// URL gives the pool an SSLConnection class, not an "ssl" keyword.
+    connection = getattr(getattr(client, "connection_pool", None), "connection_class", None)
+    tls = kw.get("ssl") or (isinstance(connection, type) and "SSL" in connection.__name__)
+    scheme = "rediss" if tls else "redis"
     return f"{scheme}://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
 
 
