@@ -594,8 +594,8 @@ def verify_file(
     scanner = _Scanner(report, serde)
     decoder = _Decoder(report, lines, serde) if decode and lines else None
     scanner.scan(lines, decoder, progress)
-    if decode and not report.problems:
-        _check_cold_open(report, path, lines, serde)
+    if decoder is not None and not report.problems:
+        _check_cold_open(report, path, lines, serde, decoder.index)
     if tail:
         report.problems.append(
             Problem(
@@ -611,32 +611,33 @@ def verify_file(
 
 
 def _check_cold_open(
-    report: FileReport, path: Path, lines: list[bytes], serde: SerializerProtocol
+    report: FileReport,
+    path: Path,
+    lines: list[bytes],
+    serde: SerializerProtocol,
+    whole: _Index,
 ) -> None:
     """Open a sound log as a new saver does, from its last snapshot, and compare each
-    namespace's head with the whole file's: a file every line of which is right may still
-    fail there (the cold-open code is checked, not only the lines it reads)."""
+    namespace's head with the whole file's (``whole``: the decode pass's index of every
+    line): a file every line of which is right may still fail there (the cold-open code
+    is checked, not only the lines it reads)."""
     if not any(raw.startswith(SNAP_PREFIX) for raw in lines):
         return  # no snapshot: a cold open reads every line, as the pass above did
-
-    def reader(numbers: list[int]) -> dict[int, bytes]:
-        return {n: lines[n - 1] for n in numbers}
-
-    indexes = []
-    for snapshots in (True, False):
-        index = _Index(where=str(path), reader=reader, serde=serde)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # read warnings: the pass above names them
-                index.feed(1, lines, skip_corrupt=False, snapshots=snapshots)
-        except (CorruptLogError, CodecError) as exc:
-            where = "from its last snapshot" if snapshots else "whole"
-            report.problems.append(
-                Problem(str(path), None, "undecodable", f"a new saver opening it {where}: {exc}")
+    cold = _Index(where=str(path), reader=lambda ns: {n: lines[n - 1] for n in ns}, serde=serde)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # read warnings: the pass above names them
+            cold.feed(1, lines, skip_corrupt=False)
+    except (CorruptLogError, CodecError) as exc:
+        report.problems.append(
+            Problem(
+                str(path),
+                None,
+                "undecodable",
+                f"a new saver opening it from its last snapshot: {exc}",
             )
-            return
-        indexes.append(index)
-    cold, whole = indexes
+        )
+        return
     for ns in sorted(whole._by_ns):
         want, got = whole.latest(ns), cold.latest(ns)
         if got is None or want is None or got.id != want.id:

@@ -31,13 +31,15 @@ def content_text(content: Any) -> str:
     return "\n".join(parts)
 
 
+def is_text_block(block: Any) -> bool:
+    """Whether a content block is text: a string, or a dict holding a string ``text``."""
+    return isinstance(block, str) or (
+        isinstance(block, dict) and isinstance(block.get("text"), str)
+    )
+
+
 def non_text_blocks(content: Any) -> int:
     """How many content blocks are not text (images, files, tool_use blocks...)."""
     if isinstance(content, str):
         return 0
-    return sum(
-        1
-        for block in content
-        if not isinstance(block, str)
-        and not (isinstance(block, dict) and isinstance(block.get("text"), str))
-    )
+    return sum(1 for block in content if not is_text_block(block))

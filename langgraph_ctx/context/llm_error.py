@@ -265,10 +265,9 @@ def is_recoverable_error(error: BaseException, *, streamed: bool = False) -> boo
         return status in RECOVERABLE_STATUS or status >= 500 or status < 400
     if is_configuration_error(error):
         return False
-    names = {cls.__name__.lower() for cls in type(error).__mro__}
     if str(error).startswith(TRANSIENT_MESSAGES):
         return True
-    return bool(names & TRANSIENT_ERRORS) or classify_error(error) != "error"
+    return not TRANSIENT_ERRORS.isdisjoint(_class_names(error)) or classify_error(error) != "error"
 
 
 def is_configuration_error(error: BaseException) -> bool:
@@ -292,7 +291,7 @@ def is_configuration_error(error: BaseException) -> bool:
     payload = _payload(error)
     if payload is not None and {payload.get("type"), payload.get("code")} & CONFIGURATION_CODES:
         return True  # OpenAI's error payload, its codes words: a wrong key, a bad request
-    return bool({cls.__name__.lower() for cls in type(error).__mro__} & CONFIGURATION_ERRORS)
+    return not CONFIGURATION_ERRORS.isdisjoint(_class_names(error))
 
 
 def _unfinished_calls(partial: BaseMessage | None) -> list[str]:

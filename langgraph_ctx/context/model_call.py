@@ -106,11 +106,6 @@ class PartialOutputCapture(BaseCallbackHandler):
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self.ended.add(run_id)
 
-    def _run(self) -> UUID | None:
-        """The run `partial` reads: the failed one, else the newest."""
-        newest = self.order[-1] if self.order else None
-        return self.failed if self.failed in self.chunks else newest
-
     def cut(self) -> bool:
         """Whether the newest run stopped before its end (it failed, or never reached it):
         with a fallback or a retry that finished the reply after a cut one, an error
@@ -120,7 +115,8 @@ class PartialOutputCapture(BaseCallbackHandler):
 
     def partial(self) -> AIMessageChunk | None:
         """The merged chunks of the failed run (else of the newest run), or None."""
-        run = self._run()
+        newest = self.order[-1] if self.order else None
+        run = self.failed if self.failed in self.chunks else newest
         chunks = self.chunks.get(run) if run is not None else None
         if not chunks:
             return None
@@ -165,15 +161,20 @@ class Attempt:
     error: BaseException | None = None
     partial: AIMessageChunk | None = None
     cut: bool = False
-    """Whether the model's run that `partial` holds was cut (it failed or never ended): an
-    error raised after the model finished its reply (a later middleware's, the agent's
-    structured-output parsing) is not a cut stream."""
+    """Whether the newest model run was cut (it failed or never ended,
+    `PartialOutputCapture.cut`): an error raised after the model finished its reply (a
+    later middleware's, the agent's structured-output parsing) is not a cut stream."""
     rejected: str | None = None
     """Why the caller's `check` rejected `result` (a reply that counts as a failure)."""
 
     @property
     def failed(self) -> bool:
         return self.error is not None or self.rejected is not None
+
+
+def _failed(error: BaseException, capture: PartialOutputCapture) -> Attempt:
+    """A failed attempt, with what the model streamed before and whether it was cut."""
+    return Attempt(error=error, partial=capture.partial(), cut=capture.cut())
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,7 @@ class ModelCallPolicy:
                 try:
                     return Attempt(result=call())
                 except Exception as err:  # the model failed: keep what it streamed
-                    return Attempt(error=err, partial=capture.partial(), cut=capture.cut())
+                    return _failed(err, capture)
             box: dict[str, Any] = {}
             done = threading.Event()
 
@@ -317,12 +318,12 @@ class ModelCallPolicy:
                 expired = self._expired(started, capture)
                 if expired is not None:
                     capture.abandoned = True
-                    return Attempt(error=expired, partial=capture.partial(), cut=capture.cut())
+                    return _failed(expired, capture)
             if "error" in box:
                 error = box["error"]
                 if not isinstance(error, Exception):
                     raise error
-                return Attempt(error=error, partial=capture.partial(), cut=capture.cut())
+                return _failed(error, capture)
             return Attempt(result=box["result"])
         finally:
             _CAPTURE.reset(token)
@@ -345,7 +346,7 @@ class ModelCallPolicy:
                     if expired is not None:
                         task.cancel()
                         await asyncio.gather(task, return_exceptions=True)
-                        return Attempt(error=expired, partial=capture.partial(), cut=capture.cut())
+                        return _failed(expired, capture)
             except BaseException:
                 task.cancel()  # we are cancelled ourselves: do not leave the call running
                 raise
@@ -354,7 +355,7 @@ class ModelCallPolicy:
                 return Attempt(result=task.result())
             if not isinstance(error, Exception):
                 raise error
-            return Attempt(error=error, partial=capture.partial(), cut=capture.cut())
+            return _failed(error, capture)
         finally:
             _CAPTURE.reset(token)
 

@@ -327,14 +327,13 @@ class Conversation:
             return unit
         (message,) = unit.messages
         for keep_blocks in (True, False):  # its images too, when the shortest text leaves room
-            short = self._shrunk(
-                unit,
-                functools.partial(
-                    _shortened_user, message, unit.tokens, budget, keep_blocks=keep_blocks
-                ),
-                budget=budget,
-                originals=unit.originals,
-            )
+
+            def shorten(chars: int, keep: bool = keep_blocks) -> BaseMessage:
+                return shortened_to_fit(
+                    message, tokens=unit.tokens, chars=chars, room=budget, keep_blocks=keep
+                )
+
+            short = self._shrunk(unit, shorten, budget=budget, originals=unit.originals)
             if short.tokens <= budget or not non_text_blocks(message.content):
                 return short
         return short
@@ -702,9 +701,3 @@ def summary_message(summary: RunningSummary, text: str) -> SystemMessage:
         additional_kwargs={key: value},
         response_metadata={"running_summary": summary.model_dump(mode="json")},
     )
-
-
-def _shortened_user(
-    message: BaseMessage, tokens: int, room: int, chars: int, *, keep_blocks: bool
-) -> BaseMessage:
-    return shortened_to_fit(message, tokens=tokens, chars=chars, room=room, keep_blocks=keep_blocks)

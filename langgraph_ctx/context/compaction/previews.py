@@ -30,7 +30,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from langgraph_ctx.context.compaction.signals import key_lines, line_weights
-from langgraph_ctx.context.content import content_text, non_text_blocks
+from langgraph_ctx.context.content import content_text, is_text_block, non_text_blocks
 
 PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
 READ_TOOL_RESULT = "read_tool_result"
@@ -351,18 +351,12 @@ def shortened_to_fit(
         # Blocks before the first text stay before it (an image ahead of its question);
         # the others follow the shortened text, in their order.
         parts: list[Any] = list(message.content)
-        first_text = next((i for i, b in enumerate(parts) if _is_text_block(b)), len(parts))
-        before = [b for b in parts[:first_text] if not _is_text_block(b)]
-        after = [b for b in parts[first_text:] if not _is_text_block(b)]
+        first_text = next((i for i, b in enumerate(parts) if is_text_block(b)), len(parts))
+        before = [b for b in parts[:first_text] if not is_text_block(b)]
+        after = [b for b in parts[first_text:] if not is_text_block(b)]
         content = [*before, {"type": "text", "text": body}, *after]
     update: dict[str, Any] = {"content": content, "id": derived_id(message.id, "short")}
     return message.model_copy(update=update)
-
-
-def _is_text_block(block: Any) -> bool:
-    return isinstance(block, str) or (
-        isinstance(block, dict) and isinstance(block.get("text"), str)
-    )
 
 
 def shrink_to(
