@@ -5,12 +5,16 @@ on ours (JSONL and Redis: the ``backend`` fixture), warm and from a fresh saver.
 
 from __future__ import annotations
 
+import datetime
+import logging
 from typing import Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+
+from langgraph_ctx.codec import classes
 
 from .backends import Backend
 
@@ -219,3 +223,64 @@ def test_a_uuid_thread_id_is_deleted_by_the_uuid_as_sqlite_saver_does(backend: B
     assert str(thread) in saver.list_threads()
     saver.delete_thread(thread)
     assert saver.get_tuple(config) is None and str(thread) not in backend.saver().list_threads()
+
+
+# ------------------------------------------------------------ an app's message class
+
+
+class Tagged(HumanMessage):
+    """An app's own message class, with fields of its own (one not plain JSON)."""
+
+    priority: int = 0
+    when: datetime.datetime | None = None
+
+
+WHEN = datetime.datetime(2026, 1, 1, 12, 30)
+
+
+def tagged_messages() -> list[HumanMessage]:
+    return [Tagged("dated", priority=3, when=WHEN), Tagged("plain", priority=2)]
+
+
+def tagged_state(saver: Any) -> list[Any]:
+    graph = message_graph(saver, AIMessage("ok"))
+    return [
+        (type(m).__name__, m.content, getattr(m, "priority", None), getattr(m, "when", None))
+        for m in graph.get_state(CONFIG).values["messages"]
+    ]
+
+
+def test_an_apps_message_class_comes_back_where_allowed_and_never_breaks_the_thread(
+    backend: Backend, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``class Tagged(HumanMessage)`` with a datetime field: the thread could not be read
+    at all (`CorruptLogError`, "serialized message payload is not a LangChain message"),
+    warm or fresh; and with ``allowed_types=[Tagged]`` a Tagged of plain fields came back
+    a HumanMessage. Now, as `InMemorySaver` gives every one back as Tagged: ours does
+    where the app allows the class, else gives LangChain's class with its own fields, and
+    says how to get the class back. A prune by a saver without the class keeps it."""
+    reference = message_graph(InMemorySaver(), AIMessage("ok"))
+    reference.invoke({"messages": tagged_messages()}, CONFIG)
+    expected = [
+        ("Tagged", "dated", 3, WHEN),
+        ("Tagged", "plain", 2, None),
+        ("AIMessage", "ok", None, None),
+    ]
+    assert [
+        (type(m).__name__, m.content, getattr(m, "priority", None), getattr(m, "when", None))
+        for m in reference.get_state(CONFIG).values["messages"]
+    ] == expected
+
+    allowed = backend.saver(allowed_types=[Tagged])
+    message_graph(allowed, AIMessage("ok")).invoke({"messages": tagged_messages()}, CONFIG)
+    assert tagged_state(allowed) == expected
+    assert tagged_state(backend.saver(allowed_types=[Tagged])) == expected
+
+    plain = [("HumanMessage", *row[1:]) if row[0] == "Tagged" else row for row in expected]
+    monkeypatch.setattr(classes, "_warned", set())  # one warning per class and process
+    with caplog.at_level(logging.WARNING):
+        assert tagged_state(backend.saver()) == plain
+    assert "pass allowed_types=[Tagged] to the saver" in caplog.text
+
+    backend.saver().prune(["t"], strategy="keep_latest")  # a saver without the class
+    assert tagged_state(backend.saver(allowed_types=[Tagged])) == expected

@@ -46,8 +46,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import ormsgpack
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_TYPES, STRICT_MSGPACK_ENABLED
-from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG, JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_PYDANTIC_V2,
+    JsonPlusSerializer,
+)
 from pydantic import BaseModel
 
 from langgraph_ctx.errors import CodecError
@@ -368,7 +373,11 @@ class ClassRules:
         extra: set[type] = set()
         for code, module, name in named:
             key = (module, name)
-            if code != EXT_CONSTRUCTOR_SINGLE_ARG or key in self.names or key in self._exact():
+            if key in self.names or key in self._exact():
+                continue
+            if code == EXT_PYDANTIC_V2:
+                _warn_message_class(module, name)
+            if code != EXT_CONSTRUCTOR_SINGLE_ARG:
                 continue
             try:
                 found = find_class(module, name)
@@ -441,6 +450,28 @@ class ClassRules:
             _STRICT if not self.loaded_data_classes else "not a plain data class",
         )
         return None, False
+
+
+def _warn_message_class(module: str, qualname: str) -> None:
+    """One warning per class: an app's own message class off the registry, whose message
+    LangGraph's decoder gives as fields, comes back as LangChain's class for its type
+    (`langgraph_ctx.codec.messages.message_from_body`)."""
+    try:
+        found = find_class(module, qualname)
+    except CodecError:
+        return
+    if found is None or BaseMessage not in _mro(found):  # (no check of the class's own)
+        return
+    key = (module, qualname, "message")
+    if key in _warned or len(_warned) >= 1000 or _QUIET.get():
+        return
+    _warned.add(key)
+    base = next((_home(c)[1] for c in _mro(found)[1:] if _home(c)[0].startswith("langchain")), "")
+    logger.warning(
+        "%s.%s comes back as LangChain's %s with its own fields: pass "
+        "allowed_types=[%s] to the saver to get your class back.",
+        module, qualname, base, qualname,
+    )
 
 
 _ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"

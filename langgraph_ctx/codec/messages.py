@@ -621,11 +621,22 @@ def message_digest_without_id(body: Mapping[str, Any]) -> bytes | None:
 
 
 def message_body(message: BaseMessage, serde: SerializerProtocol) -> dict[str, Any]:
-    """The part of a ``msg`` line that holds the message: ``msg`` or ``type/id/serde``."""
-    readable = message_to_json(message)
+    """The part of a ``msg`` line that holds the message: ``msg`` or ``type/id/serde``.
+
+    A message of an app's own subclass (``class Tagged(HumanMessage)``) is serialized
+    whole, its class named inside (a readable body names only its ``type``): it comes
+    back as that class where the rules allow it (``allowed_types``), else as LangChain's
+    class for its type with its own fields (`message_from_body`).
+    """
+    readable = message_to_json(message) if _own_class(message) else None
     if readable is not None:
         return {"msg": readable}
     return {"type": message.type, "id": message.id, "serde": serde_encode(message, serde)}
+
+
+def _own_class(message: BaseMessage) -> bool:
+    """Whether ``message`` is of LangChain's own class for its ``type``."""
+    return type(message) is MESSAGE_CLASSES.get(message.type)
 
 
 def message_from_body(line: Mapping[str, Any], serde: SerializerProtocol) -> BaseMessage:
@@ -634,9 +645,15 @@ def message_from_body(line: Mapping[str, Any], serde: SerializerProtocol) -> Bas
         return message_from_json(line["msg"])
     if "serde" in line:
         value = serde_decode(line["serde"], serde)
-        if not isinstance(value, BaseMessage):
-            raise CodecError("serialized message payload is not a LangChain message")
-        return value
+        if isinstance(value, BaseMessage):
+            return value
+        if type(value) is dict and type(value.get("type")) is str:
+            # An app's own message class the rules do not rebuild (`class
+            # Tagged(HumanMessage)` with a datetime field, not in ``allowed_types``):
+            # LangGraph's decoder gives its fields, built here as LangChain's class
+            # for their type, its own fields kept, as from a readable body.
+            return message_from_json(value)
+        raise CodecError("serialized message payload is not a LangChain message")
     raise CodecError("message line has neither 'msg' nor 'serde'")
 
 
