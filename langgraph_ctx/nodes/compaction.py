@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import (
+    AIMessage,
     BaseMessage,
     RemoveMessage,
     SystemMessage,
@@ -312,7 +313,8 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         self.rewrite_messages = rewrite_messages
         self.name = name
         self._warned = False
-        self._threads: set[str] = set()  # threads this node wrote a cursor to
+        # threads this node wrote a cursor to: how many messages the state held then
+        self._threads: dict[str, int] = {}
         self._counters: dict[str, MessageTokenCounter] = {}  # per tokenizer model
 
     def check_reducer(self, reducer: Any) -> None:
@@ -379,8 +381,8 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         `usage` then need not count the whole history (the pipeline passes the count of
         an empty request, plus this); else it comes from `usage` minus the messages.
         """
-        self._check_keys(cursor, view, thread_id)
-        self._remember(thread_id)  # every step writes compaction_cursor
+        self._check_keys(cursor, view, thread_id, messages)
+        self._remember(thread_id, len(messages))  # every step writes compaction_cursor
         model = self._tokenizer(usage)
         counter = self._counter(model, message_counter)
         past = self._message_counter(model, message_counter)
@@ -758,18 +760,31 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
         return result
 
     def _check_keys(
-        self, cursor: Any, view: Sequence[BaseMessage] | None, thread_id: str | None
+        self,
+        cursor: Any,
+        view: Sequence[BaseMessage] | None,
+        thread_id: str | None,
+        messages: Sequence[BaseMessage],
     ) -> None:
         """Warn once when the graph state drops the keys this node writes.
 
         LangGraph silently ignores writes to keys the state schema lacks; without
         `compaction_cursor` and `llm_input_messages` the model would keep seeing the
-        whole history, so a thread this node wrote to must show them on its next step.
+        whole history, so a thread this node wrote to must show them once the step it
+        wrote in was saved: the model's reply to that request follows what the node saw
+        then. (A step that failed saved nothing: a retry of its model call, by the host's
+        retry middleware or a new run, finds no cursor, and that is no sign of a dropped key.)
         """
         if thread_id is None or self._warned:
             return
         missing = []
-        if thread_id in self._threads and cursor is None:
+        seen = self._threads.get(thread_id)
+        if (
+            cursor is None
+            and seen is not None
+            and len(messages) > seen
+            and isinstance(messages[seen], AIMessage)
+        ):
             missing.append("compaction_cursor")
         if cursor_has_view(cursor) and not self.rewrite_messages and not view:
             missing.append("llm_input_messages")
@@ -783,11 +798,11 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
                 stacklevel=4,
             )
 
-    def _remember(self, thread_id: str | None) -> None:
+    def _remember(self, thread_id: str | None, seen: int) -> None:
         if thread_id is not None and not self._warned:
             if len(self._threads) >= 10_000:  # a bound, not a registry: forget and go on
                 self._threads.clear()
-            self._threads.add(thread_id)
+            self._threads[thread_id] = seen
 
 
 def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | None:
