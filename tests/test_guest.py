@@ -353,6 +353,24 @@ def test_a_wrong_api_key_raises_instead_of_becoming_a_chat_reply(
     assert len(model.received) == 1  # no retry either: it would fail the same way
 
 
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_run_after_a_failed_one_warns_of_no_dropped_state_key(
+    host: str, saver: JsonlSaver
+) -> None:
+    """The first run's model call fails (a wrong key, fixed before the next run): nothing of
+    that step was saved, so the next run finds no compaction cursor. The compaction node
+    took that for a state that drops its keys and warned so."""
+    auth = provider_error("AuthenticationError", 401)
+    model = StreamingScript(script=[auth, "fine now"])
+    app = build(host, saver, model, context_pipeline("fast"))
+    with pytest.raises(type(auth)):
+        app.invoke({"messages": [("user", "hi")]}, config(f"again-{host}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        out = app.invoke({"messages": [("user", "hi again")]}, config(f"again-{host}"))
+    assert out["messages"][-1].content == "fine now"
+
+
 class PolicyViolation(Exception):
     """A guardrail of the app's own refusing a request."""
 
@@ -397,6 +415,82 @@ def test_an_exception_of_a_later_middleware_reaches_the_app(saver: JsonlSaver) -
             agent.invoke({"messages": [("user", "my card is 4111 1111 1111 1111")]}, thread)
         saved = agent.get_state(thread).values.get("messages", [])
         assert not any(is_llm_error(m) for m in saved)
+
+
+@pytest.mark.parametrize("door", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("kind", ["retry", "fallback"])
+@pytest.mark.parametrize("order", ["host first", "pipeline first"])
+def test_the_hosts_retry_and_fallback_middleware_get_the_failure_in_either_order(
+    kind: str, order: str, door: str, saver: JsonlSaver
+) -> None:
+    """LangChain's `ModelRetryMiddleware` / `ModelFallbackMiddleware` listed before the
+    pipeline (wrapping it, the order the docs give for the host's middleware) never saw a
+    failed call: the pipeline had made it an `LLM_ERROR` reply, so the retry did not retry
+    and the fallback did not fall back. Now they get it, in either order, as without the
+    pipeline; and a retry of the same step's request warns of nothing."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ModelFallbackMiddleware, ModelRetryMiddleware
+
+    primary = StreamingScript(script=[ConnectionError("connection reset"), "from primary"])
+    backup = StreamingScript(script=["from backup"])
+    host: Any = (
+        ModelRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+        if kind == "retry"
+        else ModelFallbackMiddleware(backup)
+    )
+    pipe = context_pipeline("fast").middleware()
+    middleware = [host, pipe] if order == "host first" else [pipe, host]
+    agent = create_agent(primary, [], middleware=middleware, checkpointer=saver)
+    thread = config(f"{kind}-{order}-{door}")
+    inputs = {"messages": [("user", "hi")]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        if door == "invoke":
+            agent.invoke(inputs, thread)
+        else:
+            asyncio.run(agent.ainvoke(inputs, thread))
+    saved = agent.get_state(thread).values["messages"]
+    assert not any(is_llm_error(m) for m in saved)
+    assert saved[-1].content == ("from primary" if kind == "retry" else "from backup")
+    assert (len(primary.received), len(backup.received)) == ((2, 0) if kind == "retry" else (1, 1))
+
+
+@pytest.mark.parametrize("kind", ["retry", "error"])
+def test_the_hosts_tool_retry_and_error_middleware_keep_their_job_under_tool_errors(
+    kind: str, saver: JsonlSaver
+) -> None:
+    """With ``tool_errors=True``, a host `ToolRetryMiddleware` / `ToolErrorMiddleware` listed
+    before the pipeline never saw a tool's failure (the pipeline made it its own error
+    result): the tool ran once, the host's ``on_error`` text was replaced. Now the host's
+    middleware gets it, as without the pipeline."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ToolErrorMiddleware, ToolRetryMiddleware
+
+    runs: list[str] = []
+
+    @tool
+    def flaky(x: str) -> str:
+        """Fails on its first run."""
+        runs.append(x)
+        if len(runs) == 1:
+            raise ConnectionError("tool backend reset")
+        return "tool ok"
+
+    host: Any = (
+        ToolRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)
+        if kind == "retry"
+        else ToolErrorMiddleware(on_error=lambda e, r: f"HOST: tool failed ({e})")
+    )
+    call = {"name": "flaky", "args": {"x": "1"}, "id": "c1", "type": "tool_call"}
+    model = StreamingScript(script=[AIMessage("", tool_calls=[call]), "Done"])
+    pipe = context_pipeline("fast").middleware(tool_errors=True, offer_tools=False)
+    agent = create_agent(model, [flaky], middleware=[host, pipe], checkpointer=saver)
+    agent.invoke({"messages": [("user", "go")]}, config(f"tool-{kind}"))
+    result = [m for m in agent.get_state(config(f"tool-{kind}")).values["messages"]
+              if m.type == "tool"]  # fmt: skip
+    expected = "tool ok" if kind == "retry" else "HOST: tool failed (tool backend reset)"
+    assert [m.content for m in result] == [expected]
+    assert len(runs) == (2 if kind == "retry" else 1)
 
 
 def test_an_error_after_a_fallback_finished_the_reply_is_no_cut_stream(

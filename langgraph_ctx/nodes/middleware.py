@@ -28,7 +28,9 @@ agent run ends with it; "continue" resumes from it), recorded in `error_notebook
 Anything else raises, as it would without the middleware: a failure no retry fixes (a
 wrong key, model or request: 400/401/403/404/422), a bug, an exception of the app's own
 (a later middleware's, a structured-output error the agent's `response_format` raises);
-`recoverable_errors=` changes the split.
+`recoverable_errors=` changes the split. LangChain's `ModelRetryMiddleware` or
+`ModelFallbackMiddleware` listed before the pipeline (wrapping it) gets every failure
+instead, as without the pipeline; listed after it, it retries or falls back first.
 
 With compaction on, the middleware offers the model the pipeline's tools
 (`read_tool_result` to open a preview, `search_history` to search what compaction moved
@@ -42,7 +44,11 @@ error results for the model, recorded too.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import dataclasses
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from types import FrameType
 from typing import Annotated, Any
 
 try:
@@ -66,6 +72,8 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
         "pip install 'langgraph-ctx[agents]'"
     ) from err
 
+from langchain.agents import middleware as _lc_middleware
+
 try:  # how create_agent picks a raw schema's strategy (private: guarded)
     from langchain.agents.factory import _supports_provider_strategy
 except ImportError:  # pragma: no cover - a LangChain that moved it
@@ -76,6 +84,7 @@ except ImportError:  # pragma: no cover - a LangChain that moved it
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
@@ -114,6 +123,18 @@ class ContextMiddlewareState(AgentState):
     compaction_cursor: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
     error_notebook: NotRequired[Annotated[list[ErrorRecord], add_errors]]
     active_context: NotRequired[Annotated[ActiveContext | None, replace_active_context]]
+
+
+def _classes(*names: str) -> tuple[type, ...]:
+    """LangChain's middleware classes of these names that the installed version has."""
+    return tuple(c for n in names if isinstance(c := getattr(_lc_middleware, n, None), type))
+
+
+# The host's middleware that handles a failed call: listed before the pipeline (wrapping
+# it), it gets the failure, as it would without the pipeline (`ContextMiddleware._find_place`).
+_MODEL_ERROR_HANDLERS = _classes("ModelRetryMiddleware", "ModelFallbackMiddleware")
+_TOOL_ERROR_HANDLERS = _classes("ToolRetryMiddleware", "ToolErrorMiddleware")
+_FACTORY = os.path.join("langchain", "agents", "factory.py")
 
 
 def _current_config() -> RunnableConfig | None:
@@ -178,15 +199,61 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
             raise_on=tuple(raise_on),
             recoverable=recoverable_errors or is_recoverable_error,
         )
+        # Under a host's retry or fallback: every failure goes to it.
+        self._passing_policy = dataclasses.replace(self.policy, raise_on=(Exception,))
+        self._host_retries_models = self._host_retries_tools = False
         self.tool_errors = tool_errors
         # create_agent gives the model, and runs in its tool node, the middleware's tools.
-        self.tools = list(pipeline.tools) if offer_tools else []
+        self._tools = list(pipeline.tools) if offer_tools else []
         self.keys: StateKeys = pipeline.keys
         if self.keys.renamed:  # create_agent merges this schema into the agent's state
             # the renamed schema is built at runtime, so mypy sees a plain `type`
             self.state_schema = self.keys.schema(  # type: ignore[assignment]
                 AgentState, source=ContextMiddlewareState, name="ContextMiddlewareStateRenamed"
             )
+
+    @property
+    def tools(self) -> Sequence[BaseTool]:
+        """The pipeline's tools the agent gets (see ``offer_tools``).
+
+        `create_agent` reads them while it builds the agent from its ``middleware`` list:
+        the middleware then learns which of the host's listed before it (wrapping it)
+        handle a failed call (`_find_place`).
+        """
+        self._find_place()
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: Sequence[BaseTool]) -> None:
+        self._tools = list(tools)
+
+    def _find_place(self) -> None:
+        """Note whether `create_agent`, if it is building an agent with this middleware
+        now, lists a `ModelRetryMiddleware` / `ModelFallbackMiddleware` (a
+        `ToolRetryMiddleware` / `ToolErrorMiddleware`) before it. Those wrap the
+        pipeline: a failure goes to them, as it would without the pipeline, and the
+        pipeline keeps none as a reply. (A middleware only sees its neighbours this way:
+        an async call runs each in a task of its own. One instance in two agents follows
+        the order of the last one built.)"""
+        frame: FrameType | None = sys._getframe(2)
+        for _ in range(8):
+            if frame is None:
+                return
+            code = frame.f_code
+            if code.co_name == "create_agent" and code.co_filename.endswith(_FACTORY):
+                listed = frame.f_locals.get("middleware")
+                if isinstance(listed, (list, tuple)):
+                    place = next((i for i, m in enumerate(listed) if m is self), None)
+                    if place is not None:
+                        outer = listed[:place]
+                        self._host_retries_models = any(
+                            isinstance(m, _MODEL_ERROR_HANDLERS) for m in outer
+                        )
+                        self._host_retries_tools = any(
+                            isinstance(m, _TOOL_ERROR_HANDLERS) for m in outer
+                        )
+                return
+            frame = frame.f_back
 
     # -- shared by both doors ---------------------------------------------------------
     def _state(self, request: ModelRequest) -> dict[str, Any]:
@@ -261,7 +328,8 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         state = self._state(request)
         prepared = drive_sync(self._steps(request, state))
         ready = self._request(request, prepared)
-        outcome, attempts = drive_sync(self.policy.attempts(call=lambda: handler(ready)))
+        policy = self._model_policy()
+        outcome, attempts = drive_sync(policy.attempts(call=lambda: handler(ready)))
         return self._response(state, prepared, outcome, attempts)
 
     async def awrap_model_call(
@@ -273,16 +341,28 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         await self.pipeline.load_tokenizer()
         prepared = await drive_async(self._steps(request, state))
         ready = self._request(request, prepared)
-        outcome, attempts = await drive_async(self.policy.attempts(acall=lambda: handler(ready)))
+        policy = self._model_policy()
+        outcome, attempts = await drive_async(policy.attempts(acall=lambda: handler(ready)))
         return self._response(state, prepared, outcome, attempts)
 
+    def _model_policy(self) -> ModelCallPolicy:
+        """The policy of this call: under a host's `ModelRetryMiddleware` or
+        `ModelFallbackMiddleware` (listed before the pipeline), one that raises every
+        failure for it to retry or fall back on, as without the pipeline."""
+        return self._passing_policy if self._host_retries_models else self.policy
+
     # -- tool calls -------------------------------------------------------------------------
+    def _catch_tool_errors(self) -> bool:
+        """``tool_errors``, unless a host's `ToolRetryMiddleware` or `ToolErrorMiddleware`
+        (listed before the pipeline) is there to handle a tool's failure."""
+        return self.tool_errors and not self._host_retries_tools
+
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return record_tool_errors(
             request,
             handler,
             default_mode=self._default_mode,
-            catch=self.tool_errors,
+            catch=self._catch_tool_errors(),
             keys=self.keys,
         )
 
@@ -291,7 +371,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
             request,
             handler,
             default_mode=self._default_mode,
-            catch=self.tool_errors,
+            catch=self._catch_tool_errors(),
             keys=self.keys,
         )
 
