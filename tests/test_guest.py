@@ -8,9 +8,15 @@ The scripted model (`StreamingScript`) records exactly what it receives.
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -997,3 +1003,44 @@ def test_an_apps_own_system_prompt_key_is_a_conflict_named_not_a_prompt_that_gro
     assert state["system_prompt"] == "BE TERSE."  # the app's, untouched
     sizes = {len(sent[0].content) for sent in model.received}
     assert len(sizes) == 1 and model.received[0][0].content.startswith("BE TERSE.")
+
+
+@pytest.mark.parametrize("saver_kind", ["InMemorySaver", "SqliteSaver"])
+def test_langgraphs_strict_mode_keeps_the_pipelines_state_types(saver_kind: str) -> None:
+    """With LangGraph's own savers the pipeline's models in the state (`ContextUsage`, ...)
+    draw LangGraph's notice that unregistered types will be blocked; pipeline.md says
+    that under ``LANGGRAPH_STRICT_MSGPACK=true`` the graph's state schema allows them, in
+    every host. Checked: three turns each, the types come back, nothing is blocked."""
+    script = textwrap.dedent(
+        f"""
+        import json, sqlite3
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph_ctx.nodes.pipeline import context_pipeline
+        from langgraph_ctx.testing import StreamingScript
+        from tests.test_guest import HOSTS, build, config
+
+        out = {{}}
+        for host in HOSTS:
+            if "{saver_kind}" == "InMemorySaver":
+                saver = InMemorySaver()
+            else:
+                saver = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+            model = StreamingScript(script=["one", "two", "three"])
+            app = build(host, saver, model, context_pipeline("fast"))
+            for text in ("a", "b", "c"):
+                app.invoke({{"messages": [("user", text)]}}, config(host))
+            values = app.get_state(config(host)).values
+            out[host] = [type(values["context_usage"]).__name__, values["messages"][-1].content]
+        print(json.dumps(out))
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "LANGGRAPH_STRICT_MSGPACK": "true"}
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script],
+        capture_output=True, text=True, env=env, cwd=root, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {host: ["ContextUsage", "three"] for host in HOSTS}
+    assert "Blocked" not in proc.stderr
