@@ -318,3 +318,34 @@ def test_a_tls_url_is_named_as_tls_in_messages(redis_server) -> None:
             saver.list_threads()
     finally:
         saver.close()
+
+
+def test_the_langgraph_suite_plugin_starts_our_redis_server() -> None:
+    """``tests/langgraph_suite/run.py --savers ...,redis`` errored on every redis test: its
+    plugin loaded tests/redis_server.py as a lone module, which cannot import its
+    neighbour ``local_server`` (relative import). Run where ``tests`` is another package,
+    as in LangGraph's suite."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .redis_server import require_redis_server
+
+    require_redis_server()
+    root = Path(__file__).resolve().parent.parent
+    script = (
+        "import importlib.util, sys, types\n"
+        "sys.modules['tests'] = types.ModuleType('tests')  # LangGraph's, in its suite\n"
+        "spec = importlib.util.spec_from_file_location('plugin', sys.argv[1])\n"
+        "plugin = importlib.util.module_from_spec(spec); spec.loader.exec_module(plugin)\n"
+        "url = plugin._Redis.url()\n"
+        "import redis; assert redis.Redis.from_url(url).ping()\n"
+        "plugin._Redis.stop(); print('ok')\n"
+    )
+    plugin = root / "tests" / "langgraph_suite" / "lgctx_suite_plugin.py"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(plugin)],
+        capture_output=True, text=True, cwd=root, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"

@@ -22,10 +22,12 @@ line and the full traceback) as JSON for ``run.py``.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import json
 import os
+import sys
 import tempfile
+import types
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -129,14 +131,13 @@ class _Redis:
     @classmethod
     def url(cls) -> str:
         if cls.server is None:
-            # Our tests/redis_server.py, loaded by path: LangGraph's tests are the
-            # ``tests`` package in this session.
-            spec = importlib.util.spec_from_file_location(
-                "lgctx_redis_server", REPO / "tests" / "redis_server.py"
-            )
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            # Our tests/redis_server.py: LangGraph's tests are the ``tests`` package in
+            # this session, so ours are imported as a package of another name (the module
+            # imports its neighbour `local_server` relatively).
+            package = types.ModuleType("lgctx_tests")
+            package.__path__ = [str(REPO / "tests")]
+            sys.modules.setdefault("lgctx_tests", package)
+            module = importlib.import_module("lgctx_tests.redis_server")
             cls.directory = tempfile.TemporaryDirectory(prefix="lgctx-suite-redis-")
             cls.server = module.RedisServer(cls.directory.name).start()
         return str(cls.server.url)
