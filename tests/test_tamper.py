@@ -157,6 +157,19 @@ class CanaryLookupEnum(enum.Enum, metaclass=_CanaryLookupMeta):
 
 
 MOD = __name__
+class _CanaryEqMeta(type):
+    def __eq__(cls, other: object) -> bool:
+        fire("_CanaryEqMeta.__eq__")
+        return type.__eq__(cls, other)  # type: ignore[no-any-return]
+
+    __hash__ = type.__hash__
+
+
+class CanaryEq(metaclass=_CanaryEqMeta):
+    """A class whose metaclass compares with code of its own: looking for a base in its
+    MRO with ``in`` ran it (review 21)."""
+
+
 CANARIES = (CanaryModel, CanaryPostInit, CanaryData, CanaryTuple, CanaryEnum)
 
 
@@ -224,6 +237,10 @@ SERDE_PAYLOADS = {
         (0, ["enum", "Enum", "x"]), (1, ["enum", "Enum", ["Evil", ["A", "B"]]])
     ),
     "msgpack-method": msgpack(3, [MOD, "CanaryModel", '{"x": 1}', "model_validate_json"]),
+    "msgpack-pydantic-v2-meta-eq": msgpack(
+        5, [MOD, "CanaryEq", {"type": "human", "content": "hi"}, "model_validate_json"]
+    ),
+    "msgpack-one-arg-meta-eq": msgpack(0, [MOD, "CanaryEq", "a"]),
 }
 
 VALUE_TAGS = {
@@ -235,6 +252,8 @@ VALUE_TAGS = {
     "enum-missing": {"enum": [MOD, "CanaryEnum"], "value": "nope"},
     "kind-mismatch": {"dataclass": [MOD, "CanaryModel"], "json": {"x": 1}},
     "nested": {"list": [{"dict": {"a": {"model": [MOD, "CanaryModel"], "json": {}}}}]},
+    "model-meta-eq": {"model": [MOD, "CanaryEq"], "json": {}},
+    "enum-meta-eq": {"enum": [MOD, "CanaryEq"], "value": "a"},
     **{f"serde-{k}": {"serde": v} for k, v in SERDE_PAYLOADS.items()},
 }
 
@@ -345,8 +364,13 @@ def test_serde_payloads_never_run_class_code(backend, canary, caplog, place, nam
     seed(backend)
     tamper(backend, plant(place, {"serde": SERDE_PAYLOADS[name]}))
     tup = assert_inert(backend, canary, caplog)
-    if place == "message":  # a message body must decode to a LangChain message
-        assert tup is None
+    if place == "message":  # a message body decodes to a LangChain message, or is refused
+        if name != "msgpack-pydantic-v2-meta-eq":
+            assert tup is None
+        else:  # a blocked class's fields, with a message type: LangChain's class
+            assert tup is not None
+            sent = tup.checkpoint["channel_values"]["messages"]
+            assert [type(m) for m in sent] == [HumanMessage]
 
 
 def test_a_plain_model_comes_back_without_running_its_validators(backend, canary, caplog):

@@ -135,6 +135,12 @@ def _mro(cls: type) -> tuple[type, ...]:
     return _TYPE_MRO.__get__(cls)  # type: ignore[no-any-return]
 
 
+def _derives(cls: type, base: type) -> bool:
+    """``base`` in ``cls``'s MRO, by identity: ``in`` would compare with ``==``, which
+    runs a metaclass's own ``__eq__`` (a loaded class a tampered line names)."""
+    return any(c is base for c in _mro(cls))
+
+
 def _lookup(cls: type, name: str, default: Any = None) -> Any:
     """``cls.name`` along the MRO, from the namespaces only (no descriptor runs)."""
     for klass in _mro(cls):
@@ -188,7 +194,7 @@ def _loaded_base(module: str, name: str) -> type | None:
 
 def _has_base(cls: type, module: str, name: str) -> bool:
     base = _loaded_base(module, name)
-    return base is not None and base in _mro(cls)
+    return base is not None and _derives(cls, base)
 
 
 def kind_of(cls: type) -> ClassKind | None:
@@ -200,15 +206,14 @@ def kind_of(cls: type) -> ClassKind | None:
     >>> kind_of(Color), kind_of(dict)
     ('enum', None)
     """
-    mro = _mro(cls)
-    if BaseException in mro or any(_has_base(cls, m, n) for m, n in NEVER_REBUILT):
+    if _derives(cls, BaseException) or any(_has_base(cls, m, n) for m, n in NEVER_REBUILT):
         return None
-    if BaseModel in mro or _has_base(cls, "pydantic.v1.main", "BaseModel"):
+    if _derives(cls, BaseModel) or _has_base(cls, "pydantic.v1.main", "BaseModel"):
         return "model"
-    if enum.Enum in mro:
+    if _derives(cls, enum.Enum):
         return "enum"
     # type() checks, not isinstance(): nothing of the class's own runs while we look
-    if tuple in mro and issubclass(type(_lookup(cls, "_fields")), tuple):
+    if _derives(cls, tuple) and issubclass(type(_lookup(cls, "_fields")), tuple):
         return "namedtuple"
     if issubclass(type(_lookup(cls, "__dataclass_fields__")), dict):
         return "dataclass"
@@ -460,7 +465,7 @@ def _warn_message_class(module: str, qualname: str) -> None:
         found = find_class(module, qualname)
     except CodecError:
         return
-    if found is None or BaseMessage not in _mro(found):  # (no check of the class's own)
+    if found is None or not _derives(found, BaseMessage):
         return
     key = (module, qualname, "message")
     if key in _warned or len(_warned) >= 1000 or _QUIET.get():
@@ -570,7 +575,7 @@ def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
     if kind == "enum":
         return _member_of(cls, data) is not None
     if kind == "model":
-        if BaseModel in _mro(cls):
+        if _derives(cls, BaseModel):
             config = _lookup(cls, "model_config") or {}
             fields = _lookup(cls, "__pydantic_fields__") or {}
             return config.get("extra") == "allow" or bool(data.keys() <= fields.keys())
@@ -586,7 +591,7 @@ def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
 
 def _construct(cls: type, kind: ClassKind, data: dict[str, Any]) -> Any:
     try:
-        if kind == "model" and BaseModel in _mro(cls):
+        if kind == "model" and _derives(cls, BaseModel):
             return cls.model_validate(data)  # type: ignore[attr-defined]
         if kind == "dataclass":
             fields = _lookup(cls, "__dataclass_fields__")
@@ -620,7 +625,7 @@ def _default(field_default: Any) -> Any:
 
 def _bare_model(cls: type, data: dict[str, Any]) -> Any:
     obj: Any = object.__new__(cls)
-    if BaseModel in _mro(cls):
+    if _derives(cls, BaseModel):
         from pydantic_core import PydanticUndefined
 
         fields = _lookup(cls, "__pydantic_fields__") or {}
@@ -731,9 +736,9 @@ def _plain_flag(cls: type) -> bool:
     member_type = _lookup(cls, "_member_type_")
     base = enum.IntFlag if member_type is int else enum.Flag
     return (
-        enum.Flag in _mro(cls)
+        _derives(cls, enum.Flag)
         and type(cls) is enum.EnumMeta
-        and member_type in (int, object)
+        and (member_type is int or member_type is object)
         and all(_func(_lookup(cls, h)) is _func(_lookup(base, h)) for h in _FLAG_HOOKS)
         and _func(_lookup(cls, "_iter_member_")) in _FLAG_ITERS
     )
