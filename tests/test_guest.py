@@ -449,16 +449,66 @@ def test_the_hosts_retry_and_fallback_middleware_get_the_failure_in_either_order
     agent = create_agent(primary, [], middleware=middleware, checkpointer=saver)
     thread = config(f"{kind}-{order}-{door}")
     inputs = {"messages": [("user", "hi")]}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+    # (recorded, not raised: a retry middleware would retry a warning raised as an error)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         if door == "invoke":
             agent.invoke(inputs, thread)
         else:
             asyncio.run(agent.ainvoke(inputs, thread))
+    assert not [w for w in caught if issubclass(w.category, UserWarning)]
     saved = agent.get_state(thread).values["messages"]
     assert not any(is_llm_error(m) for m in saved)
     assert saved[-1].content == ("from primary" if kind == "retry" else "from backup")
     assert (len(primary.received), len(backup.received)) == ((2, 0) if kind == "retry" else (1, 1))
+
+
+def test_a_host_retry_that_gives_up_with_its_own_reply_leaves_no_false_key_warning(
+    saver: JsonlSaver,
+) -> None:
+    """`ModelRetryMiddleware` (its default ``on_failure="continue"``) before the pipeline
+    gives up on a thread's first model call and saves a reply of its own: nothing the
+    pipeline wrote for that call was saved. The next run warned that the state drops the
+    pipeline's keys (review 21)."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    model = StreamingScript(script=[ConnectionError("reset"), ConnectionError("reset"), "fine"])
+    retry = ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)
+    agent = create_agent(model, [], middleware=[retry, context_pipeline("fast").middleware()],
+                         checkpointer=saver)  # fmt: skip
+    out = agent.invoke({"messages": [("user", "hi")]}, config("gave-up"))
+    assert out["messages"][-1].content.startswith("Model call failed")
+    with warnings.catch_warnings(record=True) as caught:  # (a raised one would be retried)
+        warnings.simplefilter("always", UserWarning)
+        out = agent.invoke({"messages": [("user", "hi again")]}, config("gave-up"))
+    assert not [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    assert out["messages"][-1].content == "fine"
+    assert agent.get_state(config("gave-up")).values.get("compaction_cursor") is not None
+
+
+def test_one_middleware_in_agents_with_and_without_a_host_retry_says_so(
+    saver: JsonlSaver,
+) -> None:
+    """One `pipeline.middleware()` instance in two agents, one with a host retry before
+    it: the last agent built decided for both, silently (review 21). Failures now go to
+    the host's retry where there is one and are raised where there is none, as without
+    the pipeline, and building the second agent warns how to keep both behaviours."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    shared = context_pipeline("fast").middleware()
+    plain_model = StreamingScript(script=[ConnectionError("reset")])
+    plain = create_agent(plain_model, [], middleware=[shared], checkpointer=saver)
+    retry = ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)
+    retried_model = StreamingScript(script=[ConnectionError("reset"), "retried"])
+    with pytest.warns(UserWarning, match="own pipeline.middleware") as caught:
+        retried = create_agent(retried_model, [], middleware=[retry, shared], checkpointer=saver)
+    assert caught[0].filename == __file__  # pointed at the app's create_agent call
+    out = retried.invoke({"messages": [("user", "hi")]}, config("shared-retry"))
+    assert out["messages"][-1].content == "retried" and len(retried_model.received) == 2
+    with pytest.raises(ConnectionError):
+        plain.invoke({"messages": [("user", "hi")]}, config("shared-plain"))
 
 
 @pytest.mark.parametrize("kind", ["retry", "error"])

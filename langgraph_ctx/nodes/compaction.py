@@ -804,6 +804,13 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
                 self._threads.clear()
             self._threads[thread_id] = seen
 
+    def discard_writes(self, thread_id: str | None) -> None:
+        """The step this node last wrote for on ``thread_id`` failed after it (the model
+        call raised, maybe for the host's retry middleware, which may then save a reply of
+        its own): nothing it wrote was saved, so its next step expects no cursor."""
+        if thread_id is not None:
+            self._threads.pop(thread_id, None)
+
 
 def broken_pairing(messages: Sequence[BaseMessage], start: int = 0) -> str | None:
     """How the messages from `start` on break tool-call pairing, or None if they do not.

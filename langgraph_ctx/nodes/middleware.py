@@ -47,9 +47,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 try:
     from langchain.agents.middleware.types import (
@@ -202,6 +203,7 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         # Under a host's retry or fallback: every failure goes to it.
         self._passing_policy = dataclasses.replace(self.policy, raise_on=(Exception,))
         self._host_retries_models = self._host_retries_tools = False
+        self._agents = 0  # agents built with this instance (`_placed`)
         self.tool_errors = tool_errors
         # create_agent gives the model, and runs in its tool node, the middleware's tools.
         self._tools = list(pipeline.tools) if offer_tools else []
@@ -245,15 +247,37 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
                 if isinstance(listed, (list, tuple)):
                     place = next((i for i, m in enumerate(listed) if m is self), None)
                     if place is not None:
-                        outer = listed[:place]
-                        self._host_retries_models = any(
-                            isinstance(m, _MODEL_ERROR_HANDLERS) for m in outer
-                        )
-                        self._host_retries_tools = any(
-                            isinstance(m, _TOOL_ERROR_HANDLERS) for m in outer
-                        )
+                        self._placed(listed[:place])
                 return
             frame = frame.f_back
+
+    def _placed(self, outer: Sequence[Any]) -> None:
+        """Take note of the middleware listed before this one in an agent being built."""
+        models = any(isinstance(m, _MODEL_ERROR_HANDLERS) for m in outer)
+        tools = any(isinstance(m, _TOOL_ERROR_HANDLERS) for m in outer)
+        if self._agents and (models, tools) != (
+            self._host_retries_models,
+            self._host_retries_tools,
+        ):
+            # pointed at the app's create_agent call, past this module and LangChain's
+            level, frame = 1, cast("FrameType | None", sys._getframe(1))
+            while frame is not None and (
+                frame.f_code.co_filename == __file__ or frame.f_code.co_filename.endswith(_FACTORY)
+            ):
+                level, frame = level + 1, frame.f_back
+            warnings.warn(
+                "this ContextMiddleware is listed in agents with and without a host's retry, "
+                "fallback or error middleware before it: failures now go to the host's "
+                "middleware where there is one, and are raised where there is none (as "
+                "without the pipeline). Give each agent its own pipeline.middleware() to keep "
+                "them as LLM_ERROR replies where there is none",
+                stacklevel=level + 1,
+            )
+        self._agents += 1
+        # One instance serves every agent it is in: where one has the host's middleware
+        # around it, failures go to that middleware in all (raised in the others).
+        self._host_retries_models = self._host_retries_models or models
+        self._host_retries_tools = self._host_retries_tools or tools
 
     # -- shared by both doors ---------------------------------------------------------
     def _state(self, request: ModelRequest) -> dict[str, Any]:
@@ -329,7 +353,11 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         prepared = drive_sync(self._steps(request, state))
         ready = self._request(request, prepared)
         policy = self._model_policy()
-        outcome, attempts = drive_sync(policy.attempts(call=lambda: handler(ready)))
+        try:
+            outcome, attempts = drive_sync(policy.attempts(call=lambda: handler(ready)))
+        except BaseException:
+            self.pipeline.discard_step(_current_config())
+            raise
         return self._response(state, prepared, outcome, attempts)
 
     async def awrap_model_call(
@@ -342,7 +370,11 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         prepared = await drive_async(self._steps(request, state))
         ready = self._request(request, prepared)
         policy = self._model_policy()
-        outcome, attempts = await drive_async(policy.attempts(acall=lambda: handler(ready)))
+        try:
+            outcome, attempts = await drive_async(policy.attempts(acall=lambda: handler(ready)))
+        except BaseException:
+            self.pipeline.discard_step(_current_config())
+            raise
         return self._response(state, prepared, outcome, attempts)
 
     def _model_policy(self) -> ModelCallPolicy:

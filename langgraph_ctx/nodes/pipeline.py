@@ -258,6 +258,12 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         prepared.update = self.keys.write(prepared.update)
         return prepared
 
+    def discard_step(self, config: RunnableConfig | None) -> None:
+        """The step prepared for ``config``'s thread failed before its writes were saved
+        (the middleware's model call raised): see `CompactionNode.discard_writes`."""
+        if self.compaction is not None:
+            self.compaction.discard_writes(thread_key_of(config))
+
     def canonical_steps(
         self,
         state: Any,
