@@ -284,3 +284,25 @@ def test_an_apps_message_class_comes_back_where_allowed_and_never_breaks_the_thr
 
     backend.saver().prune(["t"], strategy="keep_latest")  # a saver without the class
     assert tagged_state(backend.saver(allowed_types=[Tagged])) == expected
+
+
+class Thought(AIMessage):
+    """An app's message class with a ``type`` of its own: no LangChain class is its."""
+
+    type: str = "thought"  # type: ignore[assignment]
+
+
+def test_an_apps_message_type_of_its_own_reads_back_where_allowed_and_names_the_fix(
+    backend: Backend,
+) -> None:
+    """Without ``allowed_types`` no LangChain class can stand in for it: the read names the
+    fix (it said "unknown message type"); with it, the class comes back."""
+    from langgraph_ctx.errors import CorruptLogError
+
+    message_graph(backend.saver(allowed_types=[Thought]), AIMessage("ok")).invoke(
+        {"messages": [Thought("hmm", id="t1")]}, CONFIG
+    )
+    allowed = message_graph(backend.saver(allowed_types=[Thought]), AIMessage("ok"))
+    assert [type(m) for m in allowed.get_state(CONFIG).values["messages"]] == [Thought, AIMessage]
+    with pytest.raises(CorruptLogError, match=r"allowed_types"):
+        message_graph(backend.saver(), AIMessage("ok")).get_state(CONFIG)

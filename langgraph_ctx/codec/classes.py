@@ -471,12 +471,22 @@ def _warn_message_class(module: str, qualname: str) -> None:
     if key in _warned or len(_warned) >= 1000 or _QUIET.get():
         return
     _warned.add(key)
-    base = next((_home(c)[1] for c in _mro(found)[1:] if _home(c)[0].startswith("langchain")), "")
-    logger.warning(
-        "%s.%s comes back as LangChain's %s with its own fields: pass "
-        "allowed_types=[%s] to the saver to get your class back.",
-        module, qualname, base, qualname,
-    )
+    from langgraph_ctx.codec.messages import MESSAGE_CLASSES  # (that module imports this one)
+
+    field = (_lookup(found, "__pydantic_fields__") or {}).get("type")
+    kind = getattr(field, "default", None)
+    if type(kind) is str and kind in MESSAGE_CLASSES:
+        logger.warning(
+            "%s.%s comes back as LangChain's %s with its own fields: pass "
+            "allowed_types=[%s] to the saver to get your class back.",
+            module, qualname, MESSAGE_CLASSES[kind].__name__, qualname,
+        )
+    else:  # a type of its own: no LangChain class is its
+        logger.warning(
+            "%s.%s, of a message type of its own, reads back only where the saver "
+            "allows it: pass allowed_types=[%s] to the saver.",
+            module, qualname, qualname,
+        )
 
 
 _ONLY = "a class tag rebuilds only data classes the application loaded, or allowed types"

@@ -652,6 +652,11 @@ def message_from_body(line: Mapping[str, Any], serde: SerializerProtocol) -> Bas
             # Tagged(HumanMessage)` with a datetime field, not in ``allowed_types``):
             # LangGraph's decoder gives its fields, built here as LangChain's class
             # for their type, its own fields kept, as from a readable body.
+            if value["type"] not in MESSAGE_CLASSES:
+                raise CodecError(
+                    f"a message of type {value['type']!r}, a class of the app's own, reads "
+                    "back only where the saver allows its class: allowed_types=[...]"
+                )
             return message_from_json(value)
         raise CodecError("serialized message payload is not a LangChain message")
     raise CodecError("message line has neither 'msg' nor 'serde'")
