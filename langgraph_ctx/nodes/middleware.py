@@ -235,8 +235,8 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         `ToolRetryMiddleware` / `ToolErrorMiddleware`) before it. Those wrap the
         pipeline: a failure goes to them, as it would without the pipeline, and the
         pipeline keeps none as a reply. (A middleware only sees its neighbours this way:
-        an async call runs each in a task of its own. One instance in two agents follows
-        the order of the last one built.)"""
+        an async call runs each in a task of its own. One instance in several agents:
+        `_placed`.)"""
         frame: FrameType | None = sys._getframe(2)
         for _ in range(8):
             if frame is None:
