@@ -143,7 +143,10 @@ def test_storage_grows_linearly(root):
             {"messages": [HumanMessage(content=text)]}, {"configurable": {"thread_id": "t"}}
         )
         raw += len(text) + len(out["messages"][-1].content)
-        sizes.append(path.stat().st_size)
+        # without the snapshot lines (one every 256 lines, a cache of the index, about 1 KB
+        # each): one landing in a window and not the other was 5% of its bytes
+        sizes.append(sum(len(line) for line in path.read_bytes().splitlines(keepends=True)
+                         if b'"t":"snap"' not in line[:24]))  # fmt: skip
     early = (sizes[19] - sizes[9]) / 10
     late = (sizes[119] - sizes[109]) / 10
     assert late <= early * 1.05, (early, late)
@@ -151,4 +154,4 @@ def test_storage_grows_linearly(root):
     # versions and checksums (format 2 adds ~13 bytes a line). Whether LangGraph gives a
     # message its id before or after a background put serialises it decides if a `like`
     # line is written, which moves the figure by about 1% from run to run.
-    assert sizes[-1] <= 3.1 * raw, sizes[-1] / raw
+    assert path.stat().st_size <= 3.1 * raw, path.stat().st_size / raw
