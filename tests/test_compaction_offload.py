@@ -169,3 +169,65 @@ def test_an_estimated_size_is_shown_and_read_back_as_an_estimate() -> None:
     assert [int(TokenEstimate.of(n)) for n in (7, 99, 512, 1_769, 66_060)] == [
         7, 99, 510, 1_800, 66_000,
     ]
+
+
+def test_a_tool_call_whose_arguments_outgrow_the_budget_is_sent_cut_not_dropped(tmp_path) -> None:
+    """An agent saves a 30 KB report through a tool's argument: the call alone is over the
+    budget. Compaction's last step gave up on the whole round, so the request lost the
+    call and its result: `ModelNode` then sent all `messages` (8,730 tokens against
+    5,500, no system prompt), `create_agent` the previous request again, and the record
+    said ``within_budget=True`` (trial 5). Now the call goes out with its texts cut."""
+    import warnings
+
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import tools_condition
+
+    from langgraph_ctx import ContextBudget, ContextState, JsonlSaver, ModelNode
+    from langgraph_ctx import context_pipeline, read_tool_result, search_history
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    @tool
+    def save_report(text: str) -> str:
+        """Save a report."""
+        return f"saved {len(text)} chars"
+
+    report = "\n".join(f"row {i}: region EMEA amount {i * 37 % 1000} EUR" for i in range(600))
+    budget = ContextBudget(total=6000, output_reserve=500)
+    limit = budget.total - budget.output_reserve
+    saver = JsonlSaver(tmp_path)
+    tools = [save_report, read_tool_result, search_history]
+
+    def script() -> list[object]:
+        call = {"name": "save_report", "args": {"text": report}, "id": "call_1"}
+        return [AIMessage("", tool_calls=[call]), "Saved."]
+
+    graph_model = ScriptedChatModel(script=script(), model_name="gpt-4o")
+    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent")
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(graph_model, tools=tools))
+    builder.add_node("tools", ToolNode(tools))
+    entry = pipeline.add_to(builder, before="model")
+    builder.add_edge(START, entry)
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", entry)
+    graph = builder.compile(checkpointer=saver)
+
+    agent_model = ScriptedChatModel(script=script(), model_name="gpt-4o")
+    agent = create_agent(agent_model, [save_report], checkpointer=saver,
+                         middleware=[context_pipeline(budget, model="gpt-4o").middleware()])  # fmt: skip
+
+    for app, model, thread in ((graph, graph_model, "g"), (agent, agent_model, "a")):
+        config = {"configurable": {"thread_id": thread}}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # ModelNode's "from an earlier step"
+            state = app.invoke({"messages": [HumanMessage("Save the EMEA report.")]}, config)
+        sent = model.received[1]
+        assert [m.type for m in sent] == ["system", "human", "ai", "tool"]
+        assert count_tokens(sent, model="gpt-4o", tools=model.tools) <= limit
+        assert not ordering_problems(sent)
+        cut = sent[2].tool_calls[0]
+        assert cut["id"] == "call_1" and "cut by compaction" in cut["args"]["text"]
+        assert state["compaction_log"][-1]["within_budget"] is True
+        saved = app.get_state(config).values["messages"]
+        assert saved[1].tool_calls[0]["args"]["text"] == report  # the history keeps it whole

@@ -49,6 +49,7 @@ from langgraph_ctx.context.budget import SUMMARY_MARKER
 from langgraph_ctx.context.compaction.errors import CompactionError
 from langgraph_ctx.context.compaction.previews import (
     StandInCache,
+    calls_cut,
     derived_id,
     is_preview,
     is_tool_result_page,
@@ -315,6 +316,36 @@ class Conversation:
             unit,
             lambda chars: shortened_message(message, tokens=unit.tokens, chars=chars),
             budget=budget,
+            originals=unit.source,
+        )
+
+    def calls_shortened(self, unit: Unit, *, budget: int) -> Unit:
+        """A tool round (`unit` of kind ``tools``) with its assistant message's tool-call
+        arguments cut (`calls_cut`) so that the round costs at most `budget` tokens, as
+        far as cutting them can go; `unit` itself when it fits or that saves nothing."""
+        if unit.kind != "tools" or unit.tokens <= budget:
+            return unit
+        call, *results = unit.messages
+        if not isinstance(call, AIMessage) or not call.tool_calls:
+            return unit
+        rest = sum(unit.sizes[1:])
+        short, cost = shrink_to(
+            lambda chars: calls_cut(call, chars=chars),
+            chars=int(max(budget - rest, 1) * _chars_per_token(call, unit.sizes[0])),
+            budget=max(budget - rest, 1),
+            count=self.count,
+        )
+        if cost >= unit.sizes[0]:
+            return unit
+        record = ShortenedMessage(
+            id=unit.keys[0], role="assistant", tokens=unit.sizes[0], tokens_after=cost
+        )
+        return replace(
+            unit,
+            messages=(short, *results),
+            sizes=(cost, *unit.sizes[1:]),
+            tokens=cost + rest,
+            shortened=(*unit.shortened, record),
             originals=unit.source,
         )
 

@@ -84,8 +84,16 @@ def fit_current_round(
         candidate = conv.previewed(unit, threshold=conv.preview_tokens, cause="budget")
         if candidate.tokens > room:
             candidate = conv.shortened(candidate, budget=conv.shorten_tokens)
-        if candidate.tokens > room:
+        if candidate.tokens > room and candidate.kind == "tools":
+            candidate = conv.calls_shortened(candidate, budget=max(room, 0))
+            if candidate.shortened != unit.shortened and "shorten_tool_call_args" not in steps:
+                steps.append("shorten_tool_call_args")
+        if candidate.tokens > room and tail:
             break
+        # The newest unit is sent whatever it costs: a request without the round's last
+        # message cannot be answered (the record then says it is over the budget).
         tail.insert(0, candidate)
         room -= candidate.tokens
+        if room < 0:
+            break
     return kept + tail, steps

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langgraph_ctx.context.compaction.signals import key_lines, line_weights
 from langgraph_ctx.context.content import content_text, is_text_block, non_text_blocks
@@ -285,6 +285,54 @@ def shortened_message(message: BaseMessage, *, tokens: int, chars: int) -> BaseM
         "the full message stays in the conversation history]"
     )
     update: dict[str, Any] = {"content": f"{body}\n{marker}", "id": derived_id(message.id, "short")}
+    return message.model_copy(update=update)
+
+
+def calls_cut(message: AIMessage, *, chars: int) -> AIMessage:
+    """A copy of an assistant message whose tool calls' arguments hold texts cut to
+    ``chars`` characters each, with a note (the call ids and names as they are, so
+    every result still answers its call). The call was made and answered already: the
+    model sees what it asked for, the history keeps it whole.
+
+    For a call whose arguments alone outgrow the budget (a 30 KB report saved through
+    a tool): without it, the request could not end with the round the model is in.
+    The same texts are cut where a provider's raw form repeats them (``tool_use``
+    blocks in ``content``); ``additional_kwargs["tool_calls"]``, which LangChain's
+    integrations send only for a message without ``tool_calls``, is left out.
+    """
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > chars:
+            return (
+                f"{value[:chars]}… [cut by compaction: {len(value) - chars} more characters; "
+                "the call as made stays in the conversation history]"
+            )
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v) for v in value]
+        return value
+
+    calls = [{**call, "args": cut(call["args"])} for call in message.tool_calls]
+    content: Any = message.content
+    if isinstance(content, list):
+        content = [
+            {**block, "input": cut(block["input"])}
+            if isinstance(block, dict) and block.get("type") == "tool_use" and "input" in block
+            else block
+            for block in content
+        ]
+    kwargs = {
+        k: v
+        for k, v in message.additional_kwargs.items()
+        if k not in ("tool_calls", "function_call")
+    }
+    update: dict[str, Any] = {
+        "content": content,
+        "tool_calls": calls,
+        "additional_kwargs": kwargs,
+        "id": derived_id(message.id, "args"),
+    }
     return message.model_copy(update=update)
 
 
