@@ -183,8 +183,15 @@ def test_a_tool_call_whose_arguments_outgrow_the_budget_is_sent_cut_not_dropped(
     from langchain_core.tools import tool
     from langgraph.prebuilt import tools_condition
 
-    from langgraph_ctx import ContextBudget, ContextState, JsonlSaver, ModelNode
-    from langgraph_ctx import context_pipeline, read_tool_result, search_history
+    from langgraph_ctx import (
+        ContextBudget,
+        ContextState,
+        JsonlSaver,
+        ModelNode,
+        context_pipeline,
+        read_tool_result,
+        search_history,
+    )
     from langgraph_ctx.testing import ScriptedChatModel
 
     @tool
@@ -214,8 +221,8 @@ def test_a_tool_call_whose_arguments_outgrow_the_budget_is_sent_cut_not_dropped(
     graph = builder.compile(checkpointer=saver)
 
     agent_model = ScriptedChatModel(script=script(), model_name="gpt-4o")
-    agent = create_agent(agent_model, [save_report], checkpointer=saver,
-                         middleware=[context_pipeline(budget, model="gpt-4o").middleware()])  # fmt: skip
+    middleware = [context_pipeline(budget, model="gpt-4o").middleware()]
+    agent = create_agent(agent_model, [save_report], checkpointer=saver, middleware=middleware)
 
     for app, model, thread in ((graph, graph_model, "g"), (agent, agent_model, "a")):
         config = {"configurable": {"thread_id": thread}}
@@ -231,3 +238,68 @@ def test_a_tool_call_whose_arguments_outgrow_the_budget_is_sent_cut_not_dropped(
         assert state["compaction_log"][-1]["within_budget"] is True
         saved = app.get_state(config).values["messages"]
         assert saved[1].tool_calls[0]["args"]["text"] == report  # the history keeps it whole
+
+
+def test_search_historys_answer_reaches_the_model_whole(tmp_path) -> None:
+    """`search_history`'s answer (8 passages of log lines, over the 500-token offload
+    threshold) was previewed like any tool result: the passages were gone from what the
+    model was sent and the last ``open:`` line was cut mid-ref (trial 5). Its answers are
+    exempt now, as `read_tool_result`'s are."""
+    import re
+
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import tools_condition
+
+    from langgraph_ctx import (
+        ContextBudget,
+        ContextState,
+        JsonlSaver,
+        ModelNode,
+        context_pipeline,
+        read_tool_result,
+        search_history,
+    )
+    from langgraph_ctx.context.compaction.tools import find_tool_result
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    @tool
+    def fetch_logs(service: str) -> str:
+        """Fetch a service's logs."""
+        rows = [f"2024-05-01 12:{i % 60:02d}:00 INFO {service} processed batch {i} in "
+                f"{i * 7 % 900} ms" for i in range(300)]  # fmt: skip
+        rows.insert(150, f"ops note: the billing auditor for {service} is Lena Petrova, ticket "
+                         f"{service.upper()}-{len(service) * 111}, escalate through the finance "
+                         "operations rota and the weekly reconciliation review.")  # fmt: skip
+        return "\n".join(rows)
+
+    services = ["api", "auth", "cart", "mail", "geo", "pay", "cdn", "queue", "media"]
+    script: list[object] = []
+    for i, name in enumerate(services):
+        # ids as long as a provider's: the answer's references make it pass the threshold
+        call_id = f"call_Qx7Rt2Lm9Vb4Nc8Kp3Ws{i:04d}"
+        call = {"name": "fetch_logs", "args": {"service": name}, "id": call_id}
+        script += [AIMessage("", tool_calls=[call]), f"{name} ok."]
+    search = {"name": "search_history", "args": {"query": "billing auditor"}, "id": "call_search"}
+    script += [AIMessage("", tool_calls=[search]), "done"]
+    model = ScriptedChatModel(script=script, model_name="gpt-4o")
+    tools = [fetch_logs, read_tool_result, search_history]
+    budget = ContextBudget(total=6000, output_reserve=500)
+    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent")
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model, tools=tools))
+    builder.add_node("tools", ToolNode(tools))
+    entry = pipeline.add_to(builder, before="model")
+    builder.add_edge(START, entry)
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", entry)
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    config = {"configurable": {"thread_id": "t"}}
+    for name in services:
+        graph.invoke({"messages": [HumanMessage(f"check {name} logs")]}, config)
+    graph.invoke({"messages": [HumanMessage("who is the billing auditor?")]}, config)
+
+    (sent,) = [m for m in model.received[-1] if getattr(m, "tool_call_id", None) == "call_search"]
+    assert "Lena Petrova" in sent.content
+    shown = re.findall(r'open: read_tool_result\(ref="([^"\n]*)"', sent.content)
+    messages = graph.get_state(config).values["messages"]
+    assert shown and all(find_tool_result(messages, ref) for ref in shown)

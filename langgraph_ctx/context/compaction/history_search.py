@@ -31,13 +31,17 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt import InjectedState
 
-from langgraph_ctx.context.compaction.previews import READ_TOOL_RESULT, is_preview, tool_result_ref
+from langgraph_ctx.context.compaction.previews import (
+    READ_TOOL_RESULT,
+    SEARCH_HISTORY,
+    is_preview,
+    tool_result_ref,
+)
 from langgraph_ctx.context.compaction.relevance import message_index, message_text
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score
 
-SEARCH_HISTORY = "search_history"
 _SNIPPET = 300  # characters of one passage shown
 
 

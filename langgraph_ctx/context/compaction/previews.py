@@ -34,6 +34,7 @@ from langgraph_ctx.context.content import content_text, is_text_block, non_text_
 
 PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
 READ_TOOL_RESULT = "read_tool_result"
+SEARCH_HISTORY = "search_history"
 TOOL_RESULT_PAGE = ("langgraph_ctx", "tool_result_page")
 """`artifact` key and value that mark a `read_tool_result` answer (a page of a result)."""
 REF_PREFIX = "tool-result/"
@@ -66,16 +67,19 @@ def is_preview(message: BaseMessage) -> bool:
 
 
 def is_tool_result_page(message: BaseMessage) -> bool:
-    """True for an answer of `read_tool_result`: compaction never previews it again.
+    """True for an answer of `read_tool_result` or `search_history`: compaction never
+    previews it again.
 
     The model asked for that text in full; a preview of it would point back at the
-    answer itself and the model would ask again (r1 -> r2 -> ...).
+    answer itself and the model would ask again (r1 -> r2 -> ...). A search's passages
+    are short already (``limit`` of them), and a preview of them kept neither the
+    passages nor, cut mid-line, the references to open.
     """
     if not isinstance(message, ToolMessage):
         return False
     key, value = TOOL_RESULT_PAGE
     artifact = message.artifact
-    return message.name == READ_TOOL_RESULT or (
+    return message.name in (READ_TOOL_RESULT, SEARCH_HISTORY) or (
         isinstance(artifact, dict) and artifact.get(key) == value
     )
 
