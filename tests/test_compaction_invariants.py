@@ -242,7 +242,9 @@ def check_invariants(
 
 
 def fixed_cost(history: list[BaseMessage]) -> int:
-    """Tokens nothing can remove: leading system, summary-class and latest user messages."""
+    """Tokens nothing can remove: leading system, summary-class and latest user messages,
+    and a newest tool group ending the history (a request must end with it: its call,
+    and each result as its smallest preview, about 70 tokens)."""
     humans = [m for m in history if isinstance(m, HumanMessage)]
     fixed: list[BaseMessage] = [
         m
@@ -250,7 +252,13 @@ def fixed_cost(history: list[BaseMessage]) -> int:
         if isinstance(m, SystemMessage)
         and (m is history[0] or str(m.content).startswith("SUMMARY"))
     ]
-    return count_tokens_approximately([*fixed, *humans[-1:]])
+    group = 0
+    results = list(itertools.takewhile(lambda m: isinstance(m, ToolMessage), reversed(history)))
+    if results and len(results) < len(history):
+        call = history[-len(results) - 1]
+        if isinstance(call, AIMessage) and call.tool_calls:
+            group = count_tokens_approximately([call]) + 70 * len(results)
+    return count_tokens_approximately([*fixed, *humans[-1:]]) + group
 
 
 def strategies() -> list[tuple[str, Any]]:

@@ -251,8 +251,16 @@ class Conversation:
         return self.units[-1].round if self.units else 0
 
     # -- stand-ins ---------------------------------------------------------------
-    def previewed(self, unit: Unit, *, threshold: int, cause: Literal["size", "budget"]) -> Unit:
-        """`unit` with every tool result over `threshold` tokens replaced by a preview.
+    def previewed(
+        self,
+        unit: Unit,
+        *,
+        threshold: int,
+        cause: Literal["size", "budget"],
+        preview_tokens: int | None = None,
+    ) -> Unit:
+        """`unit` with every tool result over `threshold` tokens replaced by a preview
+        (of about `preview_tokens`, default the conversation's).
 
         A `read_tool_result` answer is never previewed (`is_tool_result_page`): the model
         asked for the full text, and a preview would point back at it in a loop. The
@@ -263,37 +271,51 @@ class Conversation:
         messages = list(unit.messages)
         sizes = list(unit.sizes)
         offloads = list(unit.offloads)
+        changed = False
         for i, message in enumerate(messages):
-            if not isinstance(message, ToolMessage) or is_preview(message):
+            if not isinstance(message, ToolMessage):
                 continue
-            if is_tool_result_page(message):
+            original: ToolMessage = message
+            if is_preview(message):
+                # Previewed already: again, smaller, only when asked for a smaller preview
+                # (the newest tool group of a round that does not fit, `fit_current_round`).
+                if preview_tokens is None or not unit.originals or sizes[i] <= preview_tokens:
+                    continue
+                source = unit.originals[i]
+                if not isinstance(source, ToolMessage):
+                    continue
+                original = source
+                full = self.count(original)
+            else:
+                full = sizes[i]
+            if is_tool_result_page(original):
                 continue
-            full = sizes[i]
             if full <= threshold:
                 continue
             preview, cost = preview_of(
-                message,
+                original,
                 tokens=full,
-                preview_tokens=self.preview_tokens,
+                preview_tokens=self.preview_tokens if preview_tokens is None else preview_tokens,
                 count=self.count,
                 counted_by=(self.counter, self.base_tokens),
             )
-            if cost >= full:
+            if cost >= sizes[i]:
                 continue
             messages[i] = preview
             sizes[i] = cost
-            offloads.append(
-                OffloadedResult(
-                    ref=tool_result_ref(message.tool_call_id),
-                    id=unit.keys[i],
-                    tool_call_id=message.tool_call_id,
-                    tool=message.name,
-                    tokens=full,
-                    preview_tokens=cost,
-                    cause=cause,
-                )
+            changed = True
+            record = OffloadedResult(
+                ref=tool_result_ref(original.tool_call_id),
+                id=unit.keys[i],
+                tool_call_id=original.tool_call_id,
+                tool=original.name,
+                tokens=full,
+                preview_tokens=cost,
+                cause=cause,
             )
-        if len(offloads) == len(unit.offloads):
+            offloads = [o for o in offloads if o.tool_call_id != original.tool_call_id]
+            offloads.append(record)
+        if not changed:
             return unit
         return replace(
             unit,

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from langchain_core.messages import ToolMessage
+
 from langgraph_ctx.context.compaction.conversation import Conversation, Unit
 
 
@@ -81,19 +83,33 @@ def fit_current_round(
     room = hard - conv.cost(kept)
     tail: list[Unit] = []
     for unit in reversed(rest):
-        candidate = conv.previewed(unit, threshold=conv.preview_tokens, cause="budget")
-        if candidate.tokens > room:
-            candidate = conv.shortened(candidate, budget=conv.shorten_tokens)
-        if candidate.tokens > room and candidate.kind == "tools":
-            candidate = conv.calls_shortened(candidate, budget=max(room, 0))
-            if candidate.shortened != unit.shortened and "shorten_tool_call_args" not in steps:
-                steps.append("shorten_tool_call_args")
-        if candidate.tokens > room and tail:
+        candidate, cut = _fitted(conv, unit, room, conv.preview_tokens)
+        newest_group = not tail and unit.kind == "tools"
+        if candidate.tokens > room and newest_group:
+            # The newest tool group goes out whatever it costs: a request without the
+            # round's last message cannot be answered (the model would call again). Smaller
+            # previews first; what is still over is sent, and the record says so.
+            results = sum(isinstance(m, ToolMessage) for m in unit.messages) or 1
+            candidate, cut = _fitted(conv, unit, room, max(24, room // (2 * results)))
+        if candidate.tokens > room and not newest_group:
             break
-        # The newest unit is sent whatever it costs: a request without the round's last
-        # message cannot be answered (the record then says it is over the budget).
+        if cut and "shorten_tool_call_args" not in steps:
+            steps.append("shorten_tool_call_args")
         tail.insert(0, candidate)
         room -= candidate.tokens
         if room < 0:
             break
     return kept + tail, steps
+
+
+def _fitted(conv: Conversation, unit: Unit, room: int, preview: int) -> tuple[Unit, bool]:
+    """`unit` with its tool results previewed (over `preview` tokens, to about that), then
+    its text shortened and its tool calls' arguments cut while over `room`; and whether
+    the arguments were cut."""
+    candidate = conv.previewed(unit, threshold=preview, cause="budget", preview_tokens=preview)
+    if candidate.tokens > room:
+        candidate = conv.shortened(candidate, budget=conv.shorten_tokens)
+    if candidate.tokens > room and candidate.kind == "tools":
+        cut = conv.calls_shortened(candidate, budget=max(room, 0))
+        return cut, cut is not candidate
+    return candidate, False
