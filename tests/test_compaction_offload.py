@@ -303,3 +303,69 @@ def test_search_historys_answer_reaches_the_model_whole(tmp_path) -> None:
     shown = re.findall(r'open: read_tool_result\(ref="([^"\n]*)"', sent.content)
     messages = graph.get_state(config).values["messages"]
     assert shown and all(find_tool_result(messages, ref) for ref in shown)
+
+
+def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(tmp_path) -> None:
+    """`search_history`'s answers are never previewed, so the tool sizes them: with the
+    model's ``limit=200`` the answer was 12,007 tokens, a request of 12,607 against
+    5,500 (review 22). It keeps the best passages that fit half the room left, as a
+    `read_tool_result` page does. And an app's own tool of that name is previewed as any
+    other (the exemption went by the name)."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import tools_condition
+
+    from langgraph_ctx import (
+        ContextBudget,
+        ContextState,
+        JsonlSaver,
+        ModelNode,
+        context_pipeline,
+        read_tool_result,
+        search_history,
+    )
+    from langgraph_ctx.context.compaction import compact_messages
+    from langgraph_ctx.testing import ScriptedChatModel
+
+    @tool
+    def fetch_logs(service: str) -> str:
+        """Fetch a service's logs."""
+        rows = (f"2024-05-01 12:{i % 60:02d}:00 INFO {service} processed batch {i} for "
+                f"billing account {i * 13 % 97} in {i * 7 % 900} ms" for i in range(300))
+        return "\n".join(rows)
+
+    services = ["api", "auth", "cart", "mail", "geo", "pay", "cdn", "queue", "media"]
+    script: list[object] = []
+    for i, name in enumerate(services):
+        call = {"name": "fetch_logs", "args": {"service": name}, "id": f"c{i}"}
+        script += [AIMessage("", tool_calls=[call]), f"{name} ok."]
+    query = {"query": "billing account batch", "limit": 200}
+    script += [AIMessage("", tool_calls=[{"name": "search_history", "args": query, "id": "cs"}])]
+    script += ["done"]
+    model = ScriptedChatModel(script=script, model_name="gpt-4o")
+    tools = [fetch_logs, read_tool_result, search_history]
+    budget = ContextBudget(total=6000, output_reserve=500)
+    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent")
+    builder = StateGraph(ContextState)
+    builder.add_node("model", ModelNode(model, tools=tools))
+    builder.add_node("tools", ToolNode(tools))
+    entry = pipeline.add_to(builder, before="model")
+    builder.add_edge(START, entry)
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", entry)
+    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    config = {"configurable": {"thread_id": "t"}}
+    for name in services:
+        graph.invoke({"messages": [HumanMessage(f"check {name} logs")]}, config)
+    graph.invoke({"messages": [HumanMessage("which accounts had slow batches?")]}, config)
+    sent = model.received[-1]
+    assert count_tokens(sent, model="gpt-4o", tools=model.tools) <= 5500
+    (answer,) = [m for m in sent if getattr(m, "tool_call_id", None) == "cs"]
+    assert "1. " in answer.content and "TOOL_RESULT_PREVIEW" not in answer.content
+
+    orders = "\n".join(f"order {i}: customer 42 bought item {i * 7 % 500}" for i in range(900))
+    own = {"name": "search_history", "args": {"customer_id": 42}, "id": "c1"}
+    history = [HumanMessage("What did customer 42 buy?", id="h1"),
+               AIMessage("", tool_calls=[own], id="a1"),
+               ToolMessage(orders, tool_call_id="c1", name="search_history", id="t1")]  # fmt: skip
+    out = compact_messages(history, max_tokens=5500, model="gpt-4o")
+    assert len(out.record.offloaded) == 1 and len(out.messages[-1].content) < len(orders)

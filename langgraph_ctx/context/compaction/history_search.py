@@ -32,13 +32,15 @@ from langchain_core.tools import tool
 from langgraph.prebuilt import InjectedState
 
 from langgraph_ctx.context.compaction.previews import (
+    HISTORY_SEARCH_ANSWER,
     READ_TOOL_RESULT,
     SEARCH_HISTORY,
+    TOOL_RESULT_PAGE,
     is_preview,
     tool_result_ref,
 )
 from langgraph_ctx.context.compaction.relevance import message_index, message_text
-from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
+from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY, page_chars
 from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score
 
@@ -193,12 +195,12 @@ def format_hits(query: str, hits: Sequence[HistoryHit]) -> str:
     return "\n".join(lines)
 
 
-@tool(SEARCH_HISTORY)
+@tool(SEARCH_HISTORY, response_format="content_and_artifact")
 def search_history(
     query: str,
     state: Annotated[Any, InjectedState],
     limit: int = 8,
-) -> str:
+) -> tuple[str, dict[str, Any]]:
     """Search the whole conversation history, including earlier messages and full tool
     outputs no longer shown to you, for passages matching `query`. Passages you cannot
     see come first.
@@ -212,7 +214,16 @@ def search_history(
     """
     messages = _state_list(state, "messages") or []
     view = _state_list(state, "llm_input_messages")
-    return format_hits(query, search_messages(messages, query, limit=limit, view=view))
+    hits = search_messages(messages, query, limit=limit, view=view)
+    answer = format_hits(query, hits)
+    # Never previewed (`is_tool_result_page`, by the mark): sized to the room left in the
+    # request instead, as a `read_tool_result` page is (the best passages kept).
+    room = page_chars(answer, state)
+    while len(hits) > 1 and len(answer) > room:
+        hits = hits[:-1]
+        answer = format_hits(query, hits)
+    key, _ = TOOL_RESULT_PAGE
+    return answer, {key: HISTORY_SEARCH_ANSWER}
 
 
 def _state_list(state: Any, key: str) -> list[BaseMessage] | None:

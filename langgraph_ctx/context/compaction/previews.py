@@ -36,6 +36,8 @@ PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
 READ_TOOL_RESULT = "read_tool_result"
 SEARCH_HISTORY = "search_history"
 TOOL_RESULT_PAGE = ("langgraph_ctx", "tool_result_page")
+HISTORY_SEARCH_ANSWER = "history_search"
+"""The mark (under `TOOL_RESULT_PAGE`'s key) of a `search_history` answer's artifact."""
 """`artifact` key and value that mark a `read_tool_result` answer (a page of a result)."""
 REF_PREFIX = "tool-result/"
 _LINE_CLIP = 240  # longest key line shown in a preview, in characters
@@ -71,16 +73,17 @@ def is_tool_result_page(message: BaseMessage) -> bool:
     previews it again.
 
     The model asked for that text in full; a preview of it would point back at the
-    answer itself and the model would ask again (r1 -> r2 -> ...). A search's passages
-    are short already (``limit`` of them), and a preview of them kept neither the
-    passages nor, cut mid-line, the references to open.
+    answer itself and the model would ask again (r1 -> r2 -> ...). A search answer (by
+    its artifact's mark: an app's own tool of that name is previewed as any other) is
+    sized to the room by the tool, and a preview of it kept neither the passages nor,
+    cut mid-line, the references to open.
     """
     if not isinstance(message, ToolMessage):
         return False
     key, value = TOOL_RESULT_PAGE
     artifact = message.artifact
-    return message.name in (READ_TOOL_RESULT, SEARCH_HISTORY) or (
-        isinstance(artifact, dict) and artifact.get(key) == value
+    return message.name == READ_TOOL_RESULT or (
+        isinstance(artifact, dict) and artifact.get(key) in (value, HISTORY_SEARCH_ANSWER)
     )
 
 

@@ -73,7 +73,7 @@ def _field(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
 
 
-def _page_chars(text: str, state: Any) -> int:
+def page_chars(text: str, state: Any) -> int:
     """Characters of a default page: what half the room left in the request holds.
 
     The room is the state's `context_usage.remaining` (the budget node's count of the
@@ -117,7 +117,7 @@ def read_tool_result(
         )
         return answer, _page_marker(ref, 0, 0, 0)
     offset = max(0, offset)
-    limit = max(1, limit) if limit is not None else _page_chars(text, state)
+    limit = max(1, limit) if limit is not None else page_chars(text, state)
     part = text[offset : offset + limit]
     end = offset + len(part)
     if offset or end < len(text):
