@@ -369,3 +369,34 @@ def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(tmp_
                ToolMessage(orders, tool_call_id="c1", name="search_history", id="t1")]  # fmt: skip
     out = compact_messages(history, max_tokens=5500, model="gpt-4o")
     assert len(out.record.offloaded) == 1 and len(out.messages[-1].content) < len(orders)
+
+
+def test_a_cut_call_is_cut_in_every_form_a_provider_may_send() -> None:
+    """`calls_cut` cut only ``tool_calls`` and Anthropic's ``tool_use`` blocks: OpenAI's
+    Responses API sends the ``function_call`` block of ``content`` instead, whole, and a
+    call cut off mid-stream is in ``invalid_tool_calls`` (review 22)."""
+    import json
+
+    from langgraph_ctx.context.compaction.previews import calls_cut
+
+    big = "x" * 5000
+    message = AIMessage(
+        content=[
+            {"type": "function_call", "call_id": "c1", "name": "save",
+             "arguments": json.dumps({"text": big})},
+            {"type": "tool_use", "id": "c1", "name": "save", "input": {"text": big}},
+        ],
+        tool_calls=[{"name": "save", "args": {"text": big, "n": 3}, "id": "c1"}],
+        invalid_tool_calls=[{"name": "save", "args": '{"text": "' + big, "id": "c2",
+                             "error": None, "type": "invalid_tool_call"}],
+        id="a1",
+    )
+    cut = calls_cut(message, chars=100)
+    assert cut.tool_calls[0]["id"] == "c1" and cut.tool_calls[0]["args"]["n"] == 3
+    assert len(cut.tool_calls[0]["args"]["text"]) < 200
+    blocks = cut.content
+    assert isinstance(blocks, list) and isinstance(blocks[0], dict) and isinstance(blocks[1], dict)
+    assert len(json.loads(blocks[0]["arguments"])["text"]) < 200  # still JSON, cut
+    assert len(blocks[1]["input"]["text"]) < 200
+    assert len(cut.invalid_tool_calls[0]["args"] or "") < 200
+    assert message.tool_calls[0]["args"]["text"] == big  # the original untouched

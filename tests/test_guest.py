@@ -497,18 +497,34 @@ def test_one_middleware_in_agents_with_and_without_a_host_retry_says_so(
     from langchain.agents import create_agent
     from langchain.agents.middleware import ModelRetryMiddleware
 
+    for retry_first in (False, True):  # (either agent built first)
+        shared = context_pipeline("fast").middleware()
+        plain_model = StreamingScript(script=[ConnectionError("reset")])
+        retry = ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)
+        retried_model = StreamingScript(script=[ConnectionError("reset"), "retried"])
+        with pytest.warns(UserWarning, match="own pipeline.middleware") as caught:
+            if retry_first:
+                retried = create_agent(retried_model, [], middleware=[retry, shared])
+                plain = create_agent(plain_model, [], middleware=[shared])
+            else:
+                plain = create_agent(plain_model, [], middleware=[shared])
+                retried = create_agent(retried_model, [], middleware=[retry, shared])
+        assert caught[0].filename == __file__  # pointed at the app's create_agent call
+        thread = f"shared-{retry_first}"
+        out = retried.invoke({"messages": [("user", "hi")]}, config(f"{thread}-retry"))
+        assert out["messages"][-1].content == "retried" and len(retried_model.received) == 2
+        with pytest.raises(ConnectionError):
+            plain.invoke({"messages": [("user", "hi")]}, config(f"{thread}-plain"))
+    # A host's tool retry decides nothing while the pipeline leaves tool errors alone
+    # (tool_errors=False): agents that differ only in it draw no warning.
+    from langchain.agents.middleware import ToolRetryMiddleware
+
     shared = context_pipeline("fast").middleware()
-    plain_model = StreamingScript(script=[ConnectionError("reset")])
-    plain = create_agent(plain_model, [], middleware=[shared], checkpointer=saver)
-    retry = ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)
-    retried_model = StreamingScript(script=[ConnectionError("reset"), "retried"])
-    with pytest.warns(UserWarning, match="own pipeline.middleware") as caught:
-        retried = create_agent(retried_model, [], middleware=[retry, shared], checkpointer=saver)
-    assert caught[0].filename == __file__  # pointed at the app's create_agent call
-    out = retried.invoke({"messages": [("user", "hi")]}, config("shared-retry"))
-    assert out["messages"][-1].content == "retried" and len(retried_model.received) == 2
-    with pytest.raises(ConnectionError):
-        plain.invoke({"messages": [("user", "hi")]}, config("shared-plain"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        create_agent(StreamingScript(script=["a"]), [], middleware=[ToolRetryMiddleware(), shared])
+        create_agent(StreamingScript(script=["b"]), [], middleware=[shared])
+    assert not [w for w in caught if "own pipeline.middleware" in str(w.message)]
 
 
 @pytest.mark.parametrize("kind", ["retry", "error"])

@@ -255,10 +255,11 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         """Take note of the middleware listed before this one in an agent being built."""
         models = any(isinstance(m, _MODEL_ERROR_HANDLERS) for m in outer)
         tools = any(isinstance(m, _TOOL_ERROR_HANDLERS) for m in outer)
-        if self._agents and (models, tools) != (
-            self._host_retries_models,
-            self._host_retries_tools,
-        ):
+        # (the tool middleware decides nothing unless the pipeline catches tool errors)
+        differs = models != self._host_retries_models or (
+            self.tool_errors and tools != self._host_retries_tools
+        )
+        if self._agents and differs:
             # pointed at the app's create_agent call, past this module and LangChain's
             level, frame = 1, cast("FrameType | None", sys._getframe(1))
             while frame is not None and (

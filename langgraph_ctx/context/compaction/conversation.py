@@ -29,6 +29,7 @@ one pass over the list: each repair decides from the block being built.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -348,12 +349,15 @@ class Conversation:
         if unit.kind != "tools" or unit.tokens <= budget:
             return unit
         call, *results = unit.messages
-        if not isinstance(call, AIMessage) or not call.tool_calls:
+        if not isinstance(call, AIMessage) or not (call.tool_calls or call.invalid_tool_calls):
             return unit
         rest = sum(unit.sizes[1:])
+        # characters a token of the arguments holds (the text content of a call is empty)
+        shown = len(json.dumps([c.get("args") for c in call.tool_calls], default=str))
+        per_token = max(1.0, shown / max(unit.sizes[0], 1))
         short, cost = shrink_to(
             lambda chars: calls_cut(call, chars=chars),
-            chars=int(max(budget - rest, 1) * _chars_per_token(call, unit.sizes[0])),
+            chars=int(max(budget - rest, 1) * per_token),
             budget=max(budget - rest, 1),
             count=self.count,
         )

@@ -21,6 +21,7 @@ Full output: read_tool_result(ref="tool-result/call_1")
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -299,45 +300,69 @@ def calls_cut(message: AIMessage, *, chars: int) -> AIMessage:
     """A copy of an assistant message whose tool calls' arguments hold texts cut to
     ``chars`` characters each, with a note (the call ids and names as they are, so
     every result still answers its call). The call was made and answered already: the
-    model sees what it asked for, the history keeps it whole.
+    model sees what it asked for; the history keeps it whole (in ``rewrite_messages``
+    mode, the checkpoints before the compaction do).
 
     For a call whose arguments alone outgrow the budget (a 30 KB report saved through
     a tool): without it, the request could not end with the round the model is in.
-    The same texts are cut where a provider's raw form repeats them (``tool_use``
-    blocks in ``content``); ``additional_kwargs["tool_calls"]``, which LangChain's
-    integrations send only for a message without ``tool_calls``, is left out.
+    The same texts are cut wherever a provider's raw form repeats them, which is what
+    an integration may send instead of ``tool_calls``: ``content`` blocks (Anthropic's
+    ``tool_use`` ``input``, OpenAI Responses' ``function_call`` ``arguments``, a
+    ``tool_call`` block's ``args``), and ``invalid_tool_calls``;
+    ``additional_kwargs["tool_calls"]``, which LangChain's integrations send only for a
+    message without ``tool_calls``, is left out.
     """
 
     def cut(value: Any) -> Any:
         if isinstance(value, str) and len(value) > chars:
-            return (
-                f"{value[:chars]}… [cut by compaction: {len(value) - chars} more characters; "
-                "the call as made stays in the conversation history]"
-            )
+            return f"{value[:chars]}… [cut by compaction: {len(value) - chars} more characters]"
         if isinstance(value, dict):
             return {k: cut(v) for k, v in value.items()}
         if isinstance(value, list):
             return [cut(v) for v in value]
         return value
 
-    calls = [{**call, "args": cut(call["args"])} for call in message.tool_calls]
+    def cut_json(text: Any) -> Any:
+        """A JSON text of arguments, its texts cut (a text that does not parse: cut)."""
+        if not isinstance(text, str) or len(text) <= chars:
+            return text
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return cut(text)
+        return json.dumps(cut(parsed), ensure_ascii=False)
+
+    def block(item: Any) -> Any:
+        if not isinstance(item, dict):
+            return item
+        kind = item.get("type")
+        if kind in ("tool_use", "server_tool_use"):
+            item = {**item, "input": cut(item.get("input"))}
+            if "partial_json" in item:
+                item["partial_json"] = cut_json(item["partial_json"])
+        elif kind == "function_call" and "arguments" in item:
+            item = {**item, "arguments": cut_json(item["arguments"])}
+        elif kind == "tool_call":
+            item = {**item, "args": cut(item.get("args"))}
+            extras = item.get("extras")
+            if isinstance(extras, dict) and "arguments" in extras:
+                item["extras"] = {**extras, "arguments": cut_json(extras["arguments"])}
+        return item
+
     content: Any = message.content
     if isinstance(content, list):
-        content = [
-            {**block, "input": cut(block["input"])}
-            if isinstance(block, dict) and block.get("type") == "tool_use" and "input" in block
-            else block
-            for block in content
-        ]
-    kwargs = {
-        k: v
-        for k, v in message.additional_kwargs.items()
-        if k not in ("tool_calls", "function_call")
-    }
+        content = [block(item) for item in content]
     update: dict[str, Any] = {
         "content": content,
-        "tool_calls": calls,
-        "additional_kwargs": kwargs,
+        "tool_calls": [{**call, "args": cut(call["args"])} for call in message.tool_calls],
+        "invalid_tool_calls": [
+            {**call, "args": cut(call.get("args"))} for call in message.invalid_tool_calls
+        ],
+        "additional_kwargs": {
+            k: v
+            for k, v in message.additional_kwargs.items()
+            if k not in ("tool_calls", "function_call")
+        },
         "id": derived_id(message.id, "args"),
     }
     return message.model_copy(update=update)
