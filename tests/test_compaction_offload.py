@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import pytest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -305,7 +306,10 @@ def test_search_historys_answer_reaches_the_model_whole(tmp_path) -> None:
     assert shown and all(find_tool_result(messages, ref) for ref in shown)
 
 
-def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(tmp_path) -> None:
+@pytest.mark.parametrize("keys", [None, {"context_usage": "ctx_usage"}])
+def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(
+    tmp_path, keys
+) -> None:
     """`search_history`'s answers are never previewed, so the tool sizes them: with the
     model's ``limit=200`` the answer was 12,007 tokens, a request of 12,607 against
     5,500 (review 22). It keeps the best passages that fit half the room left, as a
@@ -316,7 +320,6 @@ def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(tmp_
 
     from langgraph_ctx import (
         ContextBudget,
-        ContextState,
         JsonlSaver,
         ModelNode,
         context_pipeline,
@@ -344,9 +347,10 @@ def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(tmp_
     model = ScriptedChatModel(script=script, model_name="gpt-4o")
     tools = [fetch_logs, read_tool_result, search_history]
     budget = ContextBudget(total=6000, output_reserve=500)
-    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent")
-    builder = StateGraph(ContextState)
-    builder.add_node("model", ModelNode(model, tools=tools))
+    # (renamed keys: the tools find the budget's count by its type, review 23)
+    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent", keys=keys)
+    builder = StateGraph(pipeline.state_schema())
+    builder.add_node("model", ModelNode(model, tools=tools, keys=pipeline.keys))
     builder.add_node("tools", ToolNode(tools))
     entry = pipeline.add_to(builder, before="model")
     builder.add_edge(START, entry)
@@ -400,3 +404,35 @@ def test_a_cut_call_is_cut_in_every_form_a_provider_may_send() -> None:
     assert len(blocks[1]["input"]["text"]) < 200
     assert len(cut.invalid_tool_calls[0]["args"] or "") < 200
     assert message.tool_calls[0]["args"]["text"] == big  # the original untouched
+
+
+def test_the_newest_tool_group_gets_a_smaller_preview_before_going_over_the_budget() -> None:
+    """Room for the call and a ~60-token preview, not for a 145-token one: the newest tool
+    group went out over the budget with the usual preview (the property test found it),
+    and, when the result reached compaction as a preview already (a node's view, a
+    rewritten history), it could not be made smaller at all (review 23)."""
+    from langchain_core.messages import SystemMessage
+
+    from langgraph_ctx.context.compaction import compact_messages
+    from langgraph_ctx.context.compaction.conversation import preview_of
+
+    log = "\n".join(f"2024-05-01 12:{i % 60:02d}:00 INFO worker processed batch {i} in "
+                    f"{i * 7 % 900} ms" for i in range(400))  # fmt: skip
+    call = {"name": "fetch_logs", "args": {"service": "api"}, "id": "call_1"}
+    tool = ToolMessage(log, tool_call_id="call_1", name="fetch_logs", id="t1")
+    base = [SystemMessage("sys " * 200, id="s"),
+            HumanMessage("please check the api logs " + "detail " * 300, id="h"),
+            AIMessage("", tool_calls=[call], id="a1")]  # fmt: skip
+
+    def count(messages: list[BaseMessage]) -> int:
+        return count_tokens(messages, model="gpt-4o")
+
+    empty = count([])
+    full = count([tool]) - empty
+    preview, _ = preview_of(tool, tokens=full, preview_tokens=160,
+                            count=lambda m: count([m]) - empty)  # fmt: skip
+    budget = count(base) + 110
+    for last in (tool, preview):
+        sent, record = compact_messages([*base, last], max_tokens=budget, model="gpt-4o")
+        assert record.within_budget, (record.tokens_after, budget)
+        assert sent[-1].tool_call_id == "call_1" and "read_tool_result" in sent[-1].text

@@ -681,3 +681,32 @@ def test_shortening_keeps_an_image_placed_ahead_of_the_text_ahead_of_it() -> Non
     assert record.ladder[-1] == "shorten_latest_user"
     assert sent.content[0] == first and sent.content[-1] == last
     assert sent.content[1]["text"].startswith("Compare the two photos.")
+
+
+def test_a_summary_leaves_room_for_the_newest_tool_group() -> None:
+    """An LLM summary was clipped only down to its reserve: with the newest tool group
+    kept beyond the strategy's room, the request ended at 947 tokens against 900
+    (review 23). The summary is clipped to what the kept messages leave."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from langgraph_ctx.context.compaction import LLMSummary, compact_messages
+    from langgraph_ctx.testing import ExtractiveSummaryModel
+
+    history: list[BaseMessage] = []
+    for i in range(12):
+        text = " ".join(f"Decided: use PostgreSQL 16.{i}{j} for store {j}. The budget is "
+                        f"{i}{j}00 USD per month." for j in range(4))  # fmt: skip
+        history += [HumanMessage(text, id=f"u{i}"), AIMessage(f"Noted {i}.", id=f"r{i}")]
+    call = {"name": "search", "args": {"q": "x"}, "id": "c1"}
+    history += [
+        HumanMessage("Please look at the failing test. " * 70, id="u_last"),
+        AIMessage("", tool_calls=[call], id="a_last"),
+        ToolMessage("12:00:01 INFO batch 7 in 91 ms\n" * 3, tool_call_id="c1", id="t_last"),
+    ]
+    for max_tokens in (900, 1000):
+        sent, record = compact_messages(
+            history, max_tokens=max_tokens, token_counter="approximate",
+            strategy=LLMSummary(ExtractiveSummaryModel(), retry_delay=0),
+        )  # fmt: skip
+        assert record.within_budget, (record.tokens_after, max_tokens)
+        assert [m.id for m in sent[-2:]] == ["a_last", "t_last"]

@@ -56,6 +56,7 @@ from langgraph_ctx.context.compaction.previews import (
     is_tool_result_page,
     message_key,
     preview_start,
+    preview_stub,
     shortened_message,
     shortened_to_fit,
     shrink_to,
@@ -279,11 +280,16 @@ class Conversation:
             original: ToolMessage = message
             if is_preview(message):
                 # Previewed already: again, smaller, only when asked for a smaller preview
-                # (the newest tool group of a round that does not fit, `fit_current_round`).
-                if preview_tokens is None or not unit.originals or sizes[i] <= preview_tokens:
+                # (the newest tool group of a round that does not fit, `fit_current_round`),
+                # from the full text when at hand, else cut to its frame.
+                if preview_tokens is None or sizes[i] <= preview_tokens:
                     continue
-                source = unit.originals[i]
-                if not isinstance(source, ToolMessage):
+                source = unit.originals[i] if unit.originals else None
+                if not isinstance(source, ToolMessage) or is_preview(source):
+                    stub = preview_stub(message)
+                    cost = self.count(stub)
+                    if cost < sizes[i]:
+                        messages[i], sizes[i], changed = stub, cost, True
                     continue
                 original = source
                 full = self.count(original)

@@ -245,10 +245,10 @@ def _assemble(
     ladder = list(plan.ladder)
     old = conv.running_summary
     if new_summary is not None:
+        # What the kept messages leave: the plan's reserve for the summary, or less when the
+        # newest tool group had to go out larger than the room (`fit_current_round`).
         room = max_tokens - conv.fixed_tokens(with_running_summary=False) - conv.cost(plan.keep)
-        message, _, clipped = summary_message_within(
-            new_summary, max(room, plan.summary_tokens), conv.count
-        )
+        message, _, clipped = summary_message_within(new_summary, max(room, 0), conv.count)
         messages.append(message)
         kept.append(message.id or "running-summary")
         if clipped:

@@ -37,9 +37,9 @@ PREVIEW_HEADER = "TOOL_RESULT_PREVIEW"
 READ_TOOL_RESULT = "read_tool_result"
 SEARCH_HISTORY = "search_history"
 TOOL_RESULT_PAGE = ("langgraph_ctx", "tool_result_page")
+"""`artifact` key and value that mark a `read_tool_result` answer (a page of a result)."""
 HISTORY_SEARCH_ANSWER = "history_search"
 """The mark (under `TOOL_RESULT_PAGE`'s key) of a `search_history` answer's artifact."""
-"""`artifact` key and value that mark a `read_tool_result` answer (a page of a result)."""
 REF_PREFIX = "tool-result/"
 _LINE_CLIP = 240  # longest key line shown in a preview, in characters
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
@@ -251,6 +251,20 @@ def preview_message(message: ToolMessage, *, tokens: int, body: str) -> ToolMess
         status=message.status,
         id=derived_id(message.id, "preview"),
     )
+
+
+def preview_stub(preview: ToolMessage) -> ToolMessage:
+    """A preview cut to its frame: the header and the reference line, a note between.
+
+    For the newest tool group of a round with no room for its previews, when the full
+    text is not at hand (compaction reads a view whose result is a preview already):
+    the model still sees what the result was and how to open it.
+    """
+    lines = content_text(preview.content).split("\n")
+    if len(lines) <= 3:
+        return preview
+    note = "[… no room left in this request for more of the preview …]"
+    return preview.model_copy(update={"content": "\n".join([lines[0], note, lines[-1]])})
 
 
 _FRAME_CHARS_PER_TOKEN = 3  # header, reference and notes: short words, "=", "/", digits

@@ -31,6 +31,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt import InjectedState
 
+from langgraph_ctx.context.budget import ContextUsage
 from langgraph_ctx.context.compaction.previews import (
     TOOL_RESULT_PAGE,
     is_preview,
@@ -82,6 +83,10 @@ def page_chars(text: str, state: Any) -> int:
     the model's tokenizer). Without a `context_usage`, `DEFAULT_PAGE_CHARS`.
     """
     usage = _field(state, "context_usage") if state is not None else None
+    if usage is None and state is not None:  # the key renamed (`StateKeys`): by its type
+        fields = state if isinstance(state, dict) else getattr(state, "__dict__", {})
+        values = fields.values()
+        usage = next((v for v in values if isinstance(v, ContextUsage)), None)
     remaining = _field(usage, "remaining") if usage is not None else None
     if not isinstance(remaining, int):
         return DEFAULT_PAGE_CHARS
