@@ -8,17 +8,38 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
+from langgraph_ctx import ContextBudget, JsonlSaver, ModelNode, context_pipeline
 from langgraph_ctx.context.compaction import (
     compact_messages,
     find_tool_result,
     read_tool_result,
+    search_history,
     tool_result_ref,
 )
 from langgraph_ctx.context.tokens import count_tokens
-from langgraph_ctx.testing import ordering_problems
+from langgraph_ctx.testing import ScriptedChatModel, ordering_problems
+
+SMALL = ContextBudget(total=6000, output_reserve=500)
+"""A budget that makes compaction work: 5,500 tokens a request."""
+
+
+def documented_graph(
+    model: ScriptedChatModel, tools: list[object], root: object, keys: object = None
+) -> object:
+    """The StateGraph wiring docs/pipeline.md gives: the pipeline before `ModelNode`,
+    a `ToolNode` looping back to it, on a `JsonlSaver`."""
+    pipeline = context_pipeline(SMALL, model="gpt-4o", tools=tools, mode="agent", keys=keys)
+    builder = StateGraph(pipeline.state_schema())
+    builder.add_node("model", ModelNode(model, tools=tools, keys=pipeline.keys))
+    builder.add_node("tools", ToolNode(tools))
+    entry = pipeline.add_to(builder, before="model")
+    builder.add_edge(START, entry)
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", entry)
+    return builder.compile(checkpointer=JsonlSaver(root))
 
 LOG = "\n".join(
     f"2024-05-01 12:00:{i % 60:02d} INFO worker-{i % 7} processed batch {i} in {i % 90} ms"
@@ -182,18 +203,6 @@ def test_a_tool_call_whose_arguments_outgrow_the_budget_is_sent_cut_not_dropped(
 
     from langchain.agents import create_agent
     from langchain_core.tools import tool
-    from langgraph.prebuilt import tools_condition
-
-    from langgraph_ctx import (
-        ContextBudget,
-        ContextState,
-        JsonlSaver,
-        ModelNode,
-        context_pipeline,
-        read_tool_result,
-        search_history,
-    )
-    from langgraph_ctx.testing import ScriptedChatModel
 
     @tool
     def save_report(text: str) -> str:
@@ -201,38 +210,27 @@ def test_a_tool_call_whose_arguments_outgrow_the_budget_is_sent_cut_not_dropped(
         return f"saved {len(text)} chars"
 
     report = "\n".join(f"row {i}: region EMEA amount {i * 37 % 1000} EUR" for i in range(600))
-    budget = ContextBudget(total=6000, output_reserve=500)
-    limit = budget.total - budget.output_reserve
-    saver = JsonlSaver(tmp_path)
-    tools = [save_report, read_tool_result, search_history]
 
     def script() -> list[object]:
         call = {"name": "save_report", "args": {"text": report}, "id": "call_1"}
         return [AIMessage("", tool_calls=[call]), "Saved."]
 
     graph_model = ScriptedChatModel(script=script(), model_name="gpt-4o")
-    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent")
-    builder = StateGraph(ContextState)
-    builder.add_node("model", ModelNode(graph_model, tools=tools))
-    builder.add_node("tools", ToolNode(tools))
-    entry = pipeline.add_to(builder, before="model")
-    builder.add_edge(START, entry)
-    builder.add_conditional_edges("model", tools_condition)
-    builder.add_edge("tools", entry)
-    graph = builder.compile(checkpointer=saver)
-
+    graph = documented_graph(graph_model, [save_report, read_tool_result, search_history],
+                             tmp_path / "g")  # fmt: skip
     agent_model = ScriptedChatModel(script=script(), model_name="gpt-4o")
-    middleware = [context_pipeline(budget, model="gpt-4o").middleware()]
-    agent = create_agent(agent_model, [save_report], checkpointer=saver, middleware=middleware)
+    middleware = [context_pipeline(SMALL, model="gpt-4o").middleware()]
+    agent = create_agent(agent_model, [save_report], checkpointer=JsonlSaver(tmp_path / "a"),
+                         middleware=middleware)  # fmt: skip
 
-    for app, model, thread in ((graph, graph_model, "g"), (agent, agent_model, "a")):
-        config = {"configurable": {"thread_id": thread}}
+    for app, model in ((graph, graph_model), (agent, agent_model)):
+        config = {"configurable": {"thread_id": "t"}}
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # ModelNode's "from an earlier step"
             state = app.invoke({"messages": [HumanMessage("Save the EMEA report.")]}, config)
         sent = model.received[1]
         assert [m.type for m in sent] == ["system", "human", "ai", "tool"]
-        assert count_tokens(sent, model="gpt-4o", tools=model.tools) <= limit
+        assert count_tokens(sent, model="gpt-4o", tools=model.tools) <= 5500
         assert not ordering_problems(sent)
         cut = sent[2].tool_calls[0]
         assert cut["id"] == "call_1" and "cut by compaction" in cut["args"]["text"]
@@ -249,19 +247,6 @@ def test_search_historys_answer_reaches_the_model_whole(tmp_path) -> None:
     import re
 
     from langchain_core.tools import tool
-    from langgraph.prebuilt import tools_condition
-
-    from langgraph_ctx import (
-        ContextBudget,
-        ContextState,
-        JsonlSaver,
-        ModelNode,
-        context_pipeline,
-        read_tool_result,
-        search_history,
-    )
-    from langgraph_ctx.context.compaction.tools import find_tool_result
-    from langgraph_ctx.testing import ScriptedChatModel
 
     @tool
     def fetch_logs(service: str) -> str:
@@ -283,17 +268,7 @@ def test_search_historys_answer_reaches_the_model_whole(tmp_path) -> None:
     search = {"name": "search_history", "args": {"query": "billing auditor"}, "id": "call_search"}
     script += [AIMessage("", tool_calls=[search]), "done"]
     model = ScriptedChatModel(script=script, model_name="gpt-4o")
-    tools = [fetch_logs, read_tool_result, search_history]
-    budget = ContextBudget(total=6000, output_reserve=500)
-    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent")
-    builder = StateGraph(ContextState)
-    builder.add_node("model", ModelNode(model, tools=tools))
-    builder.add_node("tools", ToolNode(tools))
-    entry = pipeline.add_to(builder, before="model")
-    builder.add_edge(START, entry)
-    builder.add_conditional_edges("model", tools_condition)
-    builder.add_edge("tools", entry)
-    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    graph = documented_graph(model, [fetch_logs, read_tool_result, search_history], tmp_path)
     config = {"configurable": {"thread_id": "t"}}
     for name in services:
         graph.invoke({"messages": [HumanMessage(f"check {name} logs")]}, config)
@@ -313,21 +288,10 @@ def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(
     """`search_history`'s answers are never previewed, so the tool sizes them: with the
     model's ``limit=200`` the answer was 12,007 tokens, a request of 12,607 against
     5,500 (review 22). It keeps the best passages that fit half the room left, as a
-    `read_tool_result` page does. And an app's own tool of that name is previewed as any
-    other (the exemption went by the name)."""
+    `read_tool_result` page does (also with the pipeline's keys renamed: the tools find
+    the budget's count by its type, review 23). And an app's own tool of that name is
+    previewed as any other (the exemption went by the name)."""
     from langchain_core.tools import tool
-    from langgraph.prebuilt import tools_condition
-
-    from langgraph_ctx import (
-        ContextBudget,
-        JsonlSaver,
-        ModelNode,
-        context_pipeline,
-        read_tool_result,
-        search_history,
-    )
-    from langgraph_ctx.context.compaction import compact_messages
-    from langgraph_ctx.testing import ScriptedChatModel
 
     @tool
     def fetch_logs(service: str) -> str:
@@ -346,17 +310,7 @@ def test_a_search_answer_fits_the_room_and_only_the_packages_tool_is_exempt(
     script += ["done"]
     model = ScriptedChatModel(script=script, model_name="gpt-4o")
     tools = [fetch_logs, read_tool_result, search_history]
-    budget = ContextBudget(total=6000, output_reserve=500)
-    # (renamed keys: the tools find the budget's count by its type, review 23)
-    pipeline = context_pipeline(budget, model="gpt-4o", tools=tools, mode="agent", keys=keys)
-    builder = StateGraph(pipeline.state_schema())
-    builder.add_node("model", ModelNode(model, tools=tools, keys=pipeline.keys))
-    builder.add_node("tools", ToolNode(tools))
-    entry = pipeline.add_to(builder, before="model")
-    builder.add_edge(START, entry)
-    builder.add_conditional_edges("model", tools_condition)
-    builder.add_edge("tools", entry)
-    graph = builder.compile(checkpointer=JsonlSaver(tmp_path))
+    graph = documented_graph(model, tools, tmp_path, keys=keys)
     config = {"configurable": {"thread_id": "t"}}
     for name in services:
         graph.invoke({"messages": [HumanMessage(f"check {name} logs")]}, config)
