@@ -390,3 +390,27 @@ def test_the_newest_tool_group_gets_a_smaller_preview_before_going_over_the_budg
         sent, record = compact_messages([*base, last], max_tokens=budget, model="gpt-4o")
         assert record.within_budget, (record.tokens_after, budget)
         assert sent[-1].tool_call_id == "call_1" and "read_tool_result" in sent[-1].text
+
+
+def test_a_page_is_sized_by_the_budgets_count_under_any_key() -> None:
+    """`read_tool_result` pages and `search_history` answers are sized to half the room
+    left, read from ``context_usage``. Renamed (the app has a ``context_usage`` of its
+    own) they fell back to 20,000 characters, or took the app's value (review 24). The
+    budget's count is found by its type (or its JSON form); with two pipelines in one
+    state, the one with the least room."""
+    from langgraph_ctx.context.budget import ContextUsage
+    from langgraph_ctx.context.compaction.tools import DEFAULT_PAGE_CHARS, page_chars
+
+    def usage(remaining: int) -> ContextUsage:
+        return ContextUsage.model_construct(remaining=remaining, total=6000, used=0,
+                                            model="gpt-4o")  # fmt: skip
+
+    text = LOG
+    plain = page_chars(text, {"context_usage": usage(1500)})
+    assert plain < DEFAULT_PAGE_CHARS
+    assert page_chars(text, {"ctx_usage": usage(1500)}) == plain
+    assert page_chars(text, {"context_usage": {"mine": 1}, "ctx_usage": usage(1500)}) == plain
+    json_form = {"remaining": 1500, "total": 6000, "used": 4500, "model": "gpt-4o"}
+    assert page_chars(text, {"ctx_usage": json_form}) == plain
+    assert page_chars(text, {"a": usage(1500), "b": usage(20_000)}) == plain
+    assert page_chars(text, {"messages": []}) == DEFAULT_PAGE_CHARS

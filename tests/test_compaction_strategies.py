@@ -710,3 +710,34 @@ def test_a_summary_leaves_room_for_the_newest_tool_group() -> None:
         )  # fmt: skip
         assert record.within_budget, (record.tokens_after, max_tokens)
         assert [m.id for m in sent[-2:]] == ["a_last", "t_last"]
+
+
+def test_a_summary_under_a_target_keeps_its_reserve_while_the_hard_budget_has_room() -> None:
+    """With a target below the hard budget (`CompactionNode`'s default ``target=0.5``) and a
+    current round larger than the target's room, the summary was clipped to its header
+    (155 characters for 60 messages, every decision gone) although the request had room
+    under the hard budget (review 24 of the fix above)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from langgraph_ctx.context.compaction import LLMSummary, compact_messages
+    from langgraph_ctx.testing import ExtractiveSummaryModel
+
+    history: list[BaseMessage] = []
+    for i in range(30):
+        text = " ".join(f"Decided: use PostgreSQL 16.{i}{j} for store {j}. The budget is "
+                        f"{i}{j}00 USD per month." for j in range(4))  # fmt: skip
+        history += [HumanMessage(text, id=f"u{i}"), AIMessage(f"Noted {i}.", id=f"r{i}")]
+    log = "ERROR migration 0042 failed on table orders\n" * 170
+    history.append(HumanMessage("Fix what fails. The failing log:\n" + log, id="u_last"))
+    for k in range(2):
+        call = {"name": "run_check", "args": {"n": k}, "id": f"c{k}"}
+        history += [AIMessage("", tool_calls=[call], id=f"a{k}"),
+                    ToolMessage(f"check {k}: " + "ok step " * 110, tool_call_id=f"c{k}",
+                                id=f"t{k}")]  # fmt: skip
+    sent, record = compact_messages(
+        history, max_tokens=4000, target_tokens=2000, token_counter="approximate",
+        strategy=LLMSummary(ExtractiveSummaryModel(), retry_delay=0),
+    )  # fmt: skip
+    summary = next(m for m in sent if m.type == "system")
+    assert record.within_budget and "Decisions made" in summary.text
+    assert len(summary.text) > 1000

@@ -245,10 +245,14 @@ def _assemble(
     ladder = list(plan.ladder)
     old = conv.running_summary
     if new_summary is not None:
-        # What the kept messages leave: the plan's reserve for the summary, or less when the
-        # newest tool group had to go out larger than the room (`fit_current_round`).
+        # ``max_tokens`` is the goal; the request may use the hard budget (the goal plus
+        # `conv.headroom`). The summary gets what the kept messages leave of the goal, at
+        # least its reserve, and never more than they leave of the hard budget: less when
+        # the newest tool group had to go out larger than its room (`fit_current_round`).
         room = max_tokens - conv.fixed_tokens(with_running_summary=False) - conv.cost(plan.keep)
-        message, _, clipped = summary_message_within(new_summary, max(room, 0), conv.count)
+        hard_room = room + max(0, conv.headroom)
+        budget = max(0, min(hard_room, max(room, plan.summary_tokens)))
+        message, _, clipped = summary_message_within(new_summary, budget, conv.count)
         messages.append(message)
         kept.append(message.id or "running-summary")
         if clipped:

@@ -261,7 +261,7 @@ def preview_stub(preview: ToolMessage) -> ToolMessage:
     the model still sees what the result was and how to open it.
     """
     lines = content_text(preview.content).split("\n")
-    if len(lines) <= 3:
+    if len(lines) < 3:  # (a one-line body, minified JSON, is replaced by the note too)
         return preview
     note = "[… no room left in this request for more of the preview …]"
     return preview.model_copy(update={"content": "\n".join([lines[0], note, lines[-1]])})

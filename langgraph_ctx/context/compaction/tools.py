@@ -74,6 +74,34 @@ def _field(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
 
 
+def _is_usage(value: Any) -> bool:
+    """A budget node's count: a `ContextUsage`, or its JSON form (a thread read as dicts)."""
+    if isinstance(value, ContextUsage):
+        return True
+    return (
+        isinstance(value, dict)
+        and type(value.get("remaining")) is int
+        and type(value.get("total")) is int
+        and "used" in value
+    )
+
+
+def _usage_of(state: Any) -> Any:
+    """The state's `context_usage`; under a renamed key (`StateKeys`, when the app has a
+    `context_usage` of its own) found by its type, the one with the least room left when
+    there are several (two pipelines in one state)."""
+    if state is None:
+        return None
+    fields = state if isinstance(state, dict) else getattr(state, "__dict__", {})
+    if not isinstance(fields, dict):
+        return None
+    usage = fields.get("context_usage")
+    if _is_usage(usage):
+        return usage
+    found = [v for v in fields.values() if _is_usage(v)]
+    return min(found, key=lambda u: _field(u, "remaining")) if found else None
+
+
 def page_chars(text: str, state: Any) -> int:
     """Characters of a default page: what half the room left in the request holds.
 
@@ -82,14 +110,10 @@ def page_chars(text: str, state: Any) -> int:
     `MAX_PAGE_TOKENS`, converted with this text's own characters per token (counted with
     the model's tokenizer). Without a `context_usage`, `DEFAULT_PAGE_CHARS`.
     """
-    usage = _field(state, "context_usage") if state is not None else None
-    if usage is None and state is not None:  # the key renamed (`StateKeys`): by its type
-        fields = state if isinstance(state, dict) else getattr(state, "__dict__", {})
-        values = fields.values()
-        usage = next((v for v in values if isinstance(v, ContextUsage)), None)
-    remaining = _field(usage, "remaining") if usage is not None else None
-    if not isinstance(remaining, int):
+    usage = _usage_of(state)
+    if usage is None:
         return DEFAULT_PAGE_CHARS
+    remaining = _field(usage, "remaining")
     tokens = max(MIN_PAGE_TOKENS, min(MAX_PAGE_TOKENS, remaining // 2))
     model = _field(usage, "model") or "gpt-4o"
     sample = text[:200_000]
