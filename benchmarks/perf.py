@@ -13,7 +13,8 @@ Sections (``--only NAME``, repeatable):
   with the scripted model of ``scripted_agent.py``, a ~6 KB tool result per turn). Per
   saver (``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver``, ``JsonlSaver``,
   ``RedisLogSaver`` on a redis-server started on a free loopback port without persistence,
-  its database emptied before each run), each run in its own process on fresh storage:
+  its database emptied before each run), each run in its own process on fresh storage,
+  the savers taking turns (run 1 of each, then run 2, ...):
   ms per turn (``invoke``, mean of the last 50 turns),
   RSS growth (resident memory after the last turn minus after the first, both after a
   garbage collection), ``get_state_history`` (newest 300 states at 2,000 turns, where
@@ -248,11 +249,13 @@ class Run:
             savers.remove("InMemorySaver")
         figures: dict[str, dict[str, Any]] = {}
         paired: dict[str, dict[str, Any]] = {}  # COLD_PAIR's cold specs, timed after the loop
-        for saver in savers:
-            per_run = []
-            cold: list[float] = []
-            history: list[float] = []
-            for run in range(runs):
+        per_run: dict[str, list[dict[str, Any]]] = {saver: [] for saver in savers}
+        history: dict[str, list[float]] = {}
+        cold: dict[str, list[float]] = {}
+        # The savers take turns (run 1 of each, then run 2, ...): the machine's speed
+        # drifting over the minutes a section takes then reaches every saver's median alike.
+        for run in range(runs):
+            for saver in savers:
                 target = self.target(saver, f"{section}-{run}")
                 log(f"{section}: {saver}, run {run + 1}/{runs}, {size['turns']} turns")
                 spec = {
@@ -264,21 +267,23 @@ class Run:
                     "history_runs": self.repeats if run == 0 else 0,
                 }
                 result = in_child({"task": "workload", **spec})
-                per_run.append(result)
+                per_run[saver].append(result)
                 if run == 0:
-                    history = result["history_ms"]
+                    history[saver] = result["history_ms"]
                     if saver in COLD_PAIR:
                         paired[saver] = spec  # its files stay: each run has its own
                     elif saver in COLD_SAVERS:  # a server's data: before the next run empties it
-                        cold = [
+                        cold[saver] = [
                             in_child({"task": "cold", **spec})["ms"] for _ in range(self.repeats)
                         ]
+        for saver in savers:
+            runs_of = per_run[saver]
             figures[saver] = {
-                "ms_turn": median([statistics.mean(r["turn_ms"][-50:]) for r in per_run]),
-                "rss": median([r["rss_growth"] / 2**20 for r in per_run]),
-                "history": median(history),
-                "cold": median(cold) if cold else None,
-                "states": per_run[0]["states"],
+                "ms_turn": median([statistics.mean(r["turn_ms"][-50:]) for r in runs_of]),
+                "rss": median([r["rss_growth"] / 2**20 for r in runs_of]),
+                "history": median(history[saver]),
+                "cold": median(cold[saver]) if saver in cold else None,
+                "states": runs_of[0]["states"],
             }
         for saver, cold_ms in self.cold_pair(paired).items():
             figures[saver]["cold"] = median(cold_ms)
