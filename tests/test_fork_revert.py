@@ -270,3 +270,85 @@ def test_revert_and_fork_keep_a_parents_writes_saved_after_the_checkpoints_line(
                     {"configurable": {"thread_id": thread}}
                 )
                 assert (got.values, got.next) == (snapshot.values, snapshot.next), (i, thread)
+
+
+class _Profiled(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    profile: dict[str, str]
+    counter: int
+
+
+def _setup_graph():
+    def setup(state):
+        return {"profile": {"plan": state["log"][-1]}, "counter": len(state["log"])}
+
+    builder = StateGraph(_Profiled)
+    builder.add_node(setup)
+    builder.add_edge(START, "setup")
+    return builder
+
+
+def _slow_graph(inside, go):
+    def first(state):
+        return {"log": ["first"]}
+
+    def slow(state):
+        inside.set()
+        assert go.wait(10)
+        return {"log": ["slow"]}
+
+    builder = StateGraph(_Profiled)
+    builder.add_node(first)
+    builder.add_node(slow)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "slow")
+    return builder
+
+
+@pytest.mark.parametrize("operation", ["revert", "delete_thread", "sqlite"])
+def test_a_run_whose_thread_is_reverted_or_deleted_meanwhile_keeps_every_channel(
+    backend, operation, tmp_path
+):
+    """Another process reverts (or deletes) the thread while a run on it is in a step:
+    the run's next checkpoint has no parent in the log, and the channels the step did not
+    change had no line left to be read from. They read back as the run holds them, as
+    with `SqliteSaver` (the last case). Before, ``profile`` and ``counter`` were gone,
+    still named in ``channel_versions``, and `verify` saw nothing wrong."""
+    import sqlite3
+    import threading
+
+    if operation == "sqlite":
+        if backend.name != "jsonl":
+            pytest.skip("the reference runs once")
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        def make():
+            conn = sqlite3.connect(tmp_path / "ref.db", check_same_thread=False)
+            return SqliteSaver(conn)
+    else:
+        make = backend.saver
+    config = {"configurable": {"thread_id": "t"}}
+    setup = _setup_graph().compile(checkpointer=make())
+    setup.invoke({"log": ["gold"]}, config)
+    after_gold = setup.get_state(config).config["configurable"]["checkpoint_id"]
+    setup.invoke({"log": ["platinum"]}, config)
+    inside, go = threading.Event(), threading.Event()
+    run = _slow_graph(inside, go).compile(checkpointer=make())
+    worker = threading.Thread(target=run.invoke, args=({"log": ["turn3"]}, config))
+    worker.start()
+    try:
+        assert inside.wait(10)
+        other = make()  # another process (the CLI) changes the thread under the run
+        if operation == "revert":
+            other.revert("t", after_gold)
+        else:
+            other.delete_thread("t")
+    finally:
+        go.set()
+        worker.join()
+    state = _slow_graph(inside, go).compile(checkpointer=make()).get_state(config)
+    assert state.values == {
+        "log": ["gold", "platinum", "turn3", "first", "slow"],
+        "profile": {"plan": "platinum"},
+        "counter": 2,
+    }

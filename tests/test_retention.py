@@ -440,3 +440,31 @@ def test_a_sweep_plans_a_delta_thread_once(backend: Any) -> None:
     assert first.pruned == ["t"] and first.actions[0].checkpoints_after == kept > 1
     again = sweep(saver, older_than="0s", keep_latest=True)
     assert again.pruned == [] and len(list(saver.list(cfg))) == kept
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_keep_latest_leaves_no_parent_config_to_a_dropped_checkpoint(
+    backend: Any, delta: bool
+) -> None:
+    """``keep_latest`` kept the head's ``parent_config`` naming the checkpoint it deleted:
+    ``get_state(parent_config)`` then answered empty values for an id the history no longer
+    lists. A kept checkpoint whose parent is dropped has no parent, as `PostgresSaver.prune`
+    leaves it (``parent_checkpoint_id = NULL``); the ancestors a `DeltaChannel` keeps
+    keep theirs."""
+    if delta:
+        _, saver, cfg = _delta_thread(backend)
+    else:
+        saver = backend.saver()
+        cfg = config("t")
+        graph = chat_graph(saver)
+        for i in range(3):
+            graph.invoke({"messages": [("user", f"hi {i}")]}, cfg)
+    saver.prune(["t"], strategy="keep_latest")
+    for reader in (saver, backend.saver()):
+        kept = list(reader.list(cfg))
+        ids = {t.config["configurable"]["checkpoint_id"] for t in kept}
+        assert len(kept) > 1 if delta else len(kept) == 1
+        assert kept[-1].parent_config is None
+        for tup in kept[:-1]:
+            assert tup.parent_config is not None
+            assert tup.parent_config["configurable"]["checkpoint_id"] in ids

@@ -290,7 +290,8 @@ def checkpoint_batch(
 ) -> _Batch:
     """The lines of one checkpoint: new messages, then the ``ckpt`` line.
 
-    Only the channels in ``new_versions`` are stored; a message list as a
+    Only the channels in ``new_versions`` are stored (every channel with a value when
+    ``parent_id`` names a checkpoint this log no longer holds); a message list as a
     change from the channel's value at the parent when the parent is in this
     log. ``delta_base``: `DeltaChannel` histories to fold into the line.
     """
@@ -301,8 +302,16 @@ def checkpoint_batch(
             batch.lines.append(snap)
     parent = index.named(ns, parent_id) if parent_id else None
     values = checkpoint["channel_values"]
+    stored = new_versions
+    if parent_id and parent is None:
+        # The parent is not in this log: another process reverted, deleted or pruned
+        # the thread while this run went on. The channels this step did not change
+        # have no line left to be read from, so this line holds them too (as
+        # `SqliteSaver` keeps every value of a checkpoint with it).
+        versions = checkpoint.get("channel_versions") or {}
+        stored = {**{ch: versions[ch] for ch in values if ch in versions}, **new_versions}
     encoded: dict[str, list[Any]] = {}
-    for channel, version in new_versions.items():
+    for channel, version in stored.items():
         if channel not in values:
             encoded[channel] = [version]
             continue

@@ -25,7 +25,7 @@ def rebuilt_lines(
 
     Values stay incremental: a kept checkpoint stores the channels it
     stored before, plus those whose writer is gone. A kept checkpoint whose
-    parent is gone gets its `DeltaChannel` history folded in.
+    parent is gone gets its `DeltaChannel` history folded in, and no parent.
     """
     # The app's classes may not be loaded here (the CLI): what cannot be made stays as
     # stored. (A serializer of the user's own decodes and encodes every value whole.)
@@ -71,7 +71,9 @@ def _rebuilt_lines(
             new,
             index.serde,
             entry.ns,
-            entry.parent,
+            # A parent the rewrite drops is not named (as `PostgresSaver.prune` sets it
+            # to NULL): its `parent_config` would lead to a checkpoint the thread lacks.
+            None if lost_parent else entry.parent,
             checkpoint,  # type: ignore[arg-type]
             metadata,
             new_versions,
