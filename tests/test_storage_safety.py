@@ -596,3 +596,32 @@ def test_new_errors_are_picklable(tmp_path: Path) -> None:
     ):
         again = pickle.loads(pickle.dumps(err))
         assert type(again) is type(err) and str(again) == str(err)
+
+
+def test_a_relative_directory_stays_where_it_was_when_the_saver_was_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``JsonlSaver("chats")`` resolved its directory on every call: after an ``os.chdir``
+    the graph wrote a second, empty thread under the new directory and lost its history
+    without a word. It is anchored when the saver is made (an open SQLite connection stays
+    with its file)."""
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def bot(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [("ai", f"you said: {state['messages'][-1].content}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    saver = JsonlSaver("chats")
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "r"}}
+    graph.invoke({"messages": [("user", "hi")]}, config)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    graph.invoke({"messages": [("user", "again")]}, config)
+    contents = [m.content for m in graph.get_state(config).values["messages"]]
+    assert contents == ["hi", "you said: hi", "again", "you said: again"]
+    assert saver.root_dir == str(tmp_path / "chats")
+    assert not (tmp_path / "elsewhere" / "chats").exists()

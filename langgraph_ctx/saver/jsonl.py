@@ -39,7 +39,9 @@ class JsonlSaver(LogSaver):
 
     Args:
         root_dir: Directory for the thread files (created by the first write;
-            making the saver does no I/O, so it is safe inside an event loop).
+            making the saver does no I/O, so it is safe inside an event loop). A
+            relative directory is taken from the current directory when the saver is
+            made, and stays that one after an ``os.chdir``.
             A read-only directory can be read; writes raise `ReadOnlyLogError`.
         fsync: Flush each checkpoint to disk before `put` returns (one
             ``fdatasync`` per checkpoint), so a saved checkpoint survives a power
@@ -108,7 +110,7 @@ class JsonlSaver(LogSaver):
 
     @property
     def root_dir(self) -> str:
-        """The directory holding the thread files."""
+        """The directory holding the thread files, as an absolute path."""
         return str(self.storage.root)
 
     def path(self, thread_id: str) -> str:

@@ -400,7 +400,10 @@ class JsonlStorage(LogStorage):
         max_open_threads: int = MAX_OPEN_THREADS,
         inline_async: bool = True,
     ) -> None:
-        self.root = Path(root)  # no I/O here: async apps build savers inside event loops
+        # Anchored now: a relative directory must not follow a later `os.chdir` (as an
+        # open SQLite connection stays with its file). No file I/O here: async apps build
+        # savers inside event loops.
+        self.root = Path(root).absolute()
         self.fsync = fsync
         self.inline_async = inline_async
         self._states: dict[str, _FileState] = {}
