@@ -414,3 +414,59 @@ def test_a_page_is_sized_by_the_budgets_count_under_any_key() -> None:
     assert page_chars(text, {"ctx_usage": json_form}) == plain
     assert page_chars(text, {"a": usage(1500), "b": usage(20_000)}) == plain
     assert page_chars(text, {"messages": []}) == DEFAULT_PAGE_CHARS
+
+
+def test_compactions_stand_ins_stay_out_of_a_create_agent_apps_message_stream(tmp_path) -> None:
+    """With a compacted view active, each new large tool result was streamed a second time
+    (``stream_mode="messages"``) as its preview, a `ToolMessage` of the same
+    ``tool_call_id`` under the model node, and a user message compaction shortened came
+    back as a ``<id>~short`` copy (trial 8): the middleware kept its view in the state as a
+    list, whose new messages LangGraph streams. It keeps it in a mapping; the app streams
+    what it streams without the pipeline, and the view still works from a fresh saver and
+    from a thread saved with the list."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from langgraph_ctx.context.compaction.record import view_messages
+
+    @tool
+    def fetch(n: int) -> str:
+        """Fetch a report."""
+        return "\n".join(f"line {i}: value {i * 7} at /data/r{n}/{i}.csv" for i in range(150))
+
+    call = {"name": "fetch", "args": {"n": 1}, "id": "f1"}
+    model = ScriptedChatModel(
+        script=["Noted.", AIMessage("", tool_calls=[call]), "Report 1 looks fine", "Done."],
+        model_name="gpt-4o",
+    )
+    pipeline = context_pipeline("fast", model="gpt-4o")
+    root = tmp_path / "a"
+
+    def build(saver: JsonlSaver):  # type: ignore[no-untyped-def]
+        return create_agent(model, [fetch], checkpointer=saver, middleware=[pipeline.middleware()])
+
+    agent = build(JsonlSaver(root))
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [("user", "Notes: " + "keep the notes safe " * 700)]}, config)
+    streamed = [
+        (message, meta["langgraph_node"])
+        for message, meta in agent.stream(
+            {"messages": [("user", "fetch report 1")]}, config, stream_mode="messages"
+        )
+        if message.type != "ai"
+    ]
+    assert [(m.type, m.id, node) for m, node in streamed] == [
+        ("tool", streamed[0][0].id, "tools")
+    ], "each tool result once, from the tools node, and no echo of the user's input"
+    assert "~" not in (streamed[0][0].id or "")
+    values = build(JsonlSaver(root)).get_state(config).values
+    stored = values["llm_input_messages"]
+    assert isinstance(stored, dict)
+    assert any((m.id or "").endswith("~preview") for m in view_messages(stored))
+    assert values["compaction_log"], "compaction ran: the view is active"
+    # The next turn, from a fresh saver, with the view as threads saved before keep it.
+    agent = build(JsonlSaver(root))
+    agent.update_state(config, {"llm_input_messages": list(view_messages(stored))})
+    agent.invoke({"messages": [("user", "thanks")]}, config)
+    sent = model.received[-1]
+    assert any((m.id or "").endswith("~preview") for m in sent), "the view was continued"

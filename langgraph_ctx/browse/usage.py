@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph_ctx.browse.checkpoints import head_info, require_thread, state_values
 from langgraph_ctx.browse.values import MESSAGES_KEY, find_messages
 from langgraph_ctx.context.budget import ContextBudget, ContextUsage, compute_usage
+from langgraph_ctx.context.compaction.record import VIEW_KEY
 from langgraph_ctx.context.prompt import is_system_prompt_message
 from langgraph_ctx.context.tokens import MessageTokenCounter
 from langgraph_ctx.saver.log import CheckpointInfo, LogSaver
@@ -91,8 +92,6 @@ class TurnUsage:
         return asdict(self)
 
 
-VIEW_KEY = "llm_input_messages"
-"""Where a `CompactionNode` puts what the model sees (the ``pre_model_hook`` convention)."""
 
 
 def _request_view(messages: list[BaseMessage]) -> list[BaseMessage]:
