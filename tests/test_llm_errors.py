@@ -453,3 +453,38 @@ def test_an_abandoned_call_logs_no_callback_error(caplog: pytest.LogCaptureFixtu
         time.sleep(0.8)  # the abandoned thread reaches its next token
     assert is_llm_error(state["messages"][-1])
     assert not [r for r in caplog.records if "ModelCallAbandoned" in r.getMessage()]
+
+
+@pytest.mark.parametrize("host", ["node", "agent"])
+def test_an_abandoned_calls_late_token_is_not_streamed_after_the_llm_error(host: str) -> None:
+    """A sync call past `chunk_timeout` is abandoned and its reply kept as an LLM_ERROR
+    message; the abandoned thread's next token still reached ``stream_mode="messages"``,
+    after that message and under the partial reply's id (trial 8): LangGraph's stream
+    handler got the token before the capture stopped the call. The stream is told the run
+    is over when the call is abandoned."""
+    from langchain.agents import create_agent
+
+    model = StreamingScript(script=[Cut("Here is the plan: first we load the data", 4, stall=0.6)])
+    pipeline = context_pipeline("fast")
+    if host == "node":
+        builder = StateGraph(ContextState)
+        builder.add_node("model", ModelNode(model, chunk_timeout=0.15))
+        builder.add_edge(START, pipeline.add_to(builder, before="model"))
+        inner = builder
+    else:
+        agent = create_agent(model, [], middleware=[pipeline.middleware(chunk_timeout=0.15)])
+        inner = StateGraph(ContextState)
+        inner.add_node("model", agent)
+        inner.add_edge(START, "model")
+    inner.add_node("after", lambda state: time.sleep(1.2) or {})  # the stream stays open
+    inner.add_edge("model", "after")
+    events = [
+        message
+        for _, (message, _) in inner.compile().stream(
+            {"messages": [("user", "plan")]}, stream_mode="messages", subgraphs=True
+        )
+        if isinstance(message, AIMessage)  # the chunks too
+    ]
+    error_at = next(i for i, m in enumerate(events) if is_llm_error(m))
+    assert "".join(m.content for m in events[:error_at]).split() == ["Here", "is", "the", "plan:"]
+    assert events[error_at + 1 :] == [], [m.content for m in events[error_at + 1 :]]

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessageChunk
 from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.outputs import ChatGenerationChunk
@@ -121,6 +121,36 @@ class PartialOutputCapture(BaseCallbackHandler):
         if not chunks:
             return None
         return add_ai_message_chunks(chunks[0], *chunks[1:]) if len(chunks) > 1 else chunks[0]
+
+
+def _node_callbacks() -> list[BaseCallbackHandler]:
+    """The callback handlers of the graph node this call runs in ([] outside a graph)."""
+    try:
+        from langgraph.config import get_config
+
+        callbacks = get_config().get("callbacks")
+    except (ImportError, RuntimeError):
+        return []
+    if isinstance(callbacks, BaseCallbackManager):
+        return [*callbacks.handlers, *callbacks.inheritable_handlers]
+    return list(callbacks or [])
+
+
+def _end_streams(capture: PartialOutputCapture, handlers: list[BaseCallbackHandler]) -> None:
+    """Tell LangGraph's ``stream_mode="messages"`` handlers that the model runs a sync call
+    abandons are over (as if they failed), so a token the abandoned thread still gets from
+    the provider is not streamed after the ``LLM_ERROR`` reply: LangChain calls that
+    handler before the capture, whose error stops the run at that token."""
+    try:
+        from langgraph.pregel._messages import StreamMessagesHandler
+    except ImportError:  # pragma: no cover - another LangGraph layout: nothing to tell
+        return
+    running = [r for r in capture.order if r not in capture.ended and r != capture.failed]
+    ended = ModelCallAbandoned("the call ran past its time limit")
+    for handler in {id(h): h for h in handlers}.values():
+        if isinstance(handler, StreamMessagesHandler):
+            for run_id in running:
+                handler.on_llm_error(ended, run_id=run_id)
 
 
 class _QuietAbandon(logging.Filter):
@@ -310,6 +340,7 @@ class ModelCallPolicy:
                     done.set()
 
             context = contextvars.copy_context()  # LangGraph's config and the capture
+            node_callbacks = _node_callbacks()
             capture.last_output = started = time.monotonic()
             threading.Thread(
                 target=context.run, args=(work,), daemon=True, name="langgraph-ctx-model-call"
@@ -318,6 +349,7 @@ class ModelCallPolicy:
                 expired = self._expired(started, capture)
                 if expired is not None:
                     capture.abandoned = True
+                    _end_streams(capture, node_callbacks)
                     return _failed(expired, capture)
             if "error" in box:
                 error = box["error"]
