@@ -82,3 +82,41 @@ def test_browse_a_thread_on_either_backend(backend: Backend) -> None:
         browse.history(reader, "nobody")
     with pytest.raises(CheckpointNotFoundError):
         browse.resolve_checkpoint(reader, "trip", "head~999")
+
+
+def test_the_transcript_marks_what_the_model_no_longer_sees() -> None:
+    """``show`` marked a message compacted only when a record dropped its own id: a tool
+    result offloaded earlier is dropped later as its preview (``<id>~preview``), so the
+    call was marked and its result not; and messages a context switch set aside were not
+    marked at all, though the model no longer sees them either (trial 6)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    call = {"name": "grep_logs", "args": {"pattern": "E1"}, "id": "c1"}
+    messages = [
+        SystemMessage("You are Otto.", id="s"),
+        HumanMessage("grep E1", id="u1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage("120 lines", tool_call_id="c1", id="t1"),
+        AIMessage("found them", id="a2"),
+        HumanMessage("new topic", id="u2"),
+        AIMessage("sure", id="a3"),
+    ]
+    from langgraph_ctx.context.compaction import CompactionRecord
+
+    ids = ("a1", "t1~preview", "a2~short")
+    dropped = [{"id": i, "role": "x", "tokens": 9, "reason": "old"} for i in ids]
+    record = CompactionRecord(
+        strategy="window", reason="trigger", compacted=True, max_tokens=100,
+        tokens_before=200, tokens_after=80, within_budget=True, messages_before=7,
+        messages_after=4, dropped=dropped,
+    ).model_dump(mode="json")  # fmt: skip
+    values = {
+        "messages": messages,
+        "compaction_log": [record],
+        "active_context": {"v": 1, "start_id": "u2"},
+    }
+    entries = browse.transcript(values).messages
+    assert [e["id"] for e in entries if e.get("compacted")] == ["a1", "t1", "a2"]
+    assert [e["id"] for e in entries if e.get("outside_context")] == ["u1", "a1", "t1", "a2"]
+    plain = browse.transcript({"messages": messages}).messages
+    assert not any(e.get("compacted") or e.get("outside_context") for e in plain)

@@ -19,6 +19,12 @@ from langgraph_ctx.browse.values import (
     jsonable,
     messages_channel,
 )
+from langgraph_ctx.context.active_context import (
+    context_start,
+    leading_system_count,
+    read_active_context,
+)
+from langgraph_ctx.context.compaction.previews import original_id
 from langgraph_ctx.context.compaction.record import CompactionRecord, RunningSummary
 from langgraph_ctx.context.tokens import message_role
 
@@ -120,22 +126,29 @@ def transcript(
     results), the compaction records, the running summary, the recorded usage, and the
     state's other keys.
 
-    Messages a compaction left out of the model's view are flagged ``compacted``.
+    Messages a compaction left out of the model's view are flagged ``compacted`` (also
+    when it dropped their stand-in, a tool result's preview), and those before the active
+    context (a switch of the context tools set them aside) ``outside_context``.
     ``pending_writes`` (from the checkpoint tuple) adds waiting interrupts.
     """
     messages = find_messages(values, messages_key)
     compactions = _records(values.get("compaction_log"))
     dropped = {
-        d.get("id")
+        original_id(d.get("id"))
         for record in compactions
         for d in record.get("dropped", [])
         if isinstance(d, Mapping)
     }
+    active = values.get("active_context")
+    start = context_start(messages, active) if read_active_context(active) is not None else 0
+    lead = leading_system_count(messages)
     entries = []
     for i, message in enumerate(messages):
         entry = message_entry(i, message)
         if message.id is not None and message.id in dropped:
             entry["compacted"] = True
+        if lead <= i < start:
+            entry["outside_context"] = True
         entries.append(entry)
     usage = values.get("context_usage")
     if isinstance(usage, BaseModel):

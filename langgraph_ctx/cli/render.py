@@ -240,9 +240,12 @@ def _message_lines(entry: Mapping[str, Any]) -> list[RenderableType]:
         header.append("  summary", style="bold yellow")
     if entry.get("compacted"):
         header.append("  compacted out of the model's view", style="italic dim")
+    if entry.get("outside_context"):
+        header.append("  before the active context", style="italic dim")
+    hidden = entry.get("compacted") or entry.get("outside_context")
     body: list[Text] = []
     if entry.get("content"):
-        body.append(Text(str(entry["content"]), style="dim" if entry.get("compacted") else ""))
+        body.append(Text(str(entry["content"]), style="dim" if hidden else ""))
     for call in entry.get("tool_calls", []):
         line = Text("→ ", style="yellow")
         line.append(str(call.get("name")), style="bold yellow")

@@ -88,11 +88,31 @@ def is_tool_result_page(message: BaseMessage) -> bool:
     )
 
 
+STAND_IN_SUFFIXES = frozenset({"preview", "short", "args", "repaired"})
+"""The suffixes `derived_id` gives stand-ins (a preview, a shortened text, a call with its
+arguments cut, a repaired message)."""
+
+
 def derived_id(message_id: str | None, suffix: str) -> str | None:
     """The id of a stand-in: the original id plus a suffix (`None` stays `None`)."""
     if message_id is None:
         return None
     return message_id if message_id.endswith(f"~{suffix}") else f"{message_id}~{suffix}"
+
+
+def original_id(message_id: Any) -> Any:
+    """The id a stand-in's id was derived from (`derived_id`, however many times); any
+    other id as it is.
+
+    >>> original_id("t1~preview~short"), original_id("t1"), original_id("a~b")
+    ('t1', 't1', 'a~b')
+    """
+    while isinstance(message_id, str):
+        base, sep, suffix = message_id.rpartition("~")
+        if not (sep and base and suffix in STAND_IN_SUFFIXES):
+            break
+        message_id = base
+    return message_id
 
 
 def _clip(text: str, limit: int) -> str:
