@@ -468,3 +468,14 @@ def test_keep_latest_leaves_no_parent_config_to_a_dropped_checkpoint(
         for tup in kept[:-1]:
             assert tup.parent_config is not None
             assert tup.parent_config["configurable"]["checkpoint_id"] in ids
+
+
+def test_the_saver_method_sweeps_only_the_threads_named(tmp_path: Path) -> None:
+    """`retention.sweep` takes ``threads=``; the saver's ``sweep``, "the same, as a saver
+    method" (README), did not (trial 6)."""
+    saver = JsonlSaver(tmp_path / "chats")
+    graph = chat_graph(saver)
+    for thread in ("a", "b"):
+        graph.invoke({"messages": [("user", "hi")]}, config(thread))
+    report = saver.sweep(older_than="0s", threads=["a"])
+    assert report.deleted == ["a"] and saver.list_threads() == ["b"]

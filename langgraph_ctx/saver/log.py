@@ -778,9 +778,11 @@ class LogSaver(BaseCheckpointSaver[str]):
         keep_latest: bool = False,
         dry_run: bool = False,
         include_archives: bool = False,
+        threads: Sequence[str] | None = None,
     ) -> SweepReport:
         """Delete (or, with ``keep_latest``, trim) threads idle longer than ``older_than``
-        (``"30d"``, a `timedelta`): `langgraph_ctx.saver.retention.sweep` on this saver.
+        (``"30d"``, a `timedelta`): `langgraph_ctx.saver.retention.sweep` on this saver
+        (``threads``: only these).
 
         Example:
             ```python
@@ -795,6 +797,7 @@ class LogSaver(BaseCheckpointSaver[str]):
             keep_latest=keep_latest,
             dry_run=dry_run,
             include_archives=include_archives,
+            threads=threads,
         )
 
     # ------------------------------------------------------------ internals
