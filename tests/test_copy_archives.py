@@ -275,3 +275,26 @@ def test_the_cli_copy_as_a_new_id_takes_the_archives_too(tmp_path: Path) -> None
         (first, f"trip-2.ctx.{first}"),
     ]
     assert load(readme_graph(there), "trip-2", first).startswith(f"Loaded {first} ")
+
+
+def test_the_archives_of_an_archive_come_along(backend: Backend) -> None:
+    """An archive continued as a conversation has archives of its own (its own index):
+    they are copied too, named after the copy's archive, and deleted with the copy."""
+    saver = backend.saver()
+    graph = readme_graph(saver)
+    first, _ = trip(graph, saver)
+    say(graph, f"trip.ctx.{first}", "Tell me about the trams.")
+    say(graph, f"trip.ctx.{first}", "chat_context_new trams")
+    (sub,) = ContextArchive(saver).entries(f"trip.ctx.{first}")
+
+    saver.copy_thread("trip", "trip-copy")
+
+    (copied,) = ContextArchive(saver).entries(f"trip-copy.ctx.{first}")
+    assert copied.archive_thread_id == f"trip-copy.ctx.{first}.ctx.{sub.context_id}"
+    answer = load(graph, f"trip-copy.ctx.{first}", sub.context_id)
+    assert answer.startswith(f"Loaded {sub.context_id} "), answer
+    before = sorted(archive_threads_of("trip", saver.list_threads(include_archives=True)))
+    saver.delete_thread("trip-copy")
+    every = saver.list_threads(include_archives=True)
+    assert archive_threads_of("trip-copy", every) == []
+    assert sorted(archive_threads_of("trip", every)) == before
