@@ -240,7 +240,7 @@ def copy(
     directory: DirOpt = None,
 ) -> None:
     """Copy threads between --dir and Redis or another directory, line for line."""
-    from langgraph_ctx.context.archive.forks import archive_threads_of
+    from langgraph_ctx.context.archive.copies import copy_archives
     from langgraph_ctx.storage.transfer import copy_thread_between
 
     state = _state(ctx)
@@ -260,27 +260,30 @@ def copy(
         left_out = [w for w in listing if issubclass(w.category, CorruptLineWarning)]
         for w in listing:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        ids = list(thread or []) if not all_threads else every
-        if new_id is None:  # a thread goes with its context archives, as `delete` takes them
-            ids = list(dict.fromkeys(a for t in ids for a in [t, *archive_threads_of(t, every)]))
+        # A thread goes with its context archives (as `delete` takes them), so an archive
+        # is copied on its own only when its thread is not copied.
+        ids = _owners(list(thread or []) if not all_threads else every)
         copied = []
         for tid in ids:
+            as_id = new_id or tid
             try:
-                lines = copy_thread_between(source, tid, target, new_id)
+                with copy_archives(source, tid, target, as_id, thread_ids=every) as archives:
+                    lines = copy_thread_between(source, tid, target, as_id)
             except ThreadNotFoundError as exc:
                 raise CliError(f"{exc} in {_shown(source)}") from None
             except ThreadExistsError as exc:
                 raise CliError(f"{exc} (in {_shown(target)})") from None
-            if new_id is None:
-                _copy_archive_index(source, target, tid)
-            copied.append(
-                {
-                    "thread_id": tid,
-                    "target_id": new_id or tid,
-                    "lines": lines,
-                    "target": target.describe(new_id or tid),
-                }
-            )
+            for from_id, copy_id, n in [(tid, as_id, lines), *archives.copied]:
+                copied.append(
+                    {
+                        "thread_id": from_id,
+                        "target_id": copy_id,
+                        "lines": n,
+                        "target": target.describe(copy_id),
+                    }
+                )
+            for kept in archives.kept:
+                typer.echo(f"kept {target.describe(kept)}: it was there already", err=True)
     finally:
         close = getattr(getattr(remote, "client", None), "close", None)
         if callable(close):
@@ -304,18 +307,19 @@ def _shown(store: Any) -> str:
     return str(getattr(store, "server", None) or getattr(store, "root", None) or store)
 
 
-def _copy_archive_index(source: Any, target: Any, thread_id: str) -> None:
-    """The thread's index of archived contexts, to the target's own home for it (a file
-    next to the threads, a Redis key): without it the archives copied along are there,
-    but the model's context tools list none."""
-    from langgraph_ctx.context.archive.index import index_for_storage
+def _owners(thread_ids: list[str]) -> list[str]:
+    """The threads to copy, without the archives of another of them (copied with it)."""
+    from langgraph_ctx.context.archive.forks import archive_owner
 
-    here, there = index_for_storage(source), index_for_storage(target)
-    if here is None or there is None:
-        return
-    entries = here.read(thread_id)
-    if entries:
-        there.update(thread_id, lambda existing: existing or entries)  # nothing overwritten
+    wanted = set(thread_ids)
+    out = []
+    for tid in dict.fromkeys(thread_ids):
+        owner = archive_owner(tid)
+        while owner is not None and owner not in wanted:
+            owner = archive_owner(owner)
+        if owner is None:
+            out.append(tid)
+    return out
 
 
 def _local_storage(root: Path) -> Any:

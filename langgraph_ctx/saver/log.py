@@ -441,7 +441,14 @@ class LogSaver(BaseCheckpointSaver[str]):
                     self._indexes.pop(thread_id, None)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and write of a thread to a new thread id (see `fork`)."""
+        """Copy every checkpoint and write of a thread, and its context archives, to a new
+        thread id: ``fork(source_thread_id, target_thread_id)`` (see `fork`). The LangGraph
+        server calls it for ``threads.copy``.
+
+        Raises:
+            ThreadNotFoundError: the source has no log.
+            ThreadExistsError: the target already has one.
+        """
         self.fork(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -508,6 +515,21 @@ class LogSaver(BaseCheckpointSaver[str]):
         fork's (as LangGraph's server's own checkpointer does on ``threads.copy``).
         Returns the config of the fork's latest checkpoint.
 
+        The thread's context archives come along (`copy_archives`, as
+        ``langgraph-ctx copy`` takes them): each archive thread is copied as
+        ``<target>.ctx.<context id>`` and listed in the fork's own index, so the
+        fork's context tools load the archives its transcript and ``active_context``
+        name, and deleting the fork leaves the source's archives alone. A fork at
+        ``checkpoint_id`` carries every archive the source's index lists, made before
+        or after that checkpoint, as `revert` keeps the index whole: a fork at a
+        checkpoint is the same thread as a copy reverted to it, and the index does not
+        record the checkpoint an archive was made at (an entry's ``checkpoint_id`` is
+        where the archived context ended, before the step that archived it). An
+        archive thread or index entry the target already has is kept as it is; if
+        copying the archives fails, nothing of the fork is left. Forking a thread into
+        its own archive name (``<source>.ctx.<id>``, what ``chat_context_new`` does)
+        copies no archives.
+
         Example:
             ```python
             head = saver.fork("task-001", "task-001-retry")
@@ -518,7 +540,13 @@ class LogSaver(BaseCheckpointSaver[str]):
             ThreadNotFoundError: the source has no log.
             ThreadExistsError: the target already has one.
             CheckpointNotFoundError: ``checkpoint_id`` is not in the source.
+            ContextArchiveError: an archive index cannot be read or written (nothing of
+                the fork is left).
         """
+        from langgraph_ctx.context.archive.copies import copy_archives
+        from langgraph_ctx.context.archive.forks import archive_threads_of
+        from langgraph_ctx.context.archive.index import index_for
+
         source = check_thread_id(source_thread_id)
         target = check_thread_id(target_thread_id)
         if source == target:
@@ -551,11 +579,23 @@ class LogSaver(BaseCheckpointSaver[str]):
                 )
             )
             lines = None if n_lines is None else self._prefix(source, n_lines)
-            if lines is None:
-                self.storage.copy(source, target, n_lines, header)
-            else:
-                self.storage.replace(target, [header, *lines[1:]], backup=False)
-            self._indexes.pop(target, None)
+            archives = index_for(self)
+            try:
+                with copy_archives(
+                    self.storage,
+                    source,
+                    self.storage,
+                    target,
+                    source_index=archives,
+                    target_index=archives,
+                ):
+                    if lines is None:
+                        self.storage.copy(source, target, n_lines, header)
+                    else:
+                        self.storage.replace(target, [header, *lines[1:]], backup=False)
+            finally:  # threads the storage wrote (or deleted again) behind our indexes
+                for written in [target, *archive_threads_of(target, list(self._indexes))]:
+                    self._indexes.pop(written, None)
             self._carry(target, late, bodies)
             return self._head_config(target_thread_id, self._sync(target))
 
@@ -742,6 +782,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(self.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async `copy_thread` (its context archives come along)."""
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -761,7 +802,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         *,
         checkpoint_id: str | None = None,
     ) -> RunnableConfig:
-        """Async `fork`."""
+        """Async `fork` (its context archives come along)."""
         return await asyncio.to_thread(
             lambda: self.fork(source_thread_id, target_thread_id, checkpoint_id=checkpoint_id)
         )

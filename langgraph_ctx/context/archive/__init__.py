@@ -12,7 +12,9 @@ of module, so the decisions stay testable without a graph or a saver:
   archive a `context_id` or a `query` means, as an `ArchiveSelection`, or why none);
 - storage-backed, through the saver's public API only: `index` (`ContextIndex`: a JSON
   file beside the threads, a Redis string, or memory), `forks` (`fork_thread` on any
-  saver, `find_checkpoint`), `store` (`ContextArchive`, which ties them together).
+  saver, `find_checkpoint`), `store` (`ContextArchive`, which ties them together);
+  `copies` (`copy_archives`: what a thread's copy takes along) works on the stores
+  themselves, as ``langgraph-ctx copy`` moves threads between them.
 
 Why here and not under `tools/`: `ArchivedContext`'s import path,
 ``langgraph_ctx.context.archive``, is part of stored data (`codec.PACKAGE_MODELS`).
@@ -40,6 +42,7 @@ from langgraph_ctx.context.archive.contents import (
     is_plumbing,
     preview,
 )
+from langgraph_ctx.context.archive.copies import CopiedArchives, copy_archives
 from langgraph_ctx.context.archive.entries import (
     INDEX_VERSION,
     ArchivedContext,
@@ -87,6 +90,7 @@ __all__ = [
     "ContextArchive",
     "ContextArchiveError",
     "ContextIndex",
+    "CopiedArchives",
     "JsonFileContextIndex",
     "LoadMode",
     "MemoryContextIndex",
@@ -96,6 +100,7 @@ __all__ = [
     "archive_thread_id",
     "archive_threads_of",
     "conversation_lines",
+    "copy_archives",
     "count_messages",
     "default_title",
     "delete_archives",
