@@ -8,7 +8,9 @@ How blocks are grouped and run:
 * a block right after a `<!-- skip-test: <reason> -->` comment is not run (the reason is
   required, and the test lists the skipped blocks); keep those to what cannot run
   offline at all;
-* a block that reads `REDIS_URL` gets the URL of the test suite's own redis-server.
+* a block that reads `REDIS_URL` gets the URL of the test suite's own redis-server (its
+  keys under the README's prefix, `travel`, removed first); after the Redis example the
+  test checks that its graph switched context on Redis.
 
 Any exception fails the test of that block's group, with a traceback pointing at the
 README's line; so does a `PersonaDroppedWarning` (the README shows the intended use,
@@ -20,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,11 +115,46 @@ def test_a_readme_example_runs(
     runnable = [b for b in group.blocks if b.skip is None]
     if not runnable:
         pytest.skip(f"{group.name}: {group.blocks[0].skip}")
-    if any("REDIS_URL" in b.code for b in runnable):
-        monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_server").url)
-    namespace: dict[str, object] = {"__name__": "__main__"}
+    on_redis = any("REDIS_URL" in b.code for b in runnable)
+    if on_redis:
+        url = request.getfixturevalue("redis_server").url
+        _forget_prefix(url, "travel")
+        monkeypatch.setenv("REDIS_URL", url)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
     for block in runnable:
         # Blank lines first, so line numbers in a traceback are the README's own.
         source = "\n" * (block.line - 1) + block.code
         exec(compile(source, str(README), "exec"), namespace)
     capsys.readouterr()  # what the blocks printed is for people; running without error counts
+    if on_redis:
+        _assert_the_context_switch_happened_on_redis(namespace)
+
+
+def _forget_prefix(url: str, prefix: str) -> None:
+    """Remove the keys of `prefix` from the session's server (a run starts empty)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"ctx:{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def _assert_the_context_switch_happened_on_redis(namespace: dict[str, Any]) -> None:
+    """The README's Redis example built its graph with the context tools bound to the
+    Redis saver: `chat_context_new` archived the context in Redis and the next model call
+    was a fresh start. (Tools bound to the earlier `JsonlSaver` answer the model with a
+    `ContextArchiveError` instead, and the model is sent the whole conversation.)"""
+    from langgraph_ctx import RedisLogSaver
+    from langgraph_ctx.context.archive import ContextArchive
+
+    saver, sent = namespace["saver"], namespace["model"].received[-1]
+    assert isinstance(saver, RedisLogSaver)
+    assert namespace["graph"].checkpointer is saver
+    assert [m.type for m in sent] == ["system", "human", "ai", "tool"], sent
+    assert sent[-1].content.startswith("Archived the previous context"), sent[-1].content
+    (entry,) = ContextArchive(saver).entries("trip")
+    assert saver.get_tuple({"configurable": {"thread_id": entry.archive_thread_id}})
