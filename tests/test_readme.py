@@ -158,3 +158,46 @@ def _assert_the_context_switch_happened_on_redis(namespace: dict[str, Any]) -> N
     assert sent[-1].content.startswith("Archived the previous context"), sent[-1].content
     (entry,) = ContextArchive(saver).entries("trip")
     assert saver.get_tuple({"configurable": {"thread_id": entry.archive_thread_id}})
+
+
+def _comparable(line: dict[str, Any]) -> dict[str, Any]:
+    """A log line without what differs from run to run: ids, times, checksums."""
+    return {k: v for k, v in line.items() if k not in ("created", "id", "ts", "task", "c")}
+
+
+def test_the_file_format_example_is_what_the_saver_writes(tmp_path: Path) -> None:
+    """README's "The file format" shows a whole file: it reads back and verifies, and the
+    same graph run today writes the same lines (ids, times and checksums aside)."""
+    import json
+
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from langgraph_ctx import JsonlSaver
+    from langgraph_ctx.cli.verify import verify_directory
+
+    shown = re.search(r"^```jsonl\n(.*?)^```", README.read_text(encoding="utf-8"), re.S | re.M)
+    assert shown is not None, "README.md has no ```jsonl block"
+    (tmp_path / "shown").mkdir()
+    (tmp_path / "shown" / "task-001.jsonl").write_text(shown.group(1), encoding="utf-8")
+    report = verify_directory(tmp_path / "shown")
+    assert report.ok and report.files[0].checkpoints == 3, report.to_dict()
+    assert JsonlSaver(tmp_path / "shown").get_tuple({"configurable": {"thread_id": "task-001"}})
+
+    def chatbot(state: MessagesState) -> dict[str, Any]:
+        call = {"name": "weather", "args": {"city": "Paris"}, "id": "c1"}
+        return {"messages": [AIMessage("", tool_calls=[call], id="a1")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", chatbot)
+    builder.add_edge(START, "chatbot")
+    saver = JsonlSaver(tmp_path / "now")
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "task-001"}}
+    # sync: the checkpoint's line before its writes, as in the README (the default
+    # durability saves checkpoints in the background, so the order may differ)
+    graph.invoke({"messages": [HumanMessage("weather in Paris?", id="h1")]}, config,
+                 durability="sync")  # fmt: skip
+    written = Path(saver.path("task-001")).read_text(encoding="utf-8").splitlines()
+    expected = [_comparable(json.loads(line)) for line in shown.group(1).splitlines()]
+    assert [_comparable(json.loads(line)) for line in written] == expected
