@@ -7,7 +7,8 @@ Offline by default (a deterministic model); with ``OPENAI_API_KEY`` set and
 
 1. the context usage bar of every request, and compaction when the (deliberately
    small) budget fills up: the model sees less, the thread file keeps everything;
-2. a switch to agent mode that changes only the system prompt, not the history;
+2. a switch to agent mode that changes only the system prompt (your own prompt stays
+   first, the mode's rules follow it), not the history;
 3. a reply cut off by a timeout: it stays in the conversation as the partial text
    plus an ``LLM_ERROR`` block, and "continue" resumes from it.
 
@@ -23,7 +24,6 @@ from langgraph.graph import START, StateGraph
 
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.budget import ContextBudget
-from langgraph_ctx.context.prompt import PromptParts
 from langgraph_ctx.nodes.errors import ModelNode
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
@@ -33,7 +33,9 @@ ROOT = Path(__file__).parent / "chats"
 THREAD = "chat-assistant"
 # Small on purpose, so that compaction happens within a dozen turns.
 BUDGET = ContextBudget(total=1_400, output_reserve=200, name="demo 1.4k")
-PARTS = PromptParts(persona="You are Juniper, a patient gardening coach.")
+# Sent first, verbatim, in every mode. (A persona in PromptParts would be sent in agent
+# and run mode only, and chat mode would leave it out with a PersonaDroppedWarning.)
+SYSTEM_PROMPT = "You are Juniper, a patient gardening coach."
 
 TURNS = [
     "Hi! I'm Sam and I'm planning a vegetable garden.",
@@ -54,7 +56,7 @@ def build(saver: JsonlSaver, model, **limits):
     pipeline = context_pipeline(
         BUDGET,
         model=getattr(model, "model_name", "gpt-4o"),
-        prompt=PARTS,
+        system_prompt=SYSTEM_PROMPT,
         mode="chat",
         trigger=0.8,
         target=0.5,
@@ -63,6 +65,12 @@ def build(saver: JsonlSaver, model, **limits):
     builder.add_node("model", ModelNode(model, **limits))
     builder.add_edge(START, pipeline.add_to(builder, before="model"))
     return builder.compile(checkpointer=saver)
+
+
+def opening(prompt: str) -> str:
+    """The start of a composed system prompt: your own prompt, then the mode's first rule."""
+    yours, rules = prompt.split("\n\n")[:2]
+    return f"{yours!r} + {rules.splitlines()[0]!r} ..."
 
 
 def main() -> None:
@@ -82,16 +90,14 @@ def main() -> None:
     for i, text in enumerate(TURNS, 1):
         out = graph.invoke({"messages": [("user", text)]}, config)
         seen = turn(f"chat {i}", text, out, seen)
-    # What chat mode actually sends: the persona is configured, but chat mode leaves it
-    # out (by design; the pipeline warned once: PersonaDroppedWarning).
-    sent = "included" if "Juniper" in out["system_prompt"] else "left out in chat mode"
-    print(f"  system prompt sent: {out['system_prompt'].splitlines()[0]!r} ... (persona {sent})")
+    # What chat mode sends: your prompt, then the chat rules.
+    print(f"  system prompt sent: {opening(out['system_prompt'])}")
 
     # 2. Agent mode: a new system prefix, the same history.
     text = "Act as my planning agent now: list the next three tasks."
     out = graph.invoke({"messages": [("user", text)], "mode": "agent"}, config)
     seen = turn("agent", text, out, seen)
-    print(f"  system prompt now: {out['system_prompt'].splitlines()[0]!r} ... (persona included)")
+    print(f"  system prompt now: {opening(out['system_prompt'])}")
 
     # 3. A reply cut off by a timeout, then "continue".
     text = "Write me an essay on companion planting."

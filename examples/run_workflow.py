@@ -5,7 +5,8 @@
 Offline by default; with ``OPENAI_API_KEY`` set and ``langchain-openai`` installed, a
 real model. One conversation, one thread file, three modes:
 
-1. chat mode: no persona, no run information;
+1. chat mode: your own prompt (``system_prompt=``, sent first in every mode) and the
+   chat rules, no run information;
 2. run mode while a step is active: ``RUN_DIRECTIVE`` and ``NODE_BRIEF`` (with the
    step's context) in the system prompt; replies are tagged with the run and step ids;
 3. run mode after completion: ``RUN_DIRECTIVE`` with the post-run protocol only, no
@@ -30,7 +31,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph_ctx import JsonlSaver
 from langgraph_ctx.context.budget import ContextBudget
 from langgraph_ctx.context.compaction import LLMSummary
-from langgraph_ctx.context.prompt import PromptParts, RunContext, WorkflowStep
+from langgraph_ctx.context.prompt import RunContext, WorkflowStep
 from langgraph_ctx.nodes.errors import ModelNode, arecord_tool_errors, record_tool_errors
 from langgraph_ctx.nodes.pipeline import context_pipeline
 from langgraph_ctx.nodes.state import ContextState
@@ -39,7 +40,9 @@ from langgraph_ctx.testing import ExtractiveSummaryModel, chat_model
 ROOT = Path(__file__).parent / "chats"
 THREAD = "run-workflow"
 BUDGET = ContextBudget(total=1_500, output_reserve=200, name="demo 1.5k")
-PARTS = PromptParts(persona="You are Quill, an analyst who writes short, sourced reports.")
+# Sent first, verbatim, in every mode. (A persona in PromptParts would be sent in run
+# mode only, and chat mode would leave it out with a PersonaDroppedWarning.)
+SYSTEM_PROMPT = "You are Quill, an analyst who writes short, sourced reports."
 
 
 @tool
@@ -96,7 +99,7 @@ def build(saver: JsonlSaver, model):
         BUDGET,
         model=getattr(model, "model_name", "gpt-4o"),
         tools=TOOLS,
-        prompt=PARTS,
+        system_prompt=SYSTEM_PROMPT,
         mode="chat",
         strategy=LLMSummary(summariser),
         trigger=0.75,
@@ -162,7 +165,7 @@ async def main() -> None:
 
     # 4. Back to chat: the history is whole, the prefix is chat's.
     out = await say("chat again", "Thanks! Unrelated: any tip for a rainy weekend?", mode="chat")
-    assert "Quill" not in out["system_prompt"]  # chat mode never carries the persona
+    assert "RUN_DIRECTIVE" not in out["system_prompt"]  # chat mode carries no run information
     notebook(out)
     thread_file(saver.path(THREAD), len(out["messages"]))
 

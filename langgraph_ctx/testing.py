@@ -277,9 +277,11 @@ class OfflineChatModel(BaseChatModel):
     """Deterministic offline chat model for demos and tests.
 
     * Without tools it answers from the last user message.
-    * With tools bound, a user message that names a tool gets a call to it
-      (arguments taken from the words after the tool name); once the tool
-      answered, the model reports the result (its first characters).
+    * With tools bound, a user message that names a tool gets a call to it, with
+      arguments its schema accepts: the words after the tool name go to the first
+      parameter that takes them (a number parameter only a number), a required text
+      parameter left empty gets the whole message, the others keep their defaults.
+      Once the tool answered, the model reports the result (its first characters).
     * It streams its answer word by word, and reports ``usage_metadata`` like a
       provider would (input tokens counted exactly for gpt-4o, system prompt and
       tool schemas included).
@@ -293,6 +295,14 @@ class OfflineChatModel(BaseChatModel):
 
     >>> OfflineChatModel().invoke("Plan a trip to Lisbon").content
     "(offline model, turn 1) Noted: 'Plan a trip to Lisbon'. Tell me more about Lisbon."
+    >>> from langchain_core.tools import tool
+    >>> @tool(description="The saved trips, newest first.")
+    ... def list_trips(limit: int | None = None, region: str | None = None) -> str:
+    ...     return "Lisbon, Porto"
+    >>> model = OfflineChatModel().bind_tools([list_trips])
+    >>> [model.invoke(text).tool_calls[0]["args"] for text in
+    ...  ["list_trips", "list_trips 2", "list_trips in Portugal"]]
+    [{}, {'limit': 2}, {'region': 'in Portugal'}]
     """
 
     tools: list[dict[str, Any]] = Field(default_factory=list)
@@ -371,9 +381,8 @@ class OfflineChatModel(BaseChatModel):
         for spec in self.tools:
             name = spec["function"]["name"]
             if name in text:
-                params = list(spec["function"].get("parameters", {}).get("properties", {}))
-                rest = text.split(name, 1)[1].strip(" :?.!") or text
-                args = {params[0]: rest} if params else {}
+                rest = text.split(name, 1)[1].strip(" :?.!")
+                args = _call_args(spec["function"].get("parameters") or {}, rest, text)
                 call = {"name": name, "args": args, "id": f"call_{len(messages)}"}
                 return AIMessage(content="", tool_calls=[call])
         topic = text.rstrip("?!. ").split()[-1] if text.split() else "that"
@@ -402,6 +411,52 @@ class OfflineChatModel(BaseChatModel):
         full = _text(self._reply(before[: asked + 1]))
         rest = full[len(partial) :].strip() if full.startswith(partial) else full
         return f"(resuming after the error) … {rest}"
+
+
+def _call_args(parameters: dict[str, Any], rest: str, text: str) -> dict[str, Any]:
+    """Arguments of a call the user asked for by the tool's name, valid for its schema.
+
+    The words after the name (`rest`) go to the first parameter that takes them: any
+    text parameter, an integer or number parameter only when they are one, an enum only
+    when they are one of its values. A required text parameter still empty gets the
+    whole message `text`; every other parameter is left to its default.
+    """
+    properties: dict[str, Any] = parameters.get("properties") or {}
+    args: dict[str, Any] = {}
+    if rest:
+        for param, schema in properties.items():
+            value = _fit(schema, rest)
+            if value is not None:
+                args[param] = value
+                break
+    for param in parameters.get("required") or []:
+        if param not in args and "string" in _schema_types(properties.get(param) or {}):
+            args[param] = text
+    return args
+
+
+def _schema_types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a parameter's schema allows (``anyOf`` / ``oneOf`` included); a
+    schema that names none takes any value, read here as text."""
+    found: set[str] = set()
+    for part in (schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())):
+        declared = part.get("type")
+        found |= {declared} if isinstance(declared, str) else set(declared or ())
+    return found or {"string"}
+
+
+def _fit(schema: dict[str, Any], words: str) -> Any:
+    """`words` as a value of the parameter `schema`, or None if it does not take them."""
+    if "enum" in schema:
+        return words if words in schema["enum"] else None
+    types = _schema_types(schema)
+    if "string" in types:
+        return words
+    if types & {"integer", "number"} and re.fullmatch(r"-?\d+", words):
+        return int(words)
+    if "number" in types and re.fullmatch(r"-?\d+\.\d*|-?\.\d+", words):
+        return float(words)
+    return None
 
 
 def _mode(messages: list[BaseMessage]) -> str | None:

@@ -13,9 +13,13 @@ may use the names of `PRELUDE`, the reader's assumed context: ``saver``, ``graph
 imports (`_IMPORTS`). Each prelude name is built only when the block uses it, offline
 (`langgraph_ctx.testing` fakes, a real `JsonlSaver`, a real graph); the files a block
 reads (``./prompts``, ``checkpoints.db``, ``./chats``) are made by `_files`.
-Top-level ``await`` is allowed. Examples that need a Redis server or a package that is not
-installed are skipped with the reason; the ones that do not run yet are listed in
-`NOT_RUNNING` with why (strict xfail: fixing one makes its entry fail until removed).
+Top-level ``await`` is allowed. Examples that name a Redis server run against the test
+suite's own: ``redis://<host>:<port>`` becomes the session's redis-server (database
+`REDIS_DB`, emptied before each example) and ``redis+cluster://...`` its Redis Cluster;
+in the Redis modules the prelude's ``saver`` is a `RedisLogSaver` there (``storage`` its
+storage), holding the same thread. Examples that need a package that is not installed
+are skipped with the reason; the ones that do not run yet are listed in `NOT_RUNNING`
+with why (strict xfail: fixing one makes its entry fail until removed).
 """
 
 from __future__ import annotations
@@ -134,6 +138,52 @@ def _saver(ns: dict[str, Any]) -> Any:
     ns["saver"] = JsonlSaver("./chats")
     _get(ns, "graph")
     return ns["saver"]
+
+
+REDIS_DB = 9
+"""The database of the session's redis-server the Redis examples use: the rest of the
+suite keeps to database 0, so emptying this one before each example touches nothing else."""
+
+_REDIS_URL = re.compile(r"redis://[\w.-]+:\d+")
+_CLUSTER_URL = re.compile(r"redis\+cluster://[\w.:,-]+")
+
+
+def _on_redis(module_name: str, block: str) -> bool:
+    return module_name.endswith(".redis") or "redis://" in block or "redis+cluster://" in block
+
+
+def _docs_db_url(server: Any) -> str:
+    return f"redis://127.0.0.1:{server.port}/{REDIS_DB}"
+
+
+def _redis_saver(ns: dict[str, Any], server: Any) -> Any:
+    """A `RedisLogSaver` on the test server holding thread ``task-001`` (see `_graph`)."""
+    from langgraph_ctx import RedisLogSaver
+
+    ns["saver"] = RedisLogSaver.from_url(_docs_db_url(server))
+    _get(ns, "graph")
+    return ns["saver"]
+
+
+def _point_at_test_servers(block: str, request: pytest.FixtureRequest) -> str:
+    """`block` with its Redis URLs naming the session's servers (a path's database kept,
+    ``/0`` made `REDIS_DB`)."""
+    if _CLUSTER_URL.search(block):
+        cluster = request.getfixturevalue("redis_cluster").url
+        block = _CLUSTER_URL.sub(cluster, block)
+    server = request.getfixturevalue("redis_server")
+    block = _REDIS_URL.sub(f"redis://127.0.0.1:{server.port}", block)
+    return block.replace(f"redis://127.0.0.1:{server.port}/0", _docs_db_url(server))
+
+
+def _empty_redis_db(server: Any) -> None:
+    import redis
+
+    client = redis.Redis.from_url(_docs_db_url(server))
+    try:
+        client.flushdb()
+    finally:
+        client.close()
 
 
 def _builder(ns: dict[str, Any]) -> Any:
@@ -328,20 +378,30 @@ example self-contained or correct, then remove its entry)."""
 
 @pytest.mark.parametrize(("module_name", "block"), _fenced_examples())
 def test_docstring_example_runs(
-    module_name: str, block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    module_name: str,
+    block: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     module = _import(module_name)
-    if module_name.endswith(".redis") or "redis://" in block:
-        pytest.skip("needs a Redis server on localhost:6379 (tests/test_redis_*.py run one)")
     if "langchain_openai" in block and importlib.util.find_spec("langchain_openai") is None:
         pytest.skip("needs langchain-openai (and an OpenAI key), not installed")
     monkeypatch.chdir(tmp_path)
+    redis_server = None
+    if _on_redis(module_name, block):
+        block = _point_at_test_servers(block, request)
+        redis_server = request.getfixturevalue("redis_server")
+        _empty_redis_db(redis_server)
     source = textwrap.dedent(block)
     tree = ast.parse(source)
     ns: dict[str, Any] = dict(vars(module))
     ns["__name__"] = "__docstring_example__"
     for name in sorted(_names_used(tree) & PRELUDE.keys()):
         ns.pop(name, None)  # the prelude's `saver` wins over the module's `saver` package
+    on_the_saver = {"saver", "storage", "graph", "config", "cp_id", "state"}
+    if redis_server and module_name.endswith(".redis") and _names_used(tree) & on_the_saver:
+        _redis_saver(ns, redis_server)  # before `_files`, which would make a JSONL saver
     _files(block, ns)
     for name in sorted(_names_used(tree) & PRELUDE.keys()):
         _get(ns, name)
