@@ -15,6 +15,10 @@ LangGraph's model nodes work on them as on a provider's model):
   fact sentences into the summarizer's JSON; it is *not* an LLM).
 - `ordering_problems`: a validator of OpenAI's and Anthropic's message ordering rules.
 
+It is one module (about 630 lines) because it is one import for a user's tests: the
+fakes share their streaming, usage and tool-call helpers, and `langgraph_ctx.testing` is
+the public name examples and docs give.
+
 >>> from langgraph_ctx.context.compaction import LLMSummary
 >>> flaky = ScriptedChatModel(script=[TimeoutError("slow"), '{"user_intent": "ship v2"}'])
 >>> strategy = LLMSummary(flaky, retry_delay=0)  # the first call times out, the retry works
