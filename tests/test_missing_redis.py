@@ -89,3 +89,14 @@ def test_the_cli_says_it_once(tmp_path: Path) -> None:
     )
     assert "secret" not in proc.stderr
 
+
+def test_prune_usage_line_has_one_pair_of_brackets() -> None:
+    """The metavar ``[THREAD]...`` was bracketed again by typer: ``[[THREAD]...]...``."""
+    from typer.testing import CliRunner
+
+    from langgraph_ctx.cli.app import app
+
+    result = CliRunner().invoke(app, ["prune", "--help"])
+    assert result.exit_code == 0, result.output
+    usage = result.output.splitlines()[0]
+    assert usage == "Usage: langgraph-ctx prune [OPTIONS] [THREAD]...", usage
