@@ -129,33 +129,41 @@ class StorageUnavailableError(LangGraphCtxError, ConnectionError):
     call was not acknowledged: a read returned nothing, and a write may or may
     not have been applied (the next call re-reads the log, so either way the
     saver stays consistent). The saver itself recovers on its own: once Redis
-    answers again, the next call works.
+    answers again, the next call works. The message says which it was: ``write``
+    is true for a write (append, rewrite, delete, taking a lock), false for a
+    read, a listing or a start-up ping, which wrote nothing.
 
     Example:
         ```python
         try:
             graph.invoke(inputs, config)
         except StorageUnavailableError as err:
-            print(err.where, err.action)   # retry later, or fail the request
+            print(err.where, err.action, err.write)   # retry later, or fail the request
         ```
     """
 
-    def __init__(self, where: str, action: str, reason: str) -> None:
+    def __init__(self, where: str, action: str, reason: str, *, write: bool = True) -> None:
         self.where = where
         self.action = action
         self.reason = reason
+        self.write = write
         self._init_args = (where, action, reason)
+        outcome = (
+            "The write was not confirmed: it may or may not have been applied (either way "
+            "the saver reads the log again on its next call, and stays consistent)"
+            if write
+            else "Nothing was written"
+        )
         super().__init__(
-            f"{where} is unavailable ({reason}) while {action}. The call was not "
-            "acknowledged (a write may or may not have been applied); retry once the "
-            "server is back: the saver reconnects on the next call."
+            f"{where} is unavailable ({reason}) while {action}. {outcome}; retry once the "
+            "server is back: the saver reconnects on its next call."
         )
 
     def __str__(self) -> str:
         return str(self.args[0])
 
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
-        return type(self), self._init_args
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:  # picklable across processes
+        return functools.partial(type(self), write=self.write), self._init_args
 
 
 class StorageConfigError(LangGraphCtxError, ValueError):

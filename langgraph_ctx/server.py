@@ -177,6 +177,7 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
                 saver.storage.server,
                 "starting the LangGraph server's checkpointer",
                 f"{type(exc).__name__}: {exc}",
+                write=False,
             ) from exc
         yield saver
     finally:
