@@ -13,8 +13,10 @@ import warnings
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langgraph_ctx import BudgetNode, context_pipeline
+from langgraph_ctx import BudgetNode, CompactionNode, context_pipeline
 from langgraph_ctx.context.tokens import count_message_tokens, count_tokens
+from langgraph_ctx.errors import CompactionError
+from langgraph_ctx.nodes.compaction import PERCENT_LIKE
 from langgraph_ctx.testing import OfflineChatModel
 
 # -- model=None --------------------------------------------------------------------
@@ -47,3 +49,33 @@ def test_names_and_chat_models_still_work() -> None:
     assert context_pipeline("fast", model=OfflineChatModel()).budget.model
     assert BudgetNode("fast", model="gpt-4o-mini").model == "gpt-4o-mini"
 
+
+# -- a percent typed as an int ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [1, 50, 80, PERCENT_LIKE])
+def test_a_percent_typed_as_an_int_is_refused(value: int) -> None:
+    with pytest.raises(CompactionError) as err:
+        context_pipeline("fast", trigger=value)
+    text = str(err.value)
+    assert f"trigger={value} is a count of tokens" in text
+    assert f"write trigger={value / 100!r}" in text
+    assert f"write trigger=('tokens', {value})" in text
+    with pytest.raises(CompactionError, match=f"target={value} is a count of tokens"):
+        CompactionNode(target=value)
+
+
+def test_tokens_said_explicitly_and_sensible_values_pass() -> None:
+    assert CompactionNode(trigger=("tokens", 80), target=("tokens", 40)).trigger.value == 80
+    for trigger, target in [
+        (0.8, 0.5),
+        (PERCENT_LIKE + 1, ("tokens", 50)),
+        (4_000, 2_500),
+        (6_000, 0.5),
+        (("messages", 4), 400),
+        (("reserved", 50_000), 0.5),
+        (0.75, 150),
+    ]:
+        node = CompactionNode(trigger=trigger, target=target)
+        context_pipeline("fast", compaction=node)
+    context_pipeline("fast", trigger=0.8, target=0.5)

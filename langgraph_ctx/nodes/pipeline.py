@@ -795,7 +795,9 @@ def context_pipeline(
         strategy: `"relevance"` (default), `"extract"`, `"window"` or a strategy object
             (`LLMSummary(llm)`, ...).
         trigger: when to compact (`0.8` of the window, a token count, ...; see
-            `CompactionNode`).
+            `CompactionNode`). A bare int up to 100 is refused as a percent typed by
+            mistake: `trigger=80` raises `CompactionError` (write `0.8`, or
+            `("tokens", 80)` if you mean tokens).
         target: what compaction leaves (`0.5` of the window, or a token count).
         offload_threshold: tool results over this many tokens are shown as previews.
         token_counter: count with this function (one message at a time) instead of the
