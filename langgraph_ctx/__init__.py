@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "StorageConfigError": "langgraph_ctx.errors",
     "LockTimeoutError": "langgraph_ctx.errors",
     "LogChangedError": "langgraph_ctx.errors",
+    "MissingGraphStateError": "langgraph_ctx.errors",
     # savers
     "JsonlSaver": "langgraph_ctx.saver.jsonl",
     "RedisLogSaver": "langgraph_ctx.saver.redis",
@@ -151,6 +152,7 @@ __all__ = [  # a literal, so that type checkers read the exports (a test keeps i
     "LockTimeoutError",
     "LogChangedError",
     "MessageTokenCounter",
+    "MissingGraphStateError",
     "ModelCallPolicy",
     "ModelNode",
     "ModelTimeoutError",
@@ -233,6 +235,7 @@ if TYPE_CHECKING:
         LangGraphCtxError,
         LockTimeoutError,
         LogChangedError,
+        MissingGraphStateError,
         ModelTimeoutError,
         NotARegularFileError,
         PersonaDroppedWarning,

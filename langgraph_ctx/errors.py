@@ -3,6 +3,9 @@
 The exceptions derive from `LangGraphCtxError`; the warnings are `UserWarning`s. Other
 modules import them from here (and re-export the ones users met there first, such as
 `langgraph_ctx.storage.jsonl.TornLineWarning`).
+
+One module (over 600 lines) because it is the one place a user looks for what the
+package may raise or warn, and each class is small: its message and the way out.
 """
 
 from __future__ import annotations
@@ -554,6 +557,37 @@ class CompactionError(LangGraphCtxError, ValueError):
             print(err)  # max_tokens must be a positive int, got 0
         ```
     """
+
+
+class MissingGraphStateError(LangGraphCtxError, ValueError):
+    """A tool that reads the graph state was called without it.
+
+    `read_tool_result` and `search_history` read the conversation from the graph state,
+    which LangGraph's `ToolNode` passes them (`InjectedState`, hidden from the model).
+    Called directly (`tool.invoke({...})`, as in a test) they need it given by hand;
+    the message shows how.
+
+    Example:
+        ```python
+        try:
+            read_tool_result.invoke({"ref": "tool-result/call_1"})
+        except MissingGraphStateError as err:
+            print(err)   # ... read_tool_result.invoke({"ref": ..., "messages": [...]})
+        ```
+    """
+
+    def __init__(self, tool: str, needs: str, example: str) -> None:
+        self.tool = tool
+        self._init_args = (tool, needs, example)
+        super().__init__(
+            f"{tool} reads {needs}, which LangGraph's ToolNode passes it (InjectedState, "
+            "hidden from the model), and got none: was it called outside a graph? Run it in "
+            "the graph's ToolNode (create_agent and create_react_agent use one); to call it "
+            f"yourself, as in a test, pass the state: {example}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), self._init_args
 
 
 class CliError(LangGraphCtxError):
