@@ -505,6 +505,63 @@ def _rebuild_conflict(key: str, text: str, canonical: str) -> StateKeyConflictEr
     return error
 
 
+class StateShapeError(LangGraphCtxError, TypeError):
+    """A node was given a state it cannot read: not a state at all (a list of messages, a
+    string), a `messages` value that is not a list of messages (a string), or (for the
+    model node) no messages to send at all.
+
+    LangGraph passes a node its state as a dict, a pydantic model or a dataclass;
+    calling a node yourself, pass the same: ``node.invoke({"messages": [...]})``.
+    Read as an empty conversation, such input made the model node call the model with
+    no messages at all.
+
+    Example:
+        ```python
+        try:
+            ModelNode(llm).invoke([HumanMessage("hello")])
+        except StateShapeError as err:
+            print(err)   # the state must be a dict such as {"messages": [...]}, ...
+        ```
+    """
+
+    def __init__(self, got: Any, key: str | None = None, *, empty: bool = False) -> None:
+        self.key = key
+        self.got = type(got).__name__
+        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+        found = "None" if got is None else f"a {self.got}: {shown}"
+        if empty:  # `got` is the state
+            keys = sorted(map(str, got)) if isinstance(got, dict) else self.got
+            text = (
+                f"the model would be sent no messages: the state's {key!r} is empty or "
+                f"missing (the state holds {keys}). Pass the conversation as "
+                '{"messages": [("user", "hi")]}'
+            )
+        elif key is None:
+            text = (
+                'the state must be a dict such as {"messages": [...]}, or a pydantic model or '
+                "dataclass with a messages field (what LangGraph passes a node); got "
+                f"{found}. To call a node yourself: "
+                'node.invoke({"messages": [("user", "hi")]})'
+            )
+        else:
+            text = (
+                f"the state's {key!r} must be a list of messages (or of (role, text) pairs); "
+                f'got {found}. Write {{"{key}": [("user", "hi")]}}'
+            )
+        self._init_args = (text, key, self.got)
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:  # picklable across processes
+        return _rebuild_state_shape, self._init_args
+
+
+def _rebuild_state_shape(text: str, key: str | None, got: str) -> StateShapeError:
+    error = StateShapeError.__new__(StateShapeError)
+    Exception.__init__(error, text)
+    error.key, error.got, error._init_args = key, got, (text, key, got)
+    return error
+
+
 class PersonaDroppedWarning(UserWarning):
     """A persona is configured but the current mode's prompt leaves it out (chat mode).
 

@@ -91,6 +91,7 @@ from langgraph_ctx.nodes.state import (
     CompactionAgentState,
     CompactionState,
     cursor_has_view,
+    state_messages,
     state_value,
     thread_key_of,
 )
@@ -369,7 +370,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
     ) -> Generator[Step, Any, dict[str, Any]]:
         """The node's work on `state` as a generator of model calls (see `compact`)."""
         return self.compact(
-            list(state_value(state, "messages") or []),
+            list(state_messages(state)),
             usage=state_value(state, "context_usage"),
             cursor=state_value(state, "compaction_cursor"),
             view=state_value(state, "llm_input_messages"),

@@ -92,6 +92,7 @@ from langgraph_ctx.nodes.state import (
     run_labels,
     schema_hints,
     stands_for,
+    state_messages,
     state_value,
     thread_key_of,
     view_active,
@@ -310,7 +311,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self, state: Any, tools: Sequence[Any] | None, host_prompt: str | None = None
     ) -> _Request:
         """What this model call would send: conversation, system prompt, tools."""
-        messages = _as_messages(state_value(state, "messages") or [])
+        messages = _as_messages(state_messages(state))
         # What the model works with: the whole history, or the active context of the
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
