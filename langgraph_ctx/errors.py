@@ -562,6 +562,17 @@ def _rebuild_state_shape(text: str, key: str | None, got: str) -> StateShapeErro
     return error
 
 
+class DroppedWritesWarning(UserWarning):
+    """The graph state does not declare keys a context node writes, so LangGraph drops
+    those writes without a word (the pipeline added with `builder.add_node` to a
+    `MessagesState` graph: the model then gets the whole history, as if it were not there).
+
+    `ContextPipeline` warns at its first step in a thread (it asks the running graph which
+    keys its state has); `CompactionNode` once it notices its cursor is missing. Declare
+    the keys: `ContextState`, `pipeline.state_schema(YourState)`, `CompactionState`.
+    """
+
+
 class PersonaDroppedWarning(UserWarning):
     """A persona is configured but the current mode's prompt leaves it out (chat mode).
 

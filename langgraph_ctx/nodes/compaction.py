@@ -86,6 +86,7 @@ from langgraph_ctx.context.compaction.relevance import requery_previews, request
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.tokens import MessageTokenCounter
+from langgraph_ctx.errors import DroppedWritesWarning
 from langgraph_ctx.nodes.budget import load_tokenizer_off_loop
 from langgraph_ctx.nodes.state import (
     CompactionAgentState,
@@ -817,6 +818,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
                 "llm_input_messages, compaction_cursor, running_summary and compaction_log "
                 "in the graph state (see CompactionState), or the model keeps seeing the "
                 "whole history",
+                DroppedWritesWarning,
                 stacklevel=4,
             )
 

@@ -35,7 +35,8 @@ This module is the one home of that contract: the keys (`ContextKeys`, `PIPELINE
 `StateKeys`),
 the smaller schemas of single nodes (`BudgetState`, `CompactionState`, ...), and the
 helpers every node uses to read a state (`state_value`, `state_messages`, `view_active`,
-`run_labels`, `graph_step`, `thread_id_of`, `thread_key_of`, `stands_for`). The nodes, the
+`run_labels`, `graph_step`, `thread_id_of`, `thread_key_of`, `stands_for`,
+`undeclared_keys`). The nodes, the
 pipeline and the middleware import them from here. One module (over 600 lines) because the
 keys, their schemas and the helpers that read them are one contract, changed together.
 """
@@ -84,6 +85,7 @@ __all__ = [
     "state_value",
     "thread_id_of",
     "thread_key_of",
+    "undeclared_keys",
     "view_active",
 ]
 
@@ -521,6 +523,28 @@ def state_messages(state: Any, key: str = "messages") -> Sequence[Any]:
     ):
         raise StateShapeError(value, key)
     return value
+
+
+def undeclared_keys(config: RunnableConfig | None, keys: Iterable[str]) -> list[str]:
+    """The `keys` the state of the graph running the node does not declare: LangGraph
+    drops a node's writes to them without a word. `[]` outside a graph.
+
+    Asks the running graph through the reader LangGraph puts in every task's config (the
+    one conditional edges read the state with): a key it has no channel for raises
+    KeyError; one it has, unset or not, does not.
+    """
+    read = ((config or {}).get("configurable") or {}).get("__pregel_read")
+    if not callable(read):
+        return []
+    missing = []
+    for key in keys:
+        try:
+            read(key)
+        except KeyError:
+            missing.append(key)
+        except Exception:  # an empty channel (or a reader of another shape): no sign
+            continue
+    return missing
 
 
 def view_active(state: Any) -> bool:
