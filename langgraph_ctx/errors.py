@@ -3,6 +3,9 @@
 The exceptions derive from `LangGraphCtxError`; the warnings are `UserWarning`s. Other
 modules import them from here (and re-export the ones users met there first, such as
 `langgraph_ctx.storage.jsonl.TornLineWarning`).
+
+One module (over 600 lines) because it is the one place a user looks for what the
+package may raise or warn, and each class is small: its message and the way out.
 """
 
 from __future__ import annotations
@@ -129,33 +132,41 @@ class StorageUnavailableError(LangGraphCtxError, ConnectionError):
     call was not acknowledged: a read returned nothing, and a write may or may
     not have been applied (the next call re-reads the log, so either way the
     saver stays consistent). The saver itself recovers on its own: once Redis
-    answers again, the next call works.
+    answers again, the next call works. The message says which it was: ``write``
+    is true for a write (append, rewrite, delete, taking a lock), false for a
+    read, a listing or a start-up ping, which wrote nothing.
 
     Example:
         ```python
         try:
             graph.invoke(inputs, config)
         except StorageUnavailableError as err:
-            print(err.where, err.action)   # retry later, or fail the request
+            print(err.where, err.action, err.write)   # retry later, or fail the request
         ```
     """
 
-    def __init__(self, where: str, action: str, reason: str) -> None:
+    def __init__(self, where: str, action: str, reason: str, *, write: bool = True) -> None:
         self.where = where
         self.action = action
         self.reason = reason
+        self.write = write
         self._init_args = (where, action, reason)
+        outcome = (
+            "The write was not confirmed: it may or may not have been applied (either way "
+            "the saver reads the log again on its next call, and stays consistent)"
+            if write
+            else "Nothing was written"
+        )
         super().__init__(
-            f"{where} is unavailable ({reason}) while {action}. The call was not "
-            "acknowledged (a write may or may not have been applied); retry once the "
-            "server is back: the saver reconnects on the next call."
+            f"{where} is unavailable ({reason}) while {action}. {outcome}; retry once the "
+            "server is back: the saver reconnects on its next call."
         )
 
     def __str__(self) -> str:
         return str(self.args[0])
 
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
-        return type(self), self._init_args
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:  # picklable across processes
+        return functools.partial(type(self), write=self.write), self._init_args
 
 
 class StorageConfigError(LangGraphCtxError, ValueError):
@@ -494,6 +505,74 @@ def _rebuild_conflict(key: str, text: str, canonical: str) -> StateKeyConflictEr
     return error
 
 
+class StateShapeError(LangGraphCtxError, TypeError):
+    """A node was given a state it cannot read: not a state at all (a list of messages, a
+    string), a `messages` value that is not a list of messages (a string), or (for the
+    model node) no messages to send at all.
+
+    LangGraph passes a node its state as a dict, a pydantic model or a dataclass;
+    calling a node yourself, pass the same: ``node.invoke({"messages": [...]})``.
+    Read as an empty conversation, such input made the model node call the model with
+    no messages at all.
+
+    Example:
+        ```python
+        try:
+            ModelNode(llm).invoke([HumanMessage("hello")])
+        except StateShapeError as err:
+            print(err)   # the state must be a dict such as {"messages": [...]}, ...
+        ```
+    """
+
+    def __init__(self, got: Any, key: str | None = None, *, empty: bool = False) -> None:
+        self.key = key
+        self.got = type(got).__name__
+        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+        found = "None" if got is None else f"a {self.got}: {shown}"
+        if empty:  # `got` is the state
+            keys = sorted(map(str, got)) if isinstance(got, dict) else self.got
+            text = (
+                f"the model would be sent no messages: the state's {key!r} is empty or "
+                f"missing (the state holds {keys}). Pass the conversation as "
+                '{"messages": [("user", "hi")]}'
+            )
+        elif key is None:
+            text = (
+                'the state must be a dict such as {"messages": [...]}, or a pydantic model or '
+                "dataclass with a messages field (what LangGraph passes a node); got "
+                f"{found}. To call a node yourself: "
+                'node.invoke({"messages": [("user", "hi")]})'
+            )
+        else:
+            text = (
+                f"the state's {key!r} must be a list of messages (or of (role, text) pairs); "
+                f'got {found}. Write {{"{key}": [("user", "hi")]}}'
+            )
+        self._init_args = (text, key, self.got)
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:  # picklable across processes
+        return _rebuild_state_shape, self._init_args
+
+
+def _rebuild_state_shape(text: str, key: str | None, got: str) -> StateShapeError:
+    error = StateShapeError.__new__(StateShapeError)
+    Exception.__init__(error, text)
+    error.key, error.got, error._init_args = key, got, (text, key, got)
+    return error
+
+
+class DroppedWritesWarning(UserWarning):
+    """The graph state does not declare keys a context node writes, so LangGraph drops
+    those writes without a word (the pipeline added with `builder.add_node` to a
+    `MessagesState` graph: the model then gets the whole history, as if it were not there).
+
+    `ContextPipeline` warns at its first step in a thread (it asks the running graph which
+    keys its state has); `CompactionNode` once it notices its cursor is missing. Declare
+    the keys: `ContextState`, `pipeline.state_schema(YourState)`, `CompactionState`.
+    """
+
+
 class PersonaDroppedWarning(UserWarning):
     """A persona is configured but the current mode's prompt leaves it out (chat mode).
 
@@ -546,6 +625,37 @@ class CompactionError(LangGraphCtxError, ValueError):
             print(err)  # max_tokens must be a positive int, got 0
         ```
     """
+
+
+class MissingGraphStateError(LangGraphCtxError, ValueError):
+    """A tool that reads the graph state was called without it.
+
+    `read_tool_result` and `search_history` read the conversation from the graph state,
+    which LangGraph's `ToolNode` passes them (`InjectedState`, hidden from the model).
+    Called directly (`tool.invoke({...})`, as in a test) they need it given by hand;
+    the message shows how.
+
+    Example:
+        ```python
+        try:
+            read_tool_result.invoke({"ref": "tool-result/call_1"})
+        except MissingGraphStateError as err:
+            print(err)   # ... read_tool_result.invoke({"ref": ..., "messages": [...]})
+        ```
+    """
+
+    def __init__(self, tool: str, needs: str, example: str) -> None:
+        self.tool = tool
+        self._init_args = (tool, needs, example)
+        super().__init__(
+            f"{tool} reads {needs}, which LangGraph's ToolNode passes it (InjectedState, "
+            "hidden from the model), and got none: was it called outside a graph? Run it in "
+            "the graph's ToolNode (create_agent and create_react_agent use one); to call it "
+            f"yourself, as in a test, pass the state: {example}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
+        return type(self), self._init_args
 
 
 class CliError(LangGraphCtxError):

@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from langgraph_ctx.errors import StorageUnavailableError
+from langgraph_ctx.errors import MissingExtraError, StorageUnavailableError
 from langgraph_ctx.saver.jsonl import JsonlSaver
 from langgraph_ctx.saver.log import LogSaver
 
@@ -131,6 +131,8 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
             ``$LANGGRAPH_CTX_REDIS_PREFIX`` and ``$LANGGRAPH_CTX_REDIS_TTL``.
 
     Raises:
+        MissingExtraError: The redis package is not installed (the ``server`` extra does
+            not bring it): ``pip install 'langgraph-ctx[redis]'``.
         ValueError: No URL was given and ``LANGGRAPH_CTX_REDIS_URL`` is unset, or
             ``LANGGRAPH_CTX_REDIS_TTL`` is not a number.
         StorageUnavailableError: Redis does not answer at start-up.
@@ -143,8 +145,17 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
             return redis_checkpointer("redis://cache:6379/0", prefix="support", ttl=7 * 86400)
         ```
     """
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ModuleNotFoundError as exc:  # the `server` extra does not bring redis
+        if (exc.name or "").partition(".")[0] != "redis":
+            raise
+        raise MissingExtraError(
+            f"redis_checkpointer (create_checkpointer's choice when {ENV_REDIS_URL} is set)",
+            "redis",
+            "redis",
+        ) from exc
 
     from langgraph_ctx.saver.redis import RedisLogSaver
 
@@ -166,6 +177,7 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
                 saver.storage.server,
                 "starting the LangGraph server's checkpointer",
                 f"{type(exc).__name__}: {exc}",
+                write=False,
             ) from exc
         yield saver
     finally:

@@ -100,7 +100,7 @@ def prune(
     thread: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[THREAD]...",
+            metavar="THREAD",  # typer adds the brackets and dots: [THREAD]...
             help="Threads to prune (default with --older-than: every thread).",
             show_default=False,
         ),

@@ -23,7 +23,12 @@ from langgraph_ctx.cli._app import (
     _state,
     app,
 )
-from langgraph_ctx.errors import CorruptLineWarning, ThreadExistsError, ThreadNotFoundError
+from langgraph_ctx.errors import (
+    CorruptLineWarning,
+    MissingExtraError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+)
 
 
 @contextmanager
@@ -344,10 +349,9 @@ def _open_store(where: str, prefix: str | None, *, target: bool = False) -> Any:
     if where.startswith(_REDIS_URLS):
         try:
             from langgraph_ctx.storage.redis import RedisStorage
-        except ImportError as exc:
-            raise CliError(
-                f"Redis needs the redis package ({exc}): pip install 'langgraph-ctx[redis]'"
-            ) from None
+        except MissingExtraError as exc:  # (not the URL: it may hold a password)
+            missing = MissingExtraError("copying to or from Redis", exc.extra, exc.package)
+            raise CliError(str(missing)) from None
         kwargs = {"prefix": prefix} if prefix else {}
         return RedisStorage.from_url(where, **kwargs)
     if "://" in where:

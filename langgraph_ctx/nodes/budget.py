@@ -40,7 +40,12 @@ from langgraph_ctx.context.tokens import (
     model_facts,
     model_family,
 )
-from langgraph_ctx.nodes.state import BudgetAgentState, BudgetState, state_value
+from langgraph_ctx.nodes.state import (
+    BudgetAgentState,
+    BudgetState,
+    state_messages,
+    state_value,
+)
 
 __all__ = ["BudgetAgentState", "BudgetNode", "BudgetState", "load_tokenizer_off_loop"]
 
@@ -143,9 +148,7 @@ class BudgetNode(Runnable[Any, dict[str, Any]]):
     # -- the one implementation ---------------------------------------------
     def usage(self, state: Any) -> ContextUsage:
         """The `ContextUsage` for `state` (a dict or an object with attributes)."""
-        messages = state_value(state, self.messages_key) or []
-        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-            messages = [messages]
+        messages = state_messages(state, self.messages_key)
         return self.measure(
             messages,
             system_prompt=self.system_prompt_of(state),

@@ -47,7 +47,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -86,11 +86,13 @@ from langgraph_ctx.context.compaction.relevance import requery_previews, request
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.tokens import MessageTokenCounter
+from langgraph_ctx.errors import DroppedWritesWarning
 from langgraph_ctx.nodes.budget import load_tokenizer_off_loop
 from langgraph_ctx.nodes.state import (
     CompactionAgentState,
     CompactionState,
     cursor_has_view,
+    state_messages,
     state_value,
     thread_key_of,
 )
@@ -101,6 +103,13 @@ TriggerKind = Literal["fraction", "tokens", "messages", "reserved"]
 Trigger = float | int | tuple[TriggerKind, float]
 """`0.8` (a fraction of the window), `12_000` (tokens), or `("fraction" | "tokens" |
 "messages" | "reserved", value)`; `("reserved", R)` fires when `used + R >= window`."""
+
+PERCENT_LIKE: Final[int] = 100
+"""A bare int `trigger` or `target` up to this is refused as a percent typed by mistake
+(`trigger=80` meant `0.8`): as tokens it is below what any request sends (the reply
+priming, a message, and the system prompt: the default one alone is over 200), so
+compaction would run at every step. A token count that small is still possible, said
+explicitly: `("tokens", 80)`."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,18 @@ class _Rule:
             kind, value = "fraction", spec
         elif isinstance(spec, int) and not isinstance(spec, bool):
             kind, value = "tokens", spec
+            if 0 < spec <= PERCENT_LIKE:
+                effect = (
+                    "compaction would run at every step"
+                    if label == "trigger"
+                    else "compaction would leave next to nothing"
+                )
+                raise CompactionError(
+                    f"{label}={spec} is a count of tokens, fewer than a request with a "
+                    f"system prompt sends (the default one alone is over 200), so {effect}; "
+                    f"for {spec} % of the window write {label}={spec / 100!r}, for {spec} "
+                    f"tokens write {label}=('tokens', {spec})"
+                )
         else:
             raise CompactionError(
                 f"{label}={spec!r}: use a fraction (0.8), a token count (12_000) or a tuple "
@@ -243,9 +264,11 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             `0.8` fires at 80 % of the window (reserved output counted as used, like
             `context_usage.percent`); `12_000` (or `("tokens", 12_000)`) at that many
             tokens; `("messages", 200)` at that many messages; `("reserved", 50_000)`
-            when `used + 50_000 >= window`.
+            when `used + 50_000 >= window`. A bare int up to 100 (`trigger=80`) is
+            refused as a percent typed by mistake (`PERCENT_LIKE`); a token count that
+            small is written `("tokens", 80)`.
         target: what a compaction leaves: `0.5` (half the window, reserved output
-            included) or a token count.
+            included) or a token count (the same rule for a bare int up to 100).
         max_context_tokens: the window; default `context_usage.total` from a BudgetNode.
         reserved_output: tokens kept for the reply; default `context_usage.reserved_output`,
             else 0.
@@ -348,7 +371,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
     ) -> Generator[Step, Any, dict[str, Any]]:
         """The node's work on `state` as a generator of model calls (see `compact`)."""
         return self.compact(
-            list(state_value(state, "messages") or []),
+            list(state_messages(state)),
             usage=state_value(state, "context_usage"),
             cursor=state_value(state, "compaction_cursor"),
             view=view_messages(state_value(state, VIEW_KEY)),
@@ -795,6 +818,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
                 "llm_input_messages, compaction_cursor, running_summary and compaction_log "
                 "in the graph state (see CompactionState), or the model keeps seeing the "
                 "whole history",
+                DroppedWritesWarning,
                 stacklevel=4,
             )
 

@@ -62,8 +62,15 @@ from langgraph_ctx.context.llm_error import is_recoverable_error, llm_error_mess
 from langgraph_ctx.context.model_call import ModelCallPolicy, Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import ErrorRecord, llm_error_record, tool_error_record
 from langgraph_ctx.context.prompt import read_run_context
-from langgraph_ctx.errors import PromptPartError
-from langgraph_ctx.nodes.state import StateKeys, graph_step, run_labels, stands_for, state_value
+from langgraph_ctx.errors import PromptPartError, StateShapeError
+from langgraph_ctx.nodes.state import (
+    StateKeys,
+    graph_step,
+    run_labels,
+    stands_for,
+    state_messages,
+    state_value,
+)
 
 __all__ = [
     "ModelCallPolicy",  # defined in langgraph_ctx.context.model_call, exported here too
@@ -155,7 +162,7 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
 
     def input_messages(self, state: Any) -> list[BaseMessage]:
         """What the model is sent: `llm_input_messages` if it is current, else `messages`."""
-        messages = convert_to_messages(state_value(state, "messages") or [])
+        messages = convert_to_messages(state_messages(state))
         prepared = view_messages(state_value(state, VIEW_KEY))
         if not prepared:
             return messages
@@ -183,6 +190,8 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
         """The node's work as a generator of step requests (see `drive_sync`)."""
         state = self.keys.read(state)
         messages = self.input_messages(state)
+        if not messages:  # every provider refuses it (a 400); say why here instead
+            raise StateShapeError(state, "messages", empty=True)
         outcome, attempts = yield from self.policy.attempts(
             lambda: self.model.invoke(messages, config),
             lambda: self.model.ainvoke(messages, config),

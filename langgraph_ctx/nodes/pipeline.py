@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import warnings
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -81,7 +82,7 @@ from langgraph_ctx.context.prompt import (
     model_input,
 )
 from langgraph_ctx.context.tokens import TokenCounter
-from langgraph_ctx.errors import StateKeyConflictError
+from langgraph_ctx.errors import DroppedWritesWarning, StateKeyConflictError
 from langgraph_ctx.nodes.budget import BudgetNode
 from langgraph_ctx.nodes.compaction import CompactionNode, Trigger
 from langgraph_ctx.nodes.prompt import SystemPromptNode
@@ -93,8 +94,10 @@ from langgraph_ctx.nodes.state import (
     run_labels,
     schema_hints,
     stands_for,
+    state_messages,
     state_value,
     thread_key_of,
+    undeclared_keys,
     view_active,
 )
 
@@ -238,6 +241,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self.recoverable_errors = recoverable_errors
         # (prompt, tools, count, overhead) of the last request counted without messages
         self._overhead: tuple[str | None, tuple[Any, ...], ContextUsage, int, Any] | None = None
+        self._wiring_checked: set[str] = set()  # threads whose graph declares our keys
 
     # -- the one implementation ---------------------------------------------------
     def steps(
@@ -311,7 +315,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         self, state: Any, tools: Sequence[Any] | None, host_prompt: str | None = None
     ) -> _Request:
         """What this model call would send: conversation, system prompt, tools."""
-        messages = _as_messages(state_value(state, "messages") or [])
+        messages = _as_messages(state_messages(state))
         # What the model works with: the whole history, or the active context of the
         # context tools (its start, behind a loaded archive). `messages` stays whole.
         tracked = "active_context" in state if isinstance(state, Mapping) else False
@@ -552,14 +556,60 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """Run the pipeline as a node: returns the state update."""
-        return self.prepare(input, config).update
+        """Run the pipeline as a node: returns the state update.
+
+        Warns (`DroppedWritesWarning`) when the graph's state lacks keys it writes.
+        """
+        update = self.prepare(input, config).update
+        self._check_wiring(config, update)
+        return update
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Run the pipeline as a node (async): returns the state update."""
-        return (await self.aprepare(input, config)).update
+        update = (await self.aprepare(input, config)).update
+        self._check_wiring(config, update)
+        return update
+
+    def _check_wiring(self, config: RunnableConfig | None, update: Mapping[str, Any]) -> None:
+        """Warn when the graph running this node drops its writes (its state lacks the keys).
+
+        `add_to` refuses such a state; `builder.add_node(name, pipeline)` on a
+        `MessagesState` graph, or `create_react_agent(pre_model_hook=pipeline)` without a
+        `state_schema`, get here: LangGraph drops every write, and the model is sent the
+        whole history as if the pipeline were not there. Checked at the first step in a
+        thread (at every step outside one); the middleware never runs this door.
+        """
+        thread = thread_key_of(config)
+        if thread is not None and thread in self._wiring_checked:
+            return
+        written = [self.keys.name(key) for key in PIPELINE_KEYS]
+        missing = undeclared_keys(config, [key for key in written if key in update])
+        if thread is not None:
+            if len(self._wiring_checked) >= 10_000:  # a bound, not a registry
+                self._wiring_checked.clear()
+            self._wiring_checked.add(thread)
+        if not missing:
+            return
+        if self.compaction is not None:  # one cause, one warning: not its own again
+            self.compaction._warned = True
+        lost = (
+            "the model is sent the messages as they are, without the pipeline's prompt or "
+            "compaction"
+            if self.keys.name("llm_input_messages") in missing
+            else "what the pipeline keeps from one step to the next is lost"
+        )
+        warnings.warn(
+            f"the context pipeline {self.name!r} runs in a graph whose state does not "
+            f"declare {missing}: LangGraph drops its writes to them, so {lost}. Build the "
+            "graph on ContextState (a subclass of it, or pipeline.state_schema(YourState)) "
+            'and add the pipeline with pipeline.add_to(builder, before="model"); for '
+            "create_react_agent pass state_schema=ContextAgentState, or build the agent "
+            "with pipeline.create_react_agent(...)",
+            DroppedWritesWarning,
+            stacklevel=2,
+        )
 
     async def load_tokenizer(self) -> None:
         """Load the BPE data off the event loop the first time (about 0.5 s)."""
@@ -796,7 +846,9 @@ def context_pipeline(
         strategy: `"relevance"` (default), `"extract"`, `"window"` or a strategy object
             (`LLMSummary(llm)`, ...).
         trigger: when to compact (`0.8` of the window, a token count, ...; see
-            `CompactionNode`).
+            `CompactionNode`). A bare int up to 100 is refused as a percent typed by
+            mistake: `trigger=80` raises `CompactionError` (write `0.8`, or
+            `("tokens", 80)` if you mean tokens).
         target: what compaction leaves (`0.5` of the window, or a token count).
         offload_threshold: tool results over this many tokens are shown as previews.
         token_counter: count with this function (one message at a time) instead of the

@@ -59,7 +59,7 @@ from langgraph_ctx.context.prompt import (
     read_run_context,
 )
 from langgraph_ctx.errors import PersonaDroppedWarning
-from langgraph_ctx.nodes.state import state_value, view_active
+from langgraph_ctx.nodes.state import state_messages, state_value, view_active
 
 __all__ = ["SystemPromptNode", "conversation_view"]
 
@@ -75,7 +75,7 @@ def conversation_view(state: Any) -> list[BaseMessage]:
     view = view_messages(state_value(state, VIEW_KEY))
     if view_active(state) and view:
         return [m for m in view if not is_system_prompt_message(m)]
-    return list(state_value(state, "messages") or [])
+    return list(state_messages(state))
 
 
 class SystemPromptNode(Runnable[Any, dict[str, Any]]):

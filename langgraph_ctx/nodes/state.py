@@ -34,9 +34,11 @@ data (`StateKeys`: `context_pipeline(keys={"mode": "ctx_mode"})`, `pipeline.stat
 This module is the one home of that contract: the keys (`ContextKeys`, `PIPELINE_KEYS`,
 `StateKeys`),
 the smaller schemas of single nodes (`BudgetState`, `CompactionState`, ...), and the
-helpers every node uses to read a state (`state_value`, `view_active`, `run_labels`,
-`graph_step`, `thread_id_of`, `thread_key_of`, `stands_for`). The nodes, the pipeline and
-the middleware import them from here.
+helpers every node uses to read a state (`state_value`, `state_messages`, `view_active`,
+`run_labels`, `graph_step`, `thread_id_of`, `thread_key_of`, `stands_for`,
+`undeclared_keys`). The nodes, the
+pipeline and the middleware import them from here. One module (over 600 lines) because the
+keys, their schemas and the helpers that read them are one contract, changed together.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from langgraph_ctx.context.active_context import ActiveContext, replace_active_c
 from langgraph_ctx.context.budget import ContextUsage
 from langgraph_ctx.context.notebook import ErrorRecord, add_errors
 from langgraph_ctx.context.prompt import MODES, Mode, RunContext, read_run_context
-from langgraph_ctx.errors import PromptPartError, StateKeyConflictError
+from langgraph_ctx.errors import PromptPartError, StateKeyConflictError, StateShapeError
 
 __all__ = [
     "COMPACTION_LOG_SIZE",
@@ -79,9 +81,11 @@ __all__ = [
     "run_labels",
     "schema_hints",
     "stands_for",
+    "state_messages",
     "state_value",
     "thread_id_of",
     "thread_key_of",
+    "undeclared_keys",
     "view_active",
 ]
 
@@ -478,8 +482,19 @@ class CompactionAgentState(AgentState):
 # -- reading a state ------------------------------------------------------------------
 
 
+#: What no LangGraph state is (a state is a dict, a pydantic model or a dataclass): read
+#: as one, each has no keys, and a node would work on an empty conversation.
+_NOT_A_STATE: Final = (
+    str, bytes, bytearray, list, tuple, set, frozenset, int, float, complex, type(None),
+    BaseMessage,
+)  # fmt: skip
+
+
 def state_value(state: Any, key: str) -> Any:
     """`state[key]` of a dict state, or the attribute of an object state; None if absent.
+
+    Every read of a state goes through here, so this is where a value that is no state
+    (a list of messages, a string, a message) is refused: `StateShapeError`.
 
     Example:
         ```python
@@ -488,7 +503,51 @@ def state_value(state: Any, key: str) -> Any:
     """
     if isinstance(state, Mapping):
         return state.get(key)
+    if isinstance(state, _NOT_A_STATE):
+        raise StateShapeError(state)
     return getattr(state, key, None)
+
+
+def state_messages(state: Any, key: str = "messages") -> Sequence[Any]:
+    """The message list under `key` (`[]` when absent); `StateShapeError` when it is not
+    a list (a string would be read as one message per character). Its items are not
+    looked at (they are converted where they are used).
+
+    Example:
+        ```python
+        state_messages({"messages": [("user", "hi")]}), state_messages({})  # ([...], [])
+        ```
+    """
+    value = state_value(state, key)
+    if value is None:
+        return []
+    if type(value) is not list and (
+        isinstance(value, (str, bytes, bytearray)) or not isinstance(value, Sequence)
+    ):
+        raise StateShapeError(value, key)
+    return value
+
+
+def undeclared_keys(config: RunnableConfig | None, keys: Iterable[str]) -> list[str]:
+    """The `keys` the state of the graph running the node does not declare: LangGraph
+    drops a node's writes to them without a word. `[]` outside a graph.
+
+    Asks the running graph through the reader LangGraph puts in every task's config (the
+    one conditional edges read the state with): a key it has no channel for raises
+    KeyError; one it has, unset or not, does not.
+    """
+    read = ((config or {}).get("configurable") or {}).get("__pregel_read")
+    if not callable(read):
+        return []
+    missing = []
+    for key in keys:
+        try:
+            read(key)
+        except KeyError:
+            missing.append(key)
+        except Exception:  # an empty channel (or a reader of another shape): no sign
+            continue
+    return missing
 
 
 def view_active(state: Any) -> bool:

@@ -1371,10 +1371,25 @@ class RedisStorage(LogStorage):
     def _unavailable_error(
         self, action: str, thread_id: str | None, exc: Exception
     ) -> StorageUnavailableError:
+        write = action not in _NOT_WRITES  # (an action not listed: said to be a write)
         if thread_id is not None:
             action = f"{action} {self.keys(thread_id).log}{self._where(thread_id)}"
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return StorageUnavailableError(self.server, action, reason)
+        return StorageUnavailableError(self.server, action, reason, write=write)
+
+
+_NOT_WRITES = frozenset(
+    {
+        "checking",
+        "connecting to the cluster",
+        "listing backups of",
+        "listing threads",
+        "reading",
+        "reading a backup of",
+    }
+)
+"""The actions of `RedisStorage._unavailable` that write nothing: a failure of one says
+so (`StorageUnavailableError.write`); every other action may have written."""
 
 
 _Queued = tuple[Any, list[str], list[Any], "asyncio.Future[Any]"]
@@ -1712,7 +1727,10 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
         return RedisCluster(url=first, startup_nodes=nodes, **options)
     except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
         raise StorageUnavailableError(
-            _redacted(url), "connecting to the cluster", f"{type(exc).__name__}: {exc}"
+            _redacted(url),
+            "connecting to the cluster",
+            f"{type(exc).__name__}: {exc}",
+            write=False,
         ) from exc
 
 

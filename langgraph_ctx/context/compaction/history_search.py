@@ -41,7 +41,7 @@ from langgraph_ctx.context.compaction.previews import (
 )
 from langgraph_ctx.context.compaction.record import VIEW_KEY, view_messages
 from langgraph_ctx.context.compaction.relevance import message_index, message_text
-from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY, page_chars
+from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY, page_chars, require_state
 from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.search import inverse_frequency, query_terms, term_score
 
@@ -199,7 +199,7 @@ def format_hits(query: str, hits: Sequence[HistoryHit]) -> str:
 @tool(SEARCH_HISTORY, response_format="content_and_artifact")
 def search_history(
     query: str,
-    state: Annotated[Any, InjectedState],
+    state: Annotated[Any, InjectedState] = None,
     limit: int = 8,
 ) -> tuple[str, dict[str, Any]]:
     """Search the whole conversation history, including earlier messages and full tool
@@ -213,6 +213,13 @@ def search_history(
         query: words the passage should contain (names, subjects, identifiers).
         limit: most passages to return.
     """
+    state = require_state(
+        state,
+        SEARCH_HISTORY,
+        "the graph state (its messages and llm_input_messages)",
+        f'{SEARCH_HISTORY}.invoke({{"query": "invoice", "state": {{"messages": '
+        'state["messages"]}})',
+    )
     messages = _state_list(state, "messages") or []
     view = view_messages(_state_value(state, VIEW_KEY)) or None
     hits = search_messages(messages, query, limit=limit, view=view)

@@ -39,6 +39,7 @@ from langgraph_ctx.context.compaction.previews import (
 )
 from langgraph_ctx.context.content import content_text
 from langgraph_ctx.context.tokens import count_message_tokens
+from langgraph_ctx.errors import MissingGraphStateError
 
 OFFLOADED_KEY = "offloaded_content"
 """Key in a preview's `artifact` that holds the full content (rewrite mode only)."""
@@ -121,10 +122,22 @@ def page_chars(text: str, state: Any) -> int:
     return max(200, int(tokens * len(sample) / counted))
 
 
+def require_state(value: Any, tool: str, needs: str, example: str) -> Any:
+    """`value`, an argument the graph injects (`InjectedState`); `MissingGraphStateError`
+    saying how to pass it when it is missing (the tool was called outside a graph).
+
+    The injected arguments default to None so that a direct call reaches this check
+    instead of pydantic's "Field required"; `ToolNode` injects them all the same.
+    """
+    if value is None:
+        raise MissingGraphStateError(tool, needs, example)
+    return value
+
+
 @tool(response_format="content_and_artifact")
 def read_tool_result(
     ref: str,
-    messages: Annotated[list[BaseMessage], InjectedState("messages")],
+    messages: Annotated[list[BaseMessage] | None, InjectedState("messages")] = None,
     offset: int = 0,
     limit: int | None = None,
     state: Annotated[Any, InjectedState] = None,
@@ -138,6 +151,12 @@ def read_tool_result(
         offset: first character to return (to page through very long outputs).
         limit: most characters to return (default: a page that fits the context).
     """
+    messages = require_state(
+        messages,
+        "read_tool_result",
+        "the graph state's messages",
+        'read_tool_result.invoke({"ref": "tool-result/call_1", "messages": state["messages"]})',
+    )
     text = find_tool_result(messages, ref)
     if text is None:
         answer = (

@@ -21,6 +21,7 @@ import tiktoken
 from langgraph_ctx.context.tokens.bpe import EncodingName
 from langgraph_ctx.context.tokens.models import (
     base_model_name,
+    model_type_error,
     name_candidates,
     normalize_model_name,
 )
@@ -177,6 +178,8 @@ def model_family(model: str) -> ModelFamily:
 
 
 def resolve_family(model: str, *, warn: bool) -> ModelFamily:
+    if not isinstance(model, str):  # None failed on its .strip(), far from the cause
+        raise model_type_error(model, chat_models=False)
     family = _family_cache.get(model)
     if family is not None:
         return family

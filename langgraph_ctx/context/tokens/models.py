@@ -214,8 +214,10 @@ def model_facts(
         raise ValueError(f"context_window must be a positive int, got {context_window!r}")
     if isinstance(model, str):
         name, tools, inner = model, None, None
-    else:
+    elif isinstance(model, Runnable):
         name, tools, inner = _name_and_tools(model)
+    else:  # None was taken for a model named "NoneType"
+        raise model_type_error(model, chat_models=True)
     profiled = _profile_window(inner) if inner is not None else None
     if profiled is not None:
         return ModelFacts(name, profiled, "profile", tools)
@@ -226,6 +228,31 @@ def model_facts(
 
 
 _table_window = context_window  # model_facts's parameter of the same name hides it
+
+
+def model_type_error(model: Any, *, chat_models: bool) -> TypeError:
+    """The error for a `model` argument that is neither a name nor (`chat_models`) a chat
+    model: it says what was given and what is expected.
+
+    Example:
+        ```python
+        str(model_type_error(None, chat_models=False))
+        # "model must be a model name (a str such as 'gpt-4o'), got None"
+        ```
+    """
+    if model is None or isinstance(model, (int, float, bytes)):
+        got = f"{model!r}" if model is None else f"{model!r} ({type(model).__name__})"
+    else:
+        got = f"an object of type {type(model).__name__}"
+    if chat_models:
+        return TypeError(
+            f"model must be a model name (a str such as 'gpt-4o') or a LangChain chat model, "
+            f"got {got}"
+        )
+    hint = ""
+    if isinstance(model, Runnable):
+        hint = " (for a chat model, pass its name: model_facts(llm).name)"
+    return TypeError(f"model must be a model name (a str such as 'gpt-4o'), got {got}{hint}")
 
 
 def _name_and_tools(model: Runnable[Any, Any]) -> tuple[str, list[Any] | None, Any]:
