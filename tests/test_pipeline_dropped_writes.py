@@ -172,3 +172,23 @@ def test_the_middleware_and_a_direct_call_are_silent() -> None:
         pipeline.invoke({"messages": [HumanMessage("hi")]})
         asyncio.run(pipeline.ainvoke({"messages": [HumanMessage("hi")]}))
     assert seen == []
+
+
+def test_the_functional_api_calling_the_pipeline_is_silent() -> None:
+    """An `@entrypoint` that calls the pipeline and sends its request itself dropped
+    nothing, yet was told its writes were dropped (review 25): a graph without a
+    ``messages`` channel is no graph the pipeline can be a node of."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.func import entrypoint
+
+    model = OfflineChatModel()
+    pipeline = context_pipeline("fast", model=model)
+
+    @entrypoint()
+    def app(messages: list[Any], config: RunnableConfig) -> Any:
+        update = pipeline.invoke({"messages": messages}, config)
+        return model.invoke(update["llm_input_messages"])
+
+    with dropped_warnings() as seen:
+        reply = app.invoke([HumanMessage("hi")])
+    assert seen == [] and reply.content

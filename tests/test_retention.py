@@ -477,5 +477,8 @@ def test_the_saver_method_sweeps_only_the_threads_named(tmp_path: Path) -> None:
     graph = chat_graph(saver)
     for thread in ("a", "b"):
         graph.invoke({"messages": [("user", "hi")]}, config(thread))
+    with pytest.raises(TypeError, match="not one string"):  # "ab" is no list of "a", "b"
+        saver.sweep(older_than="0s", threads="ab")
+    assert saver.list_threads() == ["a", "b"]
     report = saver.sweep(older_than="0s", threads=["a"])
     assert report.deleted == ["a"] and saver.list_threads() == ["b"]

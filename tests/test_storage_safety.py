@@ -625,3 +625,15 @@ def test_a_relative_directory_stays_where_it_was_when_the_saver_was_made(
     assert contents == ["hi", "you said: hi", "again", "you said: again"]
     assert saver.root_dir == str(tmp_path / "chats")
     assert not (tmp_path / "elsewhere" / "chats").exists()
+    # The archive index beside the threads too (its locks were anchored, its files not).
+    from langgraph_ctx.context.archive import ArchivedContext, JsonFileContextIndex
+
+    monkeypatch.chdir(tmp_path)
+    index = JsonFileContextIndex("chats")
+    entry = ArchivedContext(
+        context_id="c_1", title="t", archived_at="2026-11-24T00:00:00Z", message_count=1,
+        thread_id="r", archive_thread_id="r.ctx.c_1", checkpoint_id="x",
+    )  # fmt: skip
+    index.update("r", lambda entries: [*entries, entry])
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert [e.context_id for e in index.read("r")] == ["c_1"]

@@ -100,8 +100,7 @@ def messages_channel(values: Mapping[str, Any], key: str = MESSAGES_KEY) -> str 
 
 
 def find_messages(values: Mapping[str, Any], key: str = MESSAGES_KEY) -> list[BaseMessage]:
-    """The message list of a state: ``values[key]``, else the first channel holding messages
-    (compaction's view in either of its forms, `view_messages`)."""
+    """The message list of a state: ``values[key]``, else the first channel holding messages."""
     channel = messages_channel(values, key)
     found = view_messages(values.get(channel)) if channel is not None else None
     if not isinstance(found, list):

@@ -30,7 +30,7 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
@@ -52,6 +52,7 @@ __all__ = [
     "Wait",
     "drive_async",
     "drive_sync",
+    "not_new_to_streams",
 ]
 
 T = TypeVar("T")
@@ -123,34 +124,54 @@ class PartialOutputCapture(BaseCallbackHandler):
         return add_ai_message_chunks(chunks[0], *chunks[1:]) if len(chunks) > 1 else chunks[0]
 
 
-def _node_callbacks() -> list[BaseCallbackHandler]:
-    """The callback handlers of the graph node this call runs in ([] outside a graph)."""
+def _message_streams() -> list[Any]:
+    """LangGraph's ``stream_mode="messages"`` handlers of the graph node this runs in ([]
+    outside a graph, or when the app does not stream messages)."""
     try:
         from langgraph.config import get_config
+        from langgraph.pregel._messages import StreamMessagesHandler
 
         callbacks = get_config().get("callbacks")
-    except (ImportError, RuntimeError):
+    except (ImportError, RuntimeError):  # outside a graph; another LangGraph layout
         return []
     if isinstance(callbacks, BaseCallbackManager):
-        return [*callbacks.handlers, *callbacks.inheritable_handlers]
-    return list(callbacks or [])
+        handlers = [*callbacks.handlers, *callbacks.inheritable_handlers]
+    else:
+        handlers = list(callbacks or [])
+    found = {id(h): h for h in handlers if isinstance(h, StreamMessagesHandler)}
+    return list(found.values())
 
 
-def _end_streams(capture: PartialOutputCapture, handlers: list[BaseCallbackHandler]) -> None:
+def _end_streams(capture: PartialOutputCapture, streams: list[Any]) -> None:
     """Tell LangGraph's ``stream_mode="messages"`` handlers that the model runs a sync call
     abandons are over (as if they failed), so a token the abandoned thread still gets from
     the provider is not streamed after the ``LLM_ERROR`` reply: LangChain calls that
     handler before the capture, whose error stops the run at that token."""
-    try:
-        from langgraph.pregel._messages import StreamMessagesHandler
-    except ImportError:  # pragma: no cover - another LangGraph layout: nothing to tell
-        return
     running = [r for r in capture.order if r not in capture.ended and r != capture.failed]
     ended = ModelCallAbandoned("the call ran past its time limit")
-    for handler in {id(h): h for h in handlers}.values():
-        if isinstance(handler, StreamMessagesHandler):
-            for run_id in running:
-                handler.on_llm_error(ended, run_id=run_id)
+    for handler in streams:
+        for run_id in running:
+            handler.on_llm_error(ended, run_id=run_id)
+
+
+def not_new_to_streams(messages: Iterable[Any]) -> None:
+    """Tell LangGraph's ``stream_mode="messages"`` handlers of the running node that
+    ``messages`` are not new, so that a node update holding them does not send them to
+    the app (LangGraph sends every message of a node's update whose id it has not seen).
+
+    For the state the pipeline keeps for itself in the `create_agent` model node:
+    compaction's view, whose stand-ins (a tool result's preview ``<id>~preview``, a
+    shortened message ``<id>~short``) and summary would reach the app's stream as
+    messages of the model. Outside a graph, or without such a stream, nothing happens.
+    """
+    streams = _message_streams()
+    if not streams:
+        return
+    ids = [m.id for m in messages if getattr(m, "id", None) is not None]
+    for handler in streams:
+        seen = getattr(handler, "seen", None)
+        if isinstance(seen, set):
+            seen.update(ids)
 
 
 class _QuietAbandon(logging.Filter):
@@ -340,7 +361,7 @@ class ModelCallPolicy:
                     done.set()
 
             context = contextvars.copy_context()  # LangGraph's config and the capture
-            node_callbacks = _node_callbacks()
+            streams = _message_streams()
             capture.last_output = started = time.monotonic()
             threading.Thread(
                 target=context.run, args=(work,), daemon=True, name="langgraph-ctx-model-call"
@@ -349,7 +370,7 @@ class ModelCallPolicy:
                 expired = self._expired(started, capture)
                 if expired is not None:
                     capture.abandoned = True
-                    _end_streams(capture, node_callbacks)
+                    _end_streams(capture, streams)
                     return _failed(expired, capture)
             if "error" in box:
                 error = box["error"]

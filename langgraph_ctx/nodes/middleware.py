@@ -91,9 +91,15 @@ from typing_extensions import NotRequired
 
 from langgraph_ctx.context.active_context import ActiveContext, replace_active_context
 from langgraph_ctx.context.budget import ContextUsage
-from langgraph_ctx.context.compaction.record import VIEW_KEY, stored_view
+from langgraph_ctx.context.compaction.record import VIEW_KEY
 from langgraph_ctx.context.llm_error import is_recoverable_error, llm_error_message
-from langgraph_ctx.context.model_call import Attempt, ModelCallPolicy, drive_async, drive_sync
+from langgraph_ctx.context.model_call import (
+    Attempt,
+    ModelCallPolicy,
+    drive_async,
+    drive_sync,
+    not_new_to_streams,
+)
 from langgraph_ctx.context.notebook import ErrorRecord, add_errors, llm_error_record
 from langgraph_ctx.context.prompt import Mode, RunContext
 from langgraph_ctx.nodes.errors import (
@@ -118,10 +124,7 @@ class ContextMiddlewareState(AgentState):
     mode: NotRequired[Mode]
     run_context: NotRequired[RunContext | dict[str, Any] | None]
     system_prompt: NotRequired[str | None]
-    # Compaction's view, as `stored_view` keeps it (a list in threads saved before).
-    llm_input_messages: NotRequired[
-        Annotated[dict[str, list[AnyMessage]] | list[AnyMessage], PrivateStateAttr]
-    ]
+    llm_input_messages: NotRequired[Annotated[list[AnyMessage], PrivateStateAttr]]
     context_usage: NotRequired[ContextUsage]
     running_summary: NotRequired[dict[str, Any] | None]
     compaction_log: NotRequired[Annotated[list[dict[str, Any]], add_compaction_records]]
@@ -311,12 +314,13 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
     ) -> ExtendedModelResponse:
         update = dict(prepared.update)
         # The model gets its input through the request; the state keeps only compaction's
-        # view, while one is active, for the next step, in a mapping: LangGraph's
-        # `stream_mode="messages"` would send its stand-ins and summary to the app as new
-        # messages of the model node (`stored_view`).
+        # view, while one is active, for the next step. LangGraph's `stream_mode="messages"`
+        # would send the app its stand-ins and summary as new messages of the model node:
+        # its handlers are told they are not new (`not_new_to_streams`).
         update.pop(VIEW_KEY, None)
         if cursor_has_view(update.get("compaction_cursor")):
-            update[VIEW_KEY] = stored_view(prepared.conversation)
+            update[VIEW_KEY] = prepared.conversation
+            not_new_to_streams(prepared.conversation)
         tags = reply_tags(state, self._default_mode)
         if outcome.error is None:
             response = outcome.result

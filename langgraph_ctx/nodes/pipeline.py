@@ -585,7 +585,9 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         if thread is not None and thread in self._wiring_checked:
             return
         written = [self.keys.name(key) for key in PIPELINE_KEYS]
-        missing = undeclared_keys(config, [key for key in written if key in update])
+        missing = undeclared_keys(config, ["messages", *(k for k in written if k in update)])
+        if "messages" in missing:  # no graph of messages (the functional API, an app's own
+            missing = []  # call inside a node of another state): nothing to say about it
         if thread is not None:
             if len(self._wiring_checked) >= 10_000:  # a bound, not a registry
                 self._wiring_checked.clear()
@@ -602,11 +604,13 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         )
         warnings.warn(
             f"the context pipeline {self.name!r} runs in a graph whose state does not "
-            f"declare {missing}: LangGraph drops its writes to them, so {lost}. Build the "
-            "graph on ContextState (a subclass of it, or pipeline.state_schema(YourState)) "
-            'and add the pipeline with pipeline.add_to(builder, before="model"); for '
-            "create_react_agent pass state_schema=ContextAgentState, or build the agent "
-            "with pipeline.create_react_agent(...)",
+            f"declare {missing}: as a node, LangGraph drops its writes to them, so {lost}. "
+            "Build the graph on ContextState (a subclass of it, or "
+            'pipeline.state_schema(YourState)) and add the pipeline with pipeline.add_to('
+            'builder, before="model"); for create_react_agent pass '
+            "state_schema=ContextAgentState, or build the agent with "
+            "pipeline.create_react_agent(...). (Calling the pipeline inside a node of your "
+            "own and using its update there drops nothing: filter DroppedWritesWarning.)",
             DroppedWritesWarning,
             stacklevel=2,
         )

@@ -242,10 +242,7 @@ _VALUE_CHECKS: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
     "mode": (lambda v: v in MODES, f"one of {', '.join(MODES)}"),
     "run_context": (lambda v: isinstance(v, (RunContext, Mapping)), "a RunContext or its dict"),
     "system_prompt": (lambda v: isinstance(v, str), "a text"),
-    "llm_input_messages": (
-        lambda v: isinstance(v, Sequence) or (isinstance(v, Mapping) and "messages" in v),
-        "a list of messages",
-    ),
+    "llm_input_messages": (lambda v: isinstance(v, Sequence), "a list of messages"),
     "running_summary": (lambda v: isinstance(v, Mapping), "a running summary (dict)"),
     "compaction_log": (lambda v: isinstance(v, Sequence), "a list of compaction records"),
     "compaction_cursor": (lambda v: isinstance(v, Mapping), "a compaction cursor (dict)"),

@@ -97,7 +97,7 @@ from langgraph_ctx.saver._index import CheckpointHead, _Index
 from langgraph_ctx.saver._retry import _retry_on_change
 from langgraph_ctx.saver._rewrite import delta_ancestors, rebuilt_lines, writes_after
 from langgraph_ctx.storage.base import LogStorage, Synced
-from langgraph_ctx.storage.thread_ids import check_thread_id
+from langgraph_ctx.storage.thread_ids import check_thread_id, id_list
 
 __all__ = ["CheckpointInfo", "CorruptLineWarning", "LogSaver", "OnCorrupt"]
 
@@ -422,7 +422,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         Checkpoints that survive keep working: a `DeltaChannel` history that ran
         through a deleted checkpoint is folded into the survivor first.
         """
-        runs = set(_id_list("run_ids", run_ids))  # taken once: a retry sees them all
+        runs = set(id_list("run_ids", run_ids))  # taken once: a retry sees them all
         if runs:
             self._delete_for_runs(runs)
 
@@ -459,7 +459,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         ``thread_ids`` is a list of ids: a string raises `TypeError` (it would be read as
         its characters, each another thread's id).
         """
-        self._prune(list(_id_list("thread_ids", thread_ids)), strategy)  # a retry: all again
+        self._prune(list(id_list("thread_ids", thread_ids)), strategy)  # a retry: all again
 
     @_retry_on_change
     def _prune(self, thread_ids: builtins.list[str], strategy: str) -> None:
@@ -1061,17 +1061,6 @@ def _list_plan(
     return [conf["thread_id"]], conf.get("checkpoint_ns"), ckpt_id, before_id
 
 
-def _id_list(name: str, ids: Sequence[str]) -> Sequence[str]:
-    """``ids``, refused if it is one string or bytes: iterating it would give its
-    characters, and `prune("ab")` would prune threads ``a`` and ``b``.
-
-    >>> _id_list("thread_ids", "ab")
-    Traceback (most recent call last):
-    TypeError: thread_ids must be a list of ids, not one string: pass ['ab']
-    """
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{name} must be a list of ids, not one string: pass [{ids!r}]")
-    return ids
 
 
 def _run_id(index: _Index, entry: CheckpointHead) -> Any:

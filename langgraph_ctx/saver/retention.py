@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph_ctx.context.archive.forks import archive_owner, archive_threads_of
 from langgraph_ctx.errors import LangGraphCtxError
+from langgraph_ctx.storage.thread_ids import id_list
 
 if TYPE_CHECKING:
     from langgraph_ctx.saver.log import LogSaver
@@ -269,12 +270,15 @@ def sweep(
 
     Raises:
         ValueError: an unreadable ``older_than``.
+        TypeError: ``threads`` is one string, not a list of ids.
     """
     age = parse_age(older_than)
     cutoff = (now or datetime.now(timezone.utc)) - age
     if cutoff.tzinfo is None:
         cutoff = cutoff.replace(tzinfo=timezone.utc)
     every = _thread_ids(saver)
+    if threads is not None:
+        threads = id_list("threads", threads)  # a string is one id, not its letters
     candidates = every if threads is None else [t for t in every if t in set(threads)]
     if threads is not None:  # a named thread's archives are judged with it
         named = set(candidates)

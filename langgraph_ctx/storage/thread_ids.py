@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -32,6 +32,19 @@ EMPTY_NAME = "%"
 """The name of the empty thread id (``%.jsonl``)."""
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 _ESCAPE = re.compile(r"%([0-9A-F]{2})")
+
+
+def id_list(name: str, ids: Sequence[str]) -> Sequence[str]:
+    """``ids``, refused if it is one string or bytes: iterating it would give its
+    characters, and `prune("ab")` would prune threads ``a`` and ``b``.
+
+    >>> id_list("thread_ids", "ab")
+    Traceback (most recent call last):
+    TypeError: thread_ids must be a list of ids, not one string: pass ['ab']
+    """
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be a list of ids, not one string: pass [{ids!r}]")
+    return ids
 
 
 def check_thread_id(thread_id: object) -> str:

@@ -104,7 +104,7 @@ class JsonFileContextIndex(ContextIndex):
         fsync: bool = False,
         locks: JsonlStorage | None = None,
     ) -> None:
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # as the saver's: not following an `os.chdir`
         self.fsync = fsync
         # Only the storage's locks are used (flock files in root/.locks, re-entrant in
         # one process); pass the saver's storage to share its in-process locks.

@@ -28,7 +28,6 @@ print(last.tokens_before, "->", last.tokens_after, last.dropped_ids())
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -36,32 +35,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 VIEW_KEY = "llm_input_messages"
 """Where compaction keeps what the model is sent of the conversation (the
-``pre_model_hook`` convention). A list of messages in a `StateGraph`, which a model node
-reads; the `create_agent` middleware keeps the same list in a mapping (`stored_view`)."""
-
-
-def stored_view(messages: list[Any]) -> dict[str, list[Any]]:
-    """The form the `create_agent` middleware keeps compaction's view in (``VIEW_KEY``).
-
-    A mapping, not the list: LangGraph's ``stream_mode="messages"`` sends the app every
-    new message of a node's update found at its top level or in a list there, and the
-    view's stand-ins (previews ``<id>~preview``, shortened texts ``<id>~short``) and
-    summary are new messages of the model node; a mapping it does not look into.
-
-    >>> stored_view([])
-    {'messages': []}
-    """
-    return {"messages": messages}
+``pre_model_hook`` convention): a list of messages."""
 
 
 def view_messages(value: Any) -> list[Any] | None:
-    """The messages of a ``VIEW_KEY`` value in either form (``None`` if it holds none).
+    """The messages of a ``VIEW_KEY`` value (``None`` if it holds none).
 
-    >>> view_messages({"messages": ["m"]}), view_messages(["m"]), view_messages(None)
+    >>> view_messages(["m"]), view_messages(("m",)), view_messages(None)
     (['m'], ['m'], None)
     """
-    if isinstance(value, Mapping):
-        value = value.get("messages")
     if isinstance(value, list):
         return value
     return list(value) if isinstance(value, tuple) else None
