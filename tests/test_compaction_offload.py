@@ -492,3 +492,44 @@ def test_a_create_agent_thread_stores_its_view_as_what_changed(tmp_path) -> None
         if "llm_input_messages" in line.get("values", {})
     ]
     assert len(written) > 20 and max(written[-10:]) < 100, written[-10:]
+
+
+@pytest.mark.parametrize("wrap", ["node", "call"])
+def test_an_agent_inside_a_parent_graph_streams_as_without_the_pipeline(wrap: str) -> None:
+    """Telling LangGraph's stream that the whole view was not new hid the agent's own tool
+    call and tool result from a parent graph streaming with ``subgraphs=False`` (the
+    parent had not seen them; review 26): only the stand-ins and the summary are told."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langgraph.graph import MessagesState
+
+    @tool
+    def fetch(n: int) -> str:
+        """Fetch a report."""
+        return "\n".join(f"line {i}: value {i * 7}" for i in range(5))
+
+    def streamed(with_pipeline: bool) -> list[tuple[str, str | None]]:
+        call = {"name": "fetch", "args": {"n": 1}, "id": "f1"}
+        script = [AIMessage("", tool_calls=[call], id="ai-call"), AIMessage("fine", id="ai-end")]
+        model = ScriptedChatModel(script=script, model_name="gpt-4o")
+        pipeline = context_pipeline("fast", model="gpt-4o")
+        middleware = [pipeline.middleware()] if with_pipeline else []
+        agent = create_agent(model, [fetch], middleware=middleware)
+        parent = StateGraph(MessagesState)
+        if wrap == "node":
+            parent.add_node("agent", agent)
+        else:
+            parent.add_node("agent", lambda s: {"messages": agent.invoke(s)["messages"]})
+        parent.add_edge(START, "agent")
+        big = "Notes: " + "keep the notes safe " * 700  # compaction's view is active
+        out: list[tuple[str, str | None]] = []
+        stream = parent.compile().stream({"messages": [("user", big)]}, stream_mode="messages")
+        for message, _ in stream:
+            item = (message.type, message.id if message.type == "ai" else message.tool_call_id)
+            if item not in out:
+                out.append(item)
+        return out
+
+    assert streamed(True) == streamed(False) == [
+        ("ai", "ai-call"), ("tool", "f1"), ("ai", "ai-end")
+    ]  # fmt: skip

@@ -16,11 +16,13 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
 from langgraph_ctx import (
     ContextAgentState,
@@ -192,3 +194,19 @@ def test_the_functional_api_calling_the_pipeline_is_silent() -> None:
     with dropped_warnings() as seen:
         reply = app.invoke([HumanMessage("hi")])
     assert seen == [] and reply.content
+
+
+class History(TypedDict):
+    history: Annotated[list[Any], add_messages]
+
+
+def test_a_graph_whose_messages_have_another_name_still_warns() -> None:
+    """The rule that kept an `@entrypoint` silent (no ``messages`` channel) also silenced
+    a `StateGraph` whose conversation is under another key, where LangGraph drops every
+    write of the pipeline (review 26): only the functional API is silent."""
+    builder = StateGraph(History)
+    builder.add_node("ctx", context_pipeline("fast", model=OfflineChatModel()))
+    builder.add_edge(START, "ctx")
+    with dropped_warnings() as seen:
+        builder.compile().invoke({"history": [("user", "hi")]})
+    assert len(seen) == 1 and "llm_input_messages" in seen[0]

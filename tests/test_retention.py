@@ -480,5 +480,5 @@ def test_the_saver_method_sweeps_only_the_threads_named(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="not one string"):  # "ab" is no list of "a", "b"
         saver.sweep(older_than="0s", threads="ab")
     assert saver.list_threads() == ["a", "b"]
-    report = saver.sweep(older_than="0s", threads=["a"])
+    report = saver.sweep(older_than="0s", threads=(t for t in ["a"]))  # read once
     assert report.deleted == ["a"] and saver.list_threads() == ["b"]

@@ -162,7 +162,9 @@ def not_new_to_streams(messages: Iterable[Any]) -> None:
     For the state the pipeline keeps for itself in the `create_agent` model node:
     compaction's view, whose stand-ins (a tool result's preview ``<id>~preview``, a
     shortened message ``<id>~short``) and summary would reach the app's stream as
-    messages of the model. Outside a graph, or without such a stream, nothing happens.
+    messages of the model. Give only those: the handlers' record is run-wide, and a
+    message of the conversation marked so would not reach a parent graph's stream.
+    Outside a graph, or without such a stream, nothing happens.
     """
     streams = _message_streams()
     if not streams:

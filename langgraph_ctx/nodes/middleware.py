@@ -316,11 +316,14 @@ class ContextMiddleware(AgentMiddleware[ContextMiddlewareState]):
         # The model gets its input through the request; the state keeps only compaction's
         # view, while one is active, for the next step. LangGraph's `stream_mode="messages"`
         # would send the app its stand-ins and summary as new messages of the model node:
-        # its handlers are told they are not new (`not_new_to_streams`).
+        # its handlers are told they are not new (`not_new_to_streams`). Only those: the
+        # conversation's own messages stream as without the pipeline (a parent graph of
+        # this agent has not seen them, and sends them as the agent node's output).
         update.pop(VIEW_KEY, None)
         if cursor_has_view(update.get("compaction_cursor")):
             update[VIEW_KEY] = prepared.conversation
-            not_new_to_streams(prepared.conversation)
+            own = {m.id for m in state["messages"]}
+            not_new_to_streams([m for m in prepared.conversation if m.id not in own])
         tags = reply_tags(state, self._default_mode)
         if outcome.error is None:
             response = outcome.result

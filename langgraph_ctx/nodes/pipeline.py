@@ -585,9 +585,9 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         if thread is not None and thread in self._wiring_checked:
             return
         written = [self.keys.name(key) for key in PIPELINE_KEYS]
-        missing = undeclared_keys(config, ["messages", *(k for k in written if k in update)])
-        if "messages" in missing:  # no graph of messages (the functional API, an app's own
-            missing = []  # call inside a node of another state): nothing to say about it
+        if not undeclared_keys(config, ["__previous__"]):  # the functional API (an
+            return  # @entrypoint calling the pipeline): no state its writes could miss
+        missing = undeclared_keys(config, [k for k in written if k in update])
         if thread is not None:
             if len(self._wiring_checked) >= 10_000:  # a bound, not a registry
                 self._wiring_checked.clear()

@@ -459,7 +459,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         ``thread_ids`` is a list of ids: a string raises `TypeError` (it would be read as
         its characters, each another thread's id).
         """
-        self._prune(list(id_list("thread_ids", thread_ids)), strategy)  # a retry: all again
+        self._prune(id_list("thread_ids", thread_ids), strategy)  # a retry: all again
 
     @_retry_on_change
     def _prune(self, thread_ids: builtins.list[str], strategy: str) -> None:
@@ -819,7 +819,7 @@ class LogSaver(BaseCheckpointSaver[str]):
         keep_latest: bool = False,
         dry_run: bool = False,
         include_archives: bool = False,
-        threads: Sequence[str] | None = None,
+        threads: Iterable[str] | None = None,
     ) -> SweepReport:
         """Delete (or, with ``keep_latest``, trim) threads idle longer than ``older_than``
         (``"30d"``, a `timedelta`): `langgraph_ctx.saver.retention.sweep` on this saver

@@ -249,7 +249,7 @@ def sweep(
     keep_latest: bool = False,
     dry_run: bool = False,
     include_archives: bool = False,
-    threads: Sequence[str] | None = None,
+    threads: Iterable[str] | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
     """Delete (or, with ``keep_latest``, trim) the threads idle for longer than ``older_than``.
@@ -277,9 +277,11 @@ def sweep(
     if cutoff.tzinfo is None:
         cutoff = cutoff.replace(tzinfo=timezone.utc)
     every = _thread_ids(saver)
-    if threads is not None:
-        threads = id_list("threads", threads)  # a string is one id, not its letters
-    candidates = every if threads is None else [t for t in every if t in set(threads)]
+    if threads is None:
+        candidates = every
+    else:  # a string is one id, not its letters; a generator is read once
+        wanted = set(id_list("threads", threads))
+        candidates = [t for t in every if t in wanted]
     if threads is not None:  # a named thread's archives are judged with it
         named = set(candidates)
         candidates += [t for t in every if t not in named and archive_owner(t) in named]

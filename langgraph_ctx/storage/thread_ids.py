@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -34,17 +34,20 @@ _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 
 
-def id_list(name: str, ids: Sequence[str]) -> Sequence[str]:
-    """``ids``, refused if it is one string or bytes: iterating it would give its
-    characters, and `prune("ab")` would prune threads ``a`` and ``b``.
+def id_list(name: str, ids: Iterable[str]) -> list[str]:
+    """``ids`` as a list (taken once: a generator is read whole), refused if it is one
+    string or bytes: iterating it would give its characters, and `prune("ab")` would
+    prune threads ``a`` and ``b``.
 
+    >>> id_list("thread_ids", (t for t in ["a", "b"]))
+    ['a', 'b']
     >>> id_list("thread_ids", "ab")
     Traceback (most recent call last):
     TypeError: thread_ids must be a list of ids, not one string: pass ['ab']
     """
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"{name} must be a list of ids, not one string: pass [{ids!r}]")
-    return ids
+    return list(ids)
 
 
 def check_thread_id(thread_id: object) -> str:
