@@ -92,8 +92,6 @@ class TurnUsage:
         return asdict(self)
 
 
-
-
 def _request_view(messages: list[BaseMessage]) -> list[BaseMessage]:
     """What the model received for its last call of a turn: the state without its reply."""
     if messages and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls:

@@ -13,7 +13,6 @@ from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
 from langgraph_ctx.codec import message_to_json
-from langgraph_ctx.context.compaction.record import view_messages
 
 __all__ = [
     "MESSAGES_KEY",
@@ -102,7 +101,7 @@ def messages_channel(values: Mapping[str, Any], key: str = MESSAGES_KEY) -> str 
 def find_messages(values: Mapping[str, Any], key: str = MESSAGES_KEY) -> list[BaseMessage]:
     """The message list of a state: ``values[key]``, else the first channel holding messages."""
     channel = messages_channel(values, key)
-    found = view_messages(values.get(channel)) if channel is not None else None
+    found = values.get(channel) if channel is not None else None
     if not isinstance(found, list):
         return []
     return [m for m in found if isinstance(m, BaseMessage)]

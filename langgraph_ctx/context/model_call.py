@@ -142,14 +142,14 @@ def _message_streams() -> list[Any]:
     return list(found.values())
 
 
-def _end_streams(capture: PartialOutputCapture, streams: list[Any]) -> None:
+def _end_streams(capture: PartialOutputCapture) -> None:
     """Tell LangGraph's ``stream_mode="messages"`` handlers that the model runs a sync call
     abandons are over (as if they failed), so a token the abandoned thread still gets from
     the provider is not streamed after the ``LLM_ERROR`` reply: LangChain calls that
     handler before the capture, whose error stops the run at that token."""
     running = [r for r in capture.order if r not in capture.ended and r != capture.failed]
     ended = ModelCallAbandoned("the call ran past its time limit")
-    for handler in streams:
+    for handler in _message_streams():
         for run_id in running:
             handler.on_llm_error(ended, run_id=run_id)
 
@@ -363,7 +363,6 @@ class ModelCallPolicy:
                     done.set()
 
             context = contextvars.copy_context()  # LangGraph's config and the capture
-            streams = _message_streams()
             capture.last_output = started = time.monotonic()
             threading.Thread(
                 target=context.run, args=(work,), daemon=True, name="langgraph-ctx-model-call"
@@ -372,7 +371,7 @@ class ModelCallPolicy:
                 expired = self._expired(started, capture)
                 if expired is not None:
                     capture.abandoned = True
-                    _end_streams(capture, streams)
+                    _end_streams(capture)
                     return _failed(expired, capture)
             if "error" in box:
                 error = box["error"]

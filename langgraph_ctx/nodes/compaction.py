@@ -81,7 +81,7 @@ from langgraph_ctx.context.compaction.previews import (
     is_preview,
     is_tool_result_page,
 )
-from langgraph_ctx.context.compaction.record import VIEW_KEY, RunningSummary, view_messages
+from langgraph_ctx.context.compaction.record import VIEW_KEY, RunningSummary
 from langgraph_ctx.context.compaction.relevance import requery_previews, request_query
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
@@ -374,7 +374,7 @@ class CompactionNode(Runnable[Any, dict[str, Any]]):
             list(state_messages(state)),
             usage=state_value(state, "context_usage"),
             cursor=state_value(state, "compaction_cursor"),
-            view=view_messages(state_value(state, VIEW_KEY)),
+            view=state_value(state, VIEW_KEY),
             summary=state_value(state, "running_summary"),
             thread_id=thread_id,
         )

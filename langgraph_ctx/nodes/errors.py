@@ -57,7 +57,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from langgraph_ctx.context.compaction.record import VIEW_KEY, view_messages
+from langgraph_ctx.context.compaction.record import VIEW_KEY
 from langgraph_ctx.context.llm_error import is_recoverable_error, llm_error_message
 from langgraph_ctx.context.model_call import ModelCallPolicy, Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import ErrorRecord, llm_error_record, tool_error_record
@@ -163,7 +163,7 @@ class ModelNode(Runnable[Any, dict[str, Any]]):
     def input_messages(self, state: Any) -> list[BaseMessage]:
         """What the model is sent: `llm_input_messages` if it is current, else `messages`."""
         messages = convert_to_messages(state_messages(state))
-        prepared = view_messages(state_value(state, VIEW_KEY))
+        prepared = state_value(state, VIEW_KEY)
         if not prepared:
             return messages
         prepared = convert_to_messages(prepared)

@@ -70,7 +70,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph_ctx.context.active_context import active_messages
 from langgraph_ctx.context.budget import ContextBudget, ContextUsage
 from langgraph_ctx.context.compaction.core import StrategyLike
-from langgraph_ctx.context.compaction.record import VIEW_KEY, view_messages
+from langgraph_ctx.context.compaction.record import VIEW_KEY
 from langgraph_ctx.context.llm_error import is_llm_error
 from langgraph_ctx.context.model_call import Step, drive_async, drive_sync
 from langgraph_ctx.context.notebook import errors_in
@@ -178,7 +178,7 @@ def _measured_prefix(state: Any, conversation: Sequence[BaseMessage]) -> bool:
     The provider's usage on the newest AI message measured that request; it calibrates
     this one only if this one continues it. Switching the active context breaks that.
     """
-    sent = view_messages(state_value(state, VIEW_KEY)) or []
+    sent = state_value(state, VIEW_KEY) or []
     previous = [m for m in sent if not is_system_prompt_message(m)]
     if not previous:
         return False
@@ -425,7 +425,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
             return False
         if (compaction.model or self.budget.model) != counter.model:
             return False
-        previous = view_messages(state_value(state, VIEW_KEY)) or []
+        previous = state_value(state, VIEW_KEY) or []
         view = [m for m in previous if not is_system_prompt_message(m)]
         return compaction.continues_view(
             request.conversation, state_value(state, "compaction_cursor"), view
@@ -456,7 +456,7 @@ class ContextPipeline(Runnable[Any, dict[str, Any]]):
         """
         if self.compaction is None:
             return request.conversation, False
-        previous = view_messages(state_value(state, VIEW_KEY)) or []
+        previous = state_value(state, VIEW_KEY) or []
         written = yield from self.compaction.compact(
             request.conversation,
             usage=before,

@@ -48,7 +48,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from langgraph_ctx.context.compaction.record import VIEW_KEY, view_messages
+from langgraph_ctx.context.compaction.record import VIEW_KEY
 from langgraph_ctx.context.prompt import (
     Mode,
     PromptParts,
@@ -72,7 +72,7 @@ def conversation_view(state: Any) -> list[BaseMessage]:
     (`view_tokens`); without that, `llm_input_messages` is the previous step's request
     and would be stale.
     """
-    view = view_messages(state_value(state, VIEW_KEY))
+    view = state_value(state, VIEW_KEY)
     if view_active(state) and view:
         return [m for m in view if not is_system_prompt_message(m)]
     return list(state_messages(state))

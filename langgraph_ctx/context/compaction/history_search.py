@@ -39,7 +39,7 @@ from langgraph_ctx.context.compaction.previews import (
     is_preview,
     tool_result_ref,
 )
-from langgraph_ctx.context.compaction.record import VIEW_KEY, view_messages
+from langgraph_ctx.context.compaction.record import VIEW_KEY
 from langgraph_ctx.context.compaction.relevance import message_index, message_text
 from langgraph_ctx.context.compaction.tools import OFFLOADED_KEY, page_chars, require_state
 from langgraph_ctx.context.content import content_text
@@ -221,7 +221,7 @@ def search_history(
         'state["messages"]}})',
     )
     messages = _state_list(state, "messages") or []
-    view = view_messages(_state_value(state, VIEW_KEY)) or None
+    view = _state_list(state, VIEW_KEY)
     hits = search_messages(messages, query, limit=limit, view=view)
     answer = format_hits(query, hits)
     # Never previewed (`is_tool_result_page`, by the mark): sized to the room left in the
@@ -234,12 +234,7 @@ def search_history(
     return answer, {key: HISTORY_SEARCH_ANSWER}
 
 
-def _state_value(state: Any, key: str) -> Any:
-    """A value of the injected graph state (a dict or an object), ``None`` if absent."""
-    return state.get(key) if isinstance(state, dict) else getattr(state, key, None)
-
-
 def _state_list(state: Any, key: str) -> list[BaseMessage] | None:
-    """A message list from the injected graph state, if it has one."""
-    value = _state_value(state, key)
+    """A message list from the injected graph state (a dict or an object), if it has one."""
+    value = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
     return list(value) if isinstance(value, (list, tuple)) and value else None

@@ -29,24 +29,13 @@ print(last.tokens_before, "->", last.tokens_after, last.dropped_ids())
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 VIEW_KEY = "llm_input_messages"
 """Where compaction keeps what the model is sent of the conversation (the
 ``pre_model_hook`` convention): a list of messages."""
-
-
-def view_messages(value: Any) -> list[Any] | None:
-    """The messages of a ``VIEW_KEY`` value (``None`` if it holds none).
-
-    >>> view_messages(["m"]), view_messages(("m",)), view_messages(None)
-    (['m'], ['m'], None)
-    """
-    if isinstance(value, list):
-        return value
-    return list(value) if isinstance(value, tuple) else None
 
 
 def utc_now() -> str:
