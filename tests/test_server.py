@@ -11,9 +11,11 @@ with the reason, only when the server package cannot be imported.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_ctx import JsonlSaver, RedisLogSaver, StorageUnavailableError
+from langgraph_ctx.cli import main as cli_main
 from langgraph_ctx.server import (
     ENV_DIR,
     ENV_FSYNC,
@@ -419,6 +423,38 @@ def test_copy_then_delete(server: DevServer) -> None:
         client.threads.get_state(copy)
     assert not copy_file.exists()
     assert _contents(client.threads.get_state(source)) == BOOKED
+
+
+def test_a_thread_moved_in_as_the_readme_says_is_served_before_any_run(
+    server: DevServer,
+) -> None:
+    """README "Moving threads in": copy a thread under a UUID with the CLI, register it
+    with the README's own call; its state and history come from the file at once."""
+    client = server.client()
+    source = _booked_thread(client)
+    moved = str(uuid.uuid4())
+    chats = server.app_dir / "chats"
+    with pytest.raises(SystemExit) as copied:  # the console script, as a user runs it
+        cli_main(["--dir", str(chats), "copy", source, "--to", str(chats), "--as", moved])
+    assert copied.value.code == 0
+    client.threads.create(thread_id=moved, **_readme_register_arguments())
+    assert _contents(client.threads.get_state(moved)) == BOOKED
+    assert len(client.threads.get_history(moved, limit=100)) == len(
+        client.threads.get_history(source, limit=100)
+    )
+    client.threads.update_state(moved, {"messages": [{"role": "user", "content": "added"}]})
+    assert _contents(client.threads.get_state(moved))[-1] == "added"
+
+
+def _readme_register_arguments() -> dict[str, Any]:
+    """The keyword arguments (but ``thread_id``) of every ``threads.create`` call of the
+    README's server section, which must all be the same call."""
+    readme = (EXAMPLE.parent.parent / "README.md").read_text()
+    calls = set(re.findall(r"client\.threads\.create\(thread_id=\.\.\., ([^)]*)\)", readme))
+    assert len(calls) == 1, calls
+    call = ast.parse(f"f({calls.pop()})", mode="eval").body
+    assert isinstance(call, ast.Call)
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg is not None}
 
 
 def test_a_copy_history_filters_by_its_own_thread_id(server: DevServer) -> None:
