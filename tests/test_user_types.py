@@ -4,6 +4,7 @@ without ``allowed_types``; and every message inside a value is stored once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import operator
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NamedTuple, TypedDict
 
 import pytest
 from langchain_core.agents import AgentAction, AgentFinish
@@ -26,6 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
 from langgraph_ctx.codec import classes
@@ -615,3 +617,74 @@ def test_a_combination_of_flags_comes_back_as_the_flag(backend):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stderr
+
+
+@dataclasses.dataclass
+class Ballot:
+    pair: Any
+    keyed: dict[Any, Any] = dataclasses.field(default_factory=dict)
+
+
+class Choice(BaseModel):
+    loose: Any
+    pair: tuple[int, int]
+    rows: list[tuple[str, str]] = []
+
+
+class Span(NamedTuple):
+    pair: Any
+
+
+class Polls(TypedDict, total=False):
+    ballot: Any
+    choice: Any
+    span: Any
+    answer: Any
+
+
+def _ask_with_tuples(state: Polls) -> dict[str, Any]:
+    return {"answer": interrupt({"options": ("approve", "reject"), "span": Span((1, 2))})}
+
+
+def _tuple_pictures(saver: Any) -> list[str]:
+    """``repr``s (a tuple and a list differ there) of a state holding tuples in a
+    dataclass, a model and a NamedTuple, and of the interrupt asking with tuples, before
+    and after the resume."""
+    builder = StateGraph(Polls)
+    builder.add_node("ask", _ask_with_tuples)
+    builder.add_edge(START, "ask")
+    graph = builder.compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "tuples"}}
+    graph.invoke(
+        {
+            "ballot": Ballot((1, 2), {(3, 4): (5, 6)}),
+            "choice": Choice(loose=(1, 2), pair=(3, 4), rows=[("a", "b")]),
+            "span": Span((7, (8, 9))),
+        },
+        config,
+    )
+    paused = graph.get_state(config)
+    graph.invoke(Command(resume=("yes", 1)), config)
+    done = graph.get_state(config)
+    return [
+        repr(sorted(paused.values.items())),
+        repr([i.value for i in paused.interrupts]),
+        repr(sorted(done.values.items())),
+    ]
+
+
+def test_tuples_come_back_where_langgraphs_savers_return_lists(backend):
+    """A tuple in a dataclass's or a NamedTuple's fields, in an interrupt's value, or in a
+    model's ``Any`` field reads back a list, as LangGraph's serializer returns it; a model
+    field typed with a tuple, and a dict key, keep theirs (trial 9)."""
+    sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    expected = _tuple_pictures(InMemorySaver())
+    assert _tuple_pictures(sqlite) == expected
+    sqlite.conn.close()
+    assert "Ballot(pair=[1, 2], keyed={(3, 4): [5, 6]})" in expected[0]
+    assert "pair=(3, 4), rows=[('a', 'b')]" in expected[0]  # validation made them tuples
+    assert _tuple_pictures(backend.saver()) == expected
+    saver = backend.saver()  # a fresh saver reads the thread back from storage
+    graph = StateGraph(Polls).add_node("ask", _ask_with_tuples).add_edge(START, "ask")
+    state = graph.compile(checkpointer=saver).get_state({"configurable": {"thread_id": "tuples"}})
+    assert repr(sorted(state.values.items())) == expected[2]

@@ -42,7 +42,9 @@ import importlib
 import logging
 import sys
 import types
-from collections.abc import Iterable, Iterator, Mapping
+import typing
+import weakref
+from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import ormsgpack
@@ -752,3 +754,51 @@ def _plain_flag(cls: type) -> bool:
         and all(_func(_lookup(cls, h)) is _func(_lookup(base, h)) for h in _FLAG_HOOKS)
         and _func(_lookup(cls, "_iter_member_")) in _FLAG_ITERS
     )
+
+
+_TUPLE_FIELDS: weakref.WeakKeyDictionary[type, Container[str]] = weakref.WeakKeyDictionary()
+
+
+def tuple_fields(cls: type) -> Container[str]:
+    """The fields of pydantic model class ``cls`` whose declared type holds a tuple
+    (``tuple[int, int]``, ``list[tuple[str, str]] | None``). LangGraph's serializer stores
+    a tuple as a list, and validation makes it a tuple again in those fields only (a
+    tuple in an ``Any`` field comes back a list); the codec keeps tuples exactly there.
+    A pydantic v1 model: all its fields.
+
+    >>> from typing import Any
+    >>> class Span(BaseModel):
+    ...     pair: tuple[int, int]
+    ...     rows: list[tuple[str, str]] | None = None
+    ...     note: Any = None
+    >>> sorted(tuple_fields(Span))
+    ['pair', 'rows']
+    """
+    found = _TUPLE_FIELDS.get(cls)
+    if found is None:
+        declared = _lookup(cls, "__pydantic_fields__") if _derives(cls, BaseModel) else None
+        if isinstance(declared, dict):
+            found = frozenset(
+                k for k, f in declared.items() if _holds_tuple(getattr(f, "annotation", None))
+            )
+        else:
+            found = _EVERY_FIELD
+        _TUPLE_FIELDS[cls] = found
+    return found
+
+
+class _EveryField:
+    """The `tuple_fields` of a model whose fields are not pydantic v2's: all of them."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_FIELD = _EveryField()
+
+
+def _holds_tuple(annotation: Any, depth: int = 0) -> bool:
+    """Whether a type annotation is or holds ``tuple`` (``Tuple``, ``tuple[...]``)."""
+    if annotation is tuple or typing.get_origin(annotation) is tuple:
+        return True
+    return depth < 8 and any(_holds_tuple(a, depth + 1) for a in typing.get_args(annotation))

@@ -21,8 +21,9 @@ says what it is. Every message anywhere in a value (in a list, a dict, a
                                         plain JSON
 ``{"pairs": [[k, v], ...]}``            a dict with some key that is not a string
 ``{"list": [v, ...]}``                  a list (or tuple) with some item not plain
-``{"tuple": [v, ...]}``                 a tuple inside a class's fields (kept a
-                                        tuple, as the class had it)
+``{"tuple": [v, ...]}``                 a tuple where a list would not do: in a
+                                        model's field typed with a tuple, a set
+                                        member, a dict key (`tuple_fields`)
 ``{"set": [v, ...]}``                   a set (``"frozenset"``: a frozenset)
 ``{"datetime": iso}``                   also ``date``, ``uuid``, ``decimal``
 ``{"send": [node, v]}``                 a LangGraph ``Send`` (``"timeout": v``)
@@ -57,7 +58,7 @@ import json
 import math
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
@@ -74,6 +75,7 @@ from langgraph_ctx.codec.classes import (
     fits,
     kind_of,
     rebuild,
+    tuple_fields,
 )
 from langgraph_ctx.codec.classes import (
     PACKAGE_MODELS as PACKAGE_MODELS,
@@ -305,8 +307,11 @@ class _Encoder:
         self.ref, self.refs, self.serde = ref, refs, serde
 
     def encode(self, value: Any, exact: bool) -> Any:
-        """One value anywhere inside another. ``exact``: inside a class's fields, where
-        tuples stay tuples (the class had them so; pydantic validated them so)."""
+        """One value anywhere inside another. ``exact``: where tuples stay tuples: inside a
+        pydantic model's fields (validation made them so), an enum's value, a set member
+        or a dict key (which must stay hashable). Elsewhere a tuple reads back as a list,
+        as from LangGraph's serializer: in a dataclass's or a NamedTuple's fields too (an
+        `Interrupt`'s value, say)."""
         kind = type(value)
         if kind is str or kind is int or kind is bool or value is None:
             return value
@@ -344,7 +349,7 @@ class _Encoder:
             return {"snap": self.encode(value.value, exact)}
         tag = kind_of(kind)
         if tag is not None:
-            return self.encode_object(value, tag)
+            return self.encode_object(value, tag, exact)
         if kind is Unresolved:
             return self.encode_unresolved(value)
         return {"serde": serde_encode(value, self.serde)}
@@ -360,23 +365,29 @@ class _Encoder:
         fields = {k: self.encode(v, exact=True) for k, v in value.data.items()}
         return {value.tag: value.name, "fields": fields}
 
-    def encode_object(self, value: Any, tag: ClassKind) -> Any:
+    def encode_object(self, value: Any, tag: ClassKind, exact: bool) -> Any:
+        """An enum member, or a data class's fields: a dataclass's or a NamedTuple's as
+        ``exact`` says (`encode`); a model's fields typed with a tuple exactly, since
+        validation makes a tuple of them (`tuple_fields`), its others as ``exact`` says."""
         cls = type(value)
         name = [cls.__module__, cls.__qualname__]
         if tag == "enum":
             return {"enum": name, "value": self.encode(value.value, exact=True)}
+        exact_fields: Container[str] = ()
         if tag == "model":
             fields = dict(value.__dict__)
             extra = getattr(value, "__pydantic_extra__", None)
             if extra:
                 fields.update(extra)
+            exact_fields = tuple_fields(cls)
         elif tag == "namedtuple":
             fields = dict(zip(cls._fields, value, strict=True))
         else:
             fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
-        if _is_exact_json(fields):
+        exacts = {k: exact or k in exact_fields for k in fields}
+        if all(_is_exact_json(v) if exacts[k] else is_plain_json(v) for k, v in fields.items()):
             return {tag: name, "json": fields}
-        return {tag: name, "fields": {k: self.encode(v, exact=True) for k, v in fields.items()}}
+        return {tag: name, "fields": {k: self.encode(v, exacts[k]) for k, v in fields.items()}}
 
 
 def _is_field(cls: Any, name: str) -> bool:
