@@ -13,9 +13,11 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple, TypedDict
 
+import pydantic.dataclasses
 import pytest
 from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -29,6 +31,7 @@ from langgraph.func import entrypoint
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
+from typing_extensions import TypeAliasType
 
 from langgraph_ctx.codec import classes
 
@@ -635,10 +638,38 @@ class Span(NamedTuple):
     pair: Any
 
 
+@dataclasses.dataclass
+class Sized:
+    dims: tuple[int, int]
+    note: Any = None
+
+
+@pydantic.dataclasses.dataclass
+class Checked:
+    dims: tuple[int, int]
+    note: Any = None
+
+
+Dims = TypeAliasType("Dims", tuple[int, int])
+
+
+class Survey(BaseModel):
+    """Validation rebuilds tuples where the declared types say so, at every depth."""
+
+    sized: Sized
+    span: Span
+    alias: Dims
+    seq: Sequence[tuple[int, int]]
+    loose: tuple[Any, ...]
+    maybe: list[int] | tuple[int, ...] | None = None
+
+
 class Polls(TypedDict, total=False):
     ballot: Any
     choice: Any
     span: Any
+    survey: Any
+    checked: Any
     answer: Any
 
 
@@ -660,6 +691,15 @@ def _tuple_pictures(saver: Any) -> list[str]:
             "ballot": Ballot((1, 2), {(3, 4): (5, 6)}),
             "choice": Choice(loose=(1, 2), pair=(3, 4), rows=[("a", "b")]),
             "span": Span((7, (8, 9))),
+            "survey": Survey(
+                sized=Sized((1, 2), (3, 4)),
+                span=Span((5, 6)),
+                alias=(7, 8),
+                seq=[(1, 2)],
+                loose=((1, 2), [3]),
+                maybe=(4, 5),
+            ),
+            "checked": Checked((1, 2), (3, 4)),
         },
         config,
     )
@@ -675,8 +715,10 @@ def _tuple_pictures(saver: Any) -> list[str]:
 
 def test_tuples_come_back_where_langgraphs_savers_return_lists(backend):
     """A tuple in a dataclass's or a NamedTuple's fields, in an interrupt's value, or in a
-    model's ``Any`` field reads back a list, as LangGraph's serializer returns it; a model
-    field typed with a tuple, and a dict key, keep theirs (trial 9)."""
+    model's ``Any`` field reads back a list, as LangGraph's serializer returns it; where a
+    model's or a pydantic dataclass's declared types say tuple (at any depth, through
+    aliases, nested dataclasses and NamedTuples), and in a dict key, it stays a tuple, as
+    validation makes it (trial 9, review 27)."""
     sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
     expected = _tuple_pictures(InMemorySaver())
     assert _tuple_pictures(sqlite) == expected

@@ -44,7 +44,7 @@ import sys
 import types
 import typing
 import weakref
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import ormsgpack
@@ -756,49 +756,80 @@ def _plain_flag(cls: type) -> bool:
     )
 
 
-_TUPLE_FIELDS: weakref.WeakKeyDictionary[type, Container[str]] = weakref.WeakKeyDictionary()
+DeclaredFields = dict[str, Any]
+"""A class's fields and their declared types (an unresolved annotation: its string)."""
+
+_BY_CLASS: dict[tuple[int, Any], tuple[weakref.ref[type], Any]] = {}
 
 
-def tuple_fields(cls: type) -> Container[str]:
-    """The fields of pydantic model class ``cls`` whose declared type holds a tuple
-    (``tuple[int, int]``, ``list[tuple[str, str]] | None``). LangGraph's serializer stores
-    a tuple as a list, and validation makes it a tuple again in those fields only (a
-    tuple in an ``Any`` field comes back a list); the codec keeps tuples exactly there.
-    A pydantic v1 model: all its fields.
+def validated_fields(cls: type) -> DeclaredFields | None:
+    """The fields and declared types of a class LangGraph's serializer reads back through
+    pydantic validation: a pydantic model (v2 or v1) or a pydantic dataclass. ``None``
+    for any other class. Validation makes a tuple of a stored list where, and only where,
+    the declared type says ``tuple``: the codec stores those tuples exactly.
+
+    Cached by the class's identity (a metaclass's ``__eq__`` or ``__hash__`` never runs).
 
     >>> from typing import Any
     >>> class Span(BaseModel):
     ...     pair: tuple[int, int]
-    ...     rows: list[tuple[str, str]] | None = None
     ...     note: Any = None
-    >>> sorted(tuple_fields(Span))
-    ['pair', 'rows']
+    >>> validated_fields(Span)
+    {'pair': tuple[int, int], 'note': typing.Any}
+    >>> validated_fields(int) is None
+    True
     """
-    found = _TUPLE_FIELDS.get(cls)
-    if found is None:
-        declared = _lookup(cls, "__pydantic_fields__") if _derives(cls, BaseModel) else None
-        if isinstance(declared, dict):
-            found = frozenset(
-                k for k, f in declared.items() if _holds_tuple(getattr(f, "annotation", None))
-            )
-        else:
-            found = _EVERY_FIELD
-        _TUPLE_FIELDS[cls] = found
+    return cached_by_class(cls, _validated_fields)
+
+
+def declared_fields(cls: type) -> DeclaredFields | None:
+    """The fields and declared types of a dataclass or a NamedTuple (``None`` for another
+    class): what validation follows when such an object sits in a validated class's field."""
+    return cached_by_class(cls, _declared_fields)
+
+
+_T = typing.TypeVar("_T")
+
+
+def cached_by_class(cls: type, find: Callable[[type], _T]) -> _T:
+    """``find(cls)``, computed once per class and function: keyed by the class's
+    identity (a metaclass's ``__eq__`` or ``__hash__`` never runs), forgotten with it."""
+    key = (id(cls), find)
+    entry = _BY_CLASS.get(key)
+    if entry is not None and entry[0]() is cls:
+        return entry[1]  # type: ignore[no-any-return]
+    found = find(cls)
+
+    def forget(ref: weakref.ref[type], key: tuple[int, Any] = key) -> None:
+        if _BY_CLASS.get(key, (None,))[0] is ref:
+            del _BY_CLASS[key]
+
+    _BY_CLASS[key] = (weakref.ref(cls, forget), found)
     return found
 
 
-class _EveryField:
-    """The `tuple_fields` of a model whose fields are not pydantic v2's: all of them."""
+def _validated_fields(cls: type) -> DeclaredFields | None:
+    declared = _lookup(cls, "__pydantic_fields__")
+    if isinstance(declared, dict):  # a v2 model, or a pydantic dataclass
+        return {k: getattr(f, "annotation", Any) for k, f in declared.items()}
+    if any(_home(k) == ("pydantic.v1.main", "BaseModel") for k in _mro(cls)):
+        v1 = _lookup(cls, "__fields__")
+        if isinstance(v1, dict):
+            return {k: getattr(f, "outer_type_", Any) for k, f in v1.items()}
+    return None
 
-    def __contains__(self, name: object) -> bool:
-        return True
 
-
-_EVERY_FIELD = _EveryField()
-
-
-def _holds_tuple(annotation: Any, depth: int = 0) -> bool:
-    """Whether a type annotation is or holds ``tuple`` (``Tuple``, ``tuple[...]``)."""
-    if annotation is tuple or typing.get_origin(annotation) is tuple:
-        return True
-    return depth < 8 and any(_holds_tuple(a, depth + 1) for a in typing.get_args(annotation))
+def _declared_fields(cls: type) -> DeclaredFields | None:
+    fields = _lookup(cls, "__dataclass_fields__")
+    if isinstance(fields, dict):
+        names: Iterable[str] = fields
+    elif _derives(cls, tuple) and isinstance(_lookup(cls, "_fields"), tuple):
+        names = _lookup(cls, "_fields")
+    else:
+        return None
+    try:  # strings (``from __future__ import annotations``) resolved as pydantic would
+        hints = typing.get_type_hints(cls)
+    except Exception:  # a name defined where the class was (in a function): as written
+        hints = {}
+    written = _lookup(cls, "__annotations__") or {}
+    return {k: hints.get(k, written.get(k, Any)) for k in names}

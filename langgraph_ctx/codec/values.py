@@ -21,9 +21,9 @@ says what it is. Every message anywhere in a value (in a list, a dict, a
                                         plain JSON
 ``{"pairs": [[k, v], ...]}``            a dict with some key that is not a string
 ``{"list": [v, ...]}``                  a list (or tuple) with some item not plain
-``{"tuple": [v, ...]}``                 a tuple where a list would not do: in a
-                                        model's field typed with a tuple, a set
-                                        member, a dict key (`tuple_fields`)
+``{"tuple": [v, ...]}``                 a tuple that stays one: where a validated
+                                        class's declared type says tuple (`Shape`),
+                                        in a set member, a dict key, an enum value
 ``{"set": [v, ...]}``                   a set (``"frozenset"``: a frozenset)
 ``{"datetime": iso}``                   also ``date``, ``uuid``, ``decimal``
 ``{"send": [node, v]}``                 a LangGraph ``Send`` (``"timeout": v``)
@@ -53,12 +53,16 @@ import base64
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import itertools
 import json
 import math
 import sys
+import types
+import typing
 import uuid
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections import abc
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
@@ -72,10 +76,12 @@ from langgraph_ctx.codec.classes import (
     CLASS_TAGS,
     DEFAULT_RULES,
     ClassKind,
+    cached_by_class,
+    declared_fields,
     fits,
     kind_of,
     rebuild,
-    tuple_fields,
+    validated_fields,
 )
 from langgraph_ctx.codec.classes import (
     PACKAGE_MODELS as PACKAGE_MODELS,
@@ -300,33 +306,59 @@ def encode_value(
     return _Encoder(ref, refs, serde).encode(value, exact=False)
 
 
+class Declared:
+    """Where a value sits in a field LangGraph reads back through pydantic validation
+    (`classes.validated_fields`): its declared type, which decides where validation
+    makes a tuple of what LangGraph's serializer stored as a list."""
+
+    __slots__ = ("annotation",)
+
+    def __init__(self, annotation: Any) -> None:
+        self.annotation = annotation
+
+
+Shape = bool | Declared
+"""How `_Encoder.encode` stores the tuples of a value: ``True`` keeps every one (a set
+member or a dict key must stay hashable, an enum's value must find its member),
+``False`` stores each as a list (LangGraph's serializer reads every tuple back as a
+list), a `Declared` keeps those its declared type says are tuples."""
+
+
 class _Encoder:
     """The walk of `encode_value` through a value that is not plain JSON."""
 
     def __init__(self, ref: MessageRef, refs: MessageRefs, serde: SerializerProtocol) -> None:
         self.ref, self.refs, self.serde = ref, refs, serde
 
-    def encode(self, value: Any, exact: bool) -> Any:
-        """One value anywhere inside another. ``exact``: where tuples stay tuples: inside a
-        pydantic model's fields (validation made them so), an enum's value, a set member
-        or a dict key (which must stay hashable). Elsewhere a tuple reads back as a list,
-        as from LangGraph's serializer: in a dataclass's or a NamedTuple's fields too (an
-        `Interrupt`'s value, say)."""
+    def encode(self, value: Any, exact: Shape) -> Any:
+        """One value anywhere inside another, its tuples stored as ``exact`` says (`Shape`)."""
         kind = type(value)
         if kind is str or kind is int or kind is bool or value is None:
             return value
         if kind is float and math.isfinite(value):
             return value
+        if type(exact) is Declared and (kind is list or kind is tuple or kind is dict):
+            if _is_exact_json(value):  # no tuple in it: as it is, whatever its type says
+                return {"json": value} if kind is dict else value
+            if kind is dict:
+                exact = _shape_of(exact.annotation, "dict", 1)
+            elif not (value and all_messages(value)):
+                declared = exact.annotation
+                made = "tuple" if kind is tuple and _kind_of(declared) == "tuple" else "list"
+                if all(type(v) in _SCALARS_OF_JSON for v in value):
+                    return {made: list(value)}  # a pair of ints, say: nothing to shape
+                items = enumerate(value)
+                return {made: [self.encode(v, _shape_of(declared, made, i)) for i, v in items]}
         if kind is list or kind is tuple:
-            if exact and kind is tuple:
+            if exact is True and kind is tuple:
                 return {"tuple": [self.encode(v, exact) for v in value]}
-            if _is_exact_json(value) if exact else is_plain_json(value):
+            if _is_exact_json(value) if exact is not False else is_plain_json(value):
                 return value if kind is list else list(value)
             if value and all_messages(value):
                 return {"msgs": self.refs(value if kind is list else list(value))}
             return {"list": [self.encode(v, exact) for v in value]}
         if kind is dict:
-            if _is_exact_json(value) if exact else is_plain_json(value):
+            if _is_exact_json(value) if exact is not False else is_plain_json(value):
                 return {"json": value}
             if all(type(k) is str for k in value):
                 return {"dict": {k: self.encode(v, exact) for k, v in value.items()}}
@@ -365,29 +397,144 @@ class _Encoder:
         fields = {k: self.encode(v, exact=True) for k, v in value.data.items()}
         return {value.tag: value.name, "fields": fields}
 
-    def encode_object(self, value: Any, tag: ClassKind, exact: bool) -> Any:
-        """An enum member, or a data class's fields: a dataclass's or a NamedTuple's as
-        ``exact`` says (`encode`); a model's fields typed with a tuple exactly, since
-        validation makes a tuple of them (`tuple_fields`), its others as ``exact`` says."""
+    def encode_object(self, value: Any, tag: ClassKind, exact: Shape) -> Any:
+        """An enum member (its value exactly), or a data class's fields, their tuples
+        stored as LangGraph reads them back: a model's or a pydantic dataclass's as their
+        declared types say (validation rebuilds them); a dataclass's or a NamedTuple's as
+        lists, or as their declared types say inside a validated field (validation
+        rebuilds them too); every one where ``exact`` is ``True``."""
         cls = type(value)
         name = [cls.__module__, cls.__qualname__]
         if tag == "enum":
             return {"enum": name, "value": self.encode(value.value, exact=True)}
-        exact_fields: Container[str] = ()
         if tag == "model":
             fields = dict(value.__dict__)
             extra = getattr(value, "__pydantic_extra__", None)
             if extra:
                 fields.update(extra)
-            exact_fields = tuple_fields(cls)
         elif tag == "namedtuple":
             fields = dict(zip(cls._fields, value, strict=True))
         else:
             fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
-        exacts = {k: exact or k in exact_fields for k in fields}
-        if all(_is_exact_json(v) if exacts[k] else is_plain_json(v) for k, v in fields.items()):
+        shapes = _field_shapes(cls, fields, exact)
+        if all(
+            _is_exact_json(v) or (shapes[k] is False and is_plain_json(v))
+            for k, v in fields.items()
+        ):
             return {tag: name, "json": fields}
-        return {tag: name, "fields": {k: self.encode(v, exacts[k]) for k, v in fields.items()}}
+        return {tag: name, "fields": {k: self.encode(v, shapes[k]) for k, v in fields.items()}}
+
+
+def _field_shapes(cls: type, fields: dict[str, Any], exact: Shape) -> dict[str, Shape]:
+    """The `Shape` of each field of a data class (`_Encoder.encode_object`)."""
+    if exact is True:
+        return dict.fromkeys(fields, True)
+    shapes = cached_by_class(cls, _validated_shapes)
+    if shapes is None and type(exact) is Declared:
+        shapes = cached_by_class(cls, _declared_shapes)
+    if shapes is None:
+        return dict.fromkeys(fields, False)
+    return {k: shapes.get(k, False) for k in fields}  # an extra field: as ``Any``
+
+
+def _validated_shapes(cls: type) -> dict[str, Shape] | None:
+    declared = validated_fields(cls)
+    return None if declared is None else {k: _shape(a) for k, a in declared.items()}
+
+
+def _declared_shapes(cls: type) -> dict[str, Shape] | None:
+    declared = declared_fields(cls)
+    return None if declared is None else {k: _shape(a) for k, a in declared.items()}
+
+
+def _shape(annotation: Any) -> Shape:
+    """The `Shape` of a value of declared type ``annotation`` (a string: not resolved, so
+    every tuple kept, as validation of a tuple type would)."""
+    annotation = _unwrapped(annotation)
+    if isinstance(annotation, (str, typing.ForwardRef)):
+        return True
+    if annotation is Any or annotation is object or isinstance(annotation, typing.TypeVar):
+        return False
+    return Declared(annotation)
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """``Annotated[X, ...]``, a type alias (``type X = ...``) or a ``NewType`` as ``X``."""
+    for _ in range(16):
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif type(annotation).__name__ == "TypeAliasType":
+            annotation = annotation.__value__
+        elif isinstance(annotation, typing.NewType):
+            annotation = annotation.__supertype__
+        else:
+            break
+    return annotation
+
+
+_LISTS = frozenset(
+    {list, abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection, abc.Reversible}
+)
+_DICTS = frozenset({dict, abc.Mapping, abc.MutableMapping})
+
+
+def _sequence_kind(annotation: Any) -> str | None:
+    """``"tuple"`` or ``"list"``: what validation makes of a list under ``annotation`` (a
+    union: a list where one of its types takes a list as it is, as pydantic's smart mode
+    prefers); ``"dict"`` for a mapping type; ``None`` otherwise (``Any``: as stored)."""
+    annotation = _unwrapped(annotation)
+    origin = typing.get_origin(annotation) or annotation
+    if origin is tuple:
+        return "tuple"
+    if origin in _LISTS:
+        return "list"
+    if origin in _DICTS:
+        return "dict"
+    if origin is typing.Union or origin is types.UnionType:
+        kinds = {_sequence_kind(a) for a in typing.get_args(annotation)}
+        return next((k for k in ("list", "tuple", "dict") if k in kinds), None)
+    return None
+
+
+_SCALARS_OF_JSON = frozenset({str, int, bool, type(None)})
+
+
+def _kind_of(annotation: Any) -> str | None:
+    """`_sequence_kind`, remembered for a hashable annotation (most are)."""
+    try:
+        return _sequence_kind_cached(annotation)
+    except TypeError:  # unhashable
+        return _sequence_kind(annotation)
+
+
+def _shape_of(annotation: Any, kind: str, index: int) -> Shape:
+    """`_item_shape`, remembered for a hashable annotation (most are)."""
+    try:
+        return _item_shape_cached(annotation, kind, index)
+    except TypeError:  # unhashable
+        return _item_shape(annotation, kind, index)
+
+
+def _item_shape(annotation: Any, kind: str, index: int) -> Shape:
+    """The `Shape` of item ``index`` of a ``kind`` value under ``annotation`` (a dict's
+    values: ``index`` 1)."""
+    annotation = _unwrapped(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        arms = [a for a in typing.get_args(annotation) if _sequence_kind(a) == kind]
+        if not arms:
+            return False
+        annotation = _unwrapped(arms[0])
+    args = typing.get_args(annotation)
+    if not args:
+        return False
+    if kind == "tuple":
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _shape(args[0])
+        return _shape(args[index]) if index < len(args) and args != ((),) else False
+    if kind == "dict":
+        return _shape(args[1]) if len(args) == 2 else False
+    return _shape(args[0])
 
 
 def _is_field(cls: Any, name: str) -> bool:
@@ -702,3 +849,6 @@ def refs_of(enc: Mapping[str, Any]) -> list[int]:
         raise CodecError("a message list must be a list of message ordinals")
     return [ordinal(n) for n in refs]
 
+
+_sequence_kind_cached = functools.lru_cache(maxsize=1024)(_sequence_kind)
+_item_shape_cached = functools.lru_cache(maxsize=4096)(_item_shape)
