@@ -568,7 +568,15 @@ def rebuild(cls: type, kind: ClassKind, data: Any, registered: bool) -> Any:
     if not isinstance(data, dict):
         raise CodecError(f"the fields of {cls.__qualname__} must be an object")
     if registered:
-        return _construct(cls, kind, data)
+        try:
+            return _construct(cls, kind, data)
+        except CodecError as exc:
+            if kind != "model":
+                raise
+            # as LangGraph's decoder falls back to ``model_construct``: the stored fields are
+            # the model's own, already validated (by name, where validation may want aliases;
+            # a "before" validator may not take its own output), so the line is not corrupt
+            logger.debug("%s; assembling it from its stored fields", exc)
     if kind == "model":
         return _bare_model(cls, data)
     if kind == "dataclass":
