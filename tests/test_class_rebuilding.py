@@ -6,13 +6,9 @@ Each checked against what `InMemorySaver` / `SqliteSaver` return, on every backe
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sqlite3
-import sys
-import types
-from collections.abc import Iterator
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -90,3 +86,56 @@ def test_a_registered_model_its_validation_refuses_comes_back_assembled(backend,
     # and under LANGGRAPH_STRICT_MSGPACK, where compile() registers the schema's types
     strict = backend.saver().with_allowlist([(c.__module__, c.__qualname__) for c in (User, Tags)])
     assert repr(_read(strict, config)) == expected
+
+
+# ------------------------------------------- 2. private attributes with a default factory
+
+
+class Cart(BaseModel):
+    owner: str
+    _seen: set[str] = PrivateAttr(default_factory=set)  # a cache the model fills as it runs
+    _hits: int = PrivateAttr(default=0)
+
+    def remember(self, sku: str) -> bool:
+        new = sku not in self._seen
+        self._seen.add(sku)
+        return new
+
+
+class Meter(BaseModel):  # a factory of the application's: only its constructor runs it
+    owner: str
+    _log: list[str] = PrivateAttr(default_factory=lambda: ["opened"])
+
+
+def test_private_attributes_with_a_builtin_factory_are_made(backend):
+    """``PrivateAttr(default_factory=set)`` was missing after every read: the first use
+    raised AttributeError. A builtin factory runs no application code: it is called."""
+    expected = []
+    for saver in (InMemorySaver(), _sqlite()):
+        got = _read(saver, _save(saver, Cart(owner="ann")))
+        expected.append((repr(got), got.__pydantic_private__))
+    assert expected[0] == expected[1] == ("Cart(owner='ann')", {"_seen": set(), "_hits": 0})
+    config = _save(backend.saver(), Cart(owner="ann"))
+    for saver in (backend.saver(), backend.saver(allowed_types=[Cart])):
+        got = _read(saver, config)
+        assert (repr(got), got.__pydantic_private__) == expected[0]
+        assert got.remember("x") and not got.remember("x")
+
+
+def test_a_private_attribute_with_a_factory_of_the_apps_needs_the_registry(
+    backend, caplog
+):
+    """Another factory is the application's code: not called. The model comes back as its
+    fields with the warning naming the fix (``allowed_types``, whose constructor runs the
+    factory); a rewrite keeps it as stored."""
+    config = _save(backend.saver(), Meter(owner="ann"))
+    with caplog.at_level(logging.WARNING):
+        got = _read(backend.saver(), config)
+    assert got == {"owner": "ann"}
+    assert "Meter comes back as plain data (private attribute _log is not stored" in caplog.text
+    assert "pass allowed_types=[Meter]" in caplog.text
+    allowed = _read(backend.saver(allowed_types=[Meter]), config)
+    assert type(allowed) is Meter and allowed._log == ["opened"]
+    backend.saver().prune(["t"], strategy="keep_latest")
+    assert type(_read(backend.saver(allowed_types=[Meter]), config)) is Meter
+
