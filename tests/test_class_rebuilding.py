@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
+import types
+from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import pytest
@@ -139,3 +142,149 @@ def test_a_private_attribute_with_a_factory_of_the_apps_needs_the_registry(
     backend.saver().prune(["t"], strategy="keep_latest")
     assert type(_read(backend.saver(allowed_types=[Meter]), config)) is Meter
 
+
+# ------------------------------------------ 3. classes that gained fields since they were saved
+
+EVOLVING = "tests._evolving_types"
+
+V1 = """
+from dataclasses import dataclass, field
+from typing import NamedTuple
+from pydantic import BaseModel, Field
+
+class M(BaseModel):
+    a: int
+
+@dataclass
+class D:
+    a: int
+
+class N(NamedTuple):
+    a: int
+
+@dataclass
+class DR:
+    a: int
+
+class MR(BaseModel):
+    a: int
+
+class MF(BaseModel):
+    a: int
+"""
+
+V2 = """
+from dataclasses import dataclass, field
+from typing import NamedTuple
+from pydantic import BaseModel, Field
+
+class M(BaseModel):
+    a: int
+    tags: list[str] = Field(default_factory=list)
+    note: str = "n"
+
+@dataclass
+class D:
+    a: int
+    tags: list[str] = field(default_factory=list)
+    note: str = "n"
+
+class N(NamedTuple):
+    a: int
+    b: int
+
+@dataclass
+class DR:
+    a: int
+    b: int
+
+class MR(BaseModel):
+    a: int
+    b: int
+
+class MF(BaseModel):
+    a: int
+    seen: list[str] = Field(default_factory=lambda: ["new"])
+"""
+
+
+def _version(source: str) -> types.ModuleType:
+    """Module ``EVOLVING`` as one deployment of the application defines it."""
+    module = types.ModuleType(EVOLVING)
+    sys.modules[EVOLVING] = module
+    exec(compile(source, EVOLVING, "exec"), module.__dict__)
+    return module
+
+
+@pytest.fixture
+def evolving() -> Iterator[None]:
+    yield
+    sys.modules.pop(EVOLVING, None)
+
+
+def _evolving_values(saver: Any) -> dict[str, Any]:
+    """Each class's value written with version 1, read by a new saver with version 2."""
+    v1 = _version(V1)
+    value = {"m": v1.M(a=1), "d": v1.D(a=1), "dr": v1.DR(a=1), "mr": v1.MR(a=1), "mf": v1.MF(a=1)}
+    configs = {"t": _save(saver(), value), "nt": _save(saver(), v1.N(a=1), "nt")}
+    _version(V2)
+    return {**_read(saver(), configs["t"]), "nt": _read(saver(), configs["nt"])}
+
+
+def _picture(values: dict[str, Any]) -> dict[str, str]:
+    return {k: f"{type(v).__name__} {v!r}" for k, v in sorted(values.items())}
+
+
+def test_a_class_that_gained_fields_comes_back_whole_or_as_its_data(
+    backend, caplog, evolving
+):
+    """A field added with ``default_factory=list`` was left unset (AttributeError on first
+    use); a dataclass with a new required field came back an object whose repr raised,
+    with no warning; a NamedTuple with one made the checkpoint a CorruptLogError. Builtin
+    factories are called; a class the stored fields cannot make whole comes back as them
+    with one warning, as from SqliteSaver."""
+    sqlite = _sqlite()
+    reference = _picture(_evolving_values(lambda: sqlite))
+    with caplog.at_level(logging.WARNING):
+        got = _picture(_evolving_values(backend.saver))
+    for k in ("m", "d", "dr", "nt"):
+        assert got[k] == reference[k], k
+    assert got["m"] == "M M(a=1, tags=[], note='n')" and got["d"] == "D D(a=1, tags=[], note='n')"
+    assert got["dr"] == got["nt"] == "dict {'a': 1}"
+    # a model lacking a required field: SqliteSaver's model_construct leaves it unset (the
+    # object raises AttributeError on .b); here it is its fields, as for a dataclass
+    assert reference["mr"] == "MR MR(a=1)" and got["mr"] == "dict {'a': 1}"
+    # a factory of the application's is not called: its fields, and the fix
+    assert reference["mf"] == "MF MF(a=1, seen=['new'])" and got["mf"] == "dict {'a': 1}"
+    for name in ("DR", "N", "MR"):
+        assert f"{EVOLVING}.{name} comes back as plain data (the stored value has no b" in (
+            caplog.text
+        )
+    assert "give b a default" in caplog.text
+    assert f"{EVOLVING}.MF comes back as plain data (field seen is not stored" in caplog.text
+    assert "pass allowed_types=[MF]" in caplog.text
+    # allowed, the constructor runs the factory
+    allow = [sys.modules[EVOLVING].MF]
+    allowed = _read(backend.saver(allowed_types=allow), {"configurable": {"thread_id": "t"}})
+    assert repr(allowed["mf"]) == "MF(a=1, seen=['new'])"
+    # registered, whose constructor refuses them: their fields too, never CorruptLogError
+    v2 = sys.modules[EVOLVING]
+    config = {"configurable": {"thread_id": "t"}}
+    allowed = _read(backend.saver(allowed_types=[v2.DR, v2.MR]), config)
+    assert allowed["dr"] == allowed["mr"] == {"a": 1}
+    config = {"configurable": {"thread_id": "nt"}}
+    assert _read(backend.saver(allowed_types=[v2.N]), config) == {"a": 1}
+
+
+def test_a_rewrite_keeps_what_a_class_that_gained_fields_cannot_make(backend, evolving):
+    """A prune run where version 2 is loaded keeps the values it gives back as data as
+    they are stored: version 1 reads its objects back after it."""
+    _evolving_values(backend.saver)
+    for thread in ("t", "nt"):
+        backend.saver().prune([thread], strategy="keep_latest")
+    v1 = _version(V1)
+    values = _read(backend.saver(), {"configurable": {"thread_id": "t"}})
+    assert {k: type(v) for k, v in values.items()} == {
+        "m": v1.M, "d": v1.D, "dr": v1.DR, "mr": v1.MR, "mf": v1.MF
+    }  # fmt: skip
+    assert _read(backend.saver(), {"configurable": {"thread_id": "nt"}}) == v1.N(a=1)

@@ -577,8 +577,10 @@ def rebuild(cls: type, kind: ClassKind, data: Any, registered: bool) -> Any:
             try:
                 return _construct(cls, kind, data)
             except CodecError as exc:
-                if kind != "model":
-                    raise
+                if kind != "model":  # LangGraph's decoder gives the fields back, and warns
+                    _fillers(cls, kind, data, trusted=True)  # a missing field says so
+                    fix = f"{exc}; LangGraph's savers give its fields back too"
+                    raise _Incomplete(_REFUSED, fix) from None
                 # as LangGraph's decoder falls back to ``model_construct``: the stored fields
                 # are the model's own, already validated (by name, where validation may want
                 # aliases; a "before" validator may not take its own output): not corrupt
@@ -611,6 +613,12 @@ def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
     except _Incomplete:
         return False
     if registered:
+        if kind == "model":
+            return True
+        try:
+            _construct(cls, kind, data)
+        except CodecError:
+            return False
         return True
     if kind == "model":
         if _derives(cls, BaseModel):
@@ -659,6 +667,8 @@ class _Incomplete(Exception):
         self.why, self.fix = why, fix
 
 
+_REFUSED = "its constructor refused its stored fields"
+
 BUILTIN_FACTORIES: tuple[type, ...] = (
     list, dict, set, frozenset, tuple, str, int, float, bool, bytes, bytearray,
 )  # fmt: skip
@@ -689,7 +699,10 @@ def _filler(
         )
     if default is not _ABSENT:
         return lambda values: _default(default)
-    return _unset
+    raise _Incomplete(
+        f"the stored value has no {name}, a field without a default",
+        f"give {name} a default for the values stored before it was added",
+    )
 
 
 def _fillers(
@@ -744,10 +757,6 @@ def _fillers(
     return fields, private
 
 
-def _unset(values: dict[str, Any]) -> Any:
-    return _ABSENT  # no default: left unset
-
-
 def _call_with_data(factory: Callable[[dict[str, Any]], Any], values: dict[str, Any]) -> Any:
     return factory(values)  # a registered model's factory that takes the fields made so far
 
@@ -772,8 +781,6 @@ def _bare_model(cls: type, data: dict[str, Any], trusted: bool = False) -> Any:
         values: dict[str, Any] = {}
         for name in fields:  # in the class's order, as validation makes them
             values[name] = data[name] if name in data else missing[name](values)
-            if values[name] is _ABSENT:
-                del values[name]
         config = _lookup(cls, "model_config") or {}
         extra = {k: v for k, v in data.items() if k not in fields}
         object.__setattr__(obj, "__dict__", values)
@@ -789,8 +796,6 @@ def _bare_model(cls: type, data: dict[str, Any], trusted: bool = False) -> Any:
     values = {}
     for name in fields:
         values[name] = data[name] if name in data else missing[name](values)
-        if values[name] is _ABSENT:
-            del values[name]
     object.__setattr__(obj, "__dict__", values)
     object.__setattr__(obj, "__fields_set__", {k for k in data if k in fields})
     for name, fill in private.items():
@@ -805,18 +810,14 @@ def _bare_dataclass(cls: type, data: dict[str, Any], trusted: bool = False) -> A
     for name, f in (_lookup(cls, "__dataclass_fields__") or {}).items():
         if _is_field(f):
             values[name] = data[name] if name in data else missing[name](values)
-            if values[name] is not _ABSENT:
-                object.__setattr__(obj, name, values[name])  # frozen, slots: object's own
+            object.__setattr__(obj, name, values[name])  # frozen, slots: object's own
     return obj
 
 
 def _bare_namedtuple(cls: type, data: dict[str, Any], trusted: bool = False) -> Any:
+    missing, _ = _fillers(cls, "namedtuple", data, trusted)
     names = _lookup(cls, "_fields")
-    defaults = _lookup(cls, "_field_defaults") or {}
-    missing = [n for n in names if n not in data and n not in defaults]
-    if missing:
-        raise CodecError(f"{cls.__qualname__} is missing {', '.join(missing)}")
-    return tuple.__new__(cls, [data[n] if n in data else defaults[n] for n in names])
+    return tuple.__new__(cls, [data[n] if n in data else missing[n]({}) for n in names])
 
 
 def _enum_member(cls: type, value: Any) -> Any:
