@@ -6,12 +6,13 @@ Each checked against what `InMemorySaver` / `SqliteSaver` return, on every backe
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -288,3 +289,48 @@ def test_a_rewrite_keeps_what_a_class_that_gained_fields_cannot_make(backend, ev
         "m": v1.M, "d": v1.D, "dr": v1.DR, "mr": v1.MR, "mf": v1.MF
     }  # fmt: skip
     assert _read(backend.saver(), {"configurable": {"thread_id": "nt"}}) == v1.N(a=1)
+
+
+# ------------------------------------------------------- 4. frozen dataclasses with slots
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Money:  # dataclass gives it __getstate__ / __setstate__ of its own module's
+    amount: int
+    currency: str
+    rates: list[int] = dataclasses.field(default_factory=list)
+
+
+class Wallet(NamedTuple):
+    cash: Money
+
+
+def test_a_frozen_dataclass_with_slots_comes_back_as_itself(backend, caplog):
+    """``dataclass(frozen=True, slots=True)`` generates ``__getstate__`` / ``__setstate__``
+    (functions of the ``dataclasses`` module, not compiled from a string): the class was
+    taken for one with code of its own and came back as a dict."""
+    assert "__setstate__" in vars(Money)
+    value = {"money": Money(5, "EUR"), "wallet": Wallet(Money(1, "USD", [2]))}
+    expected = []
+    for saver in (InMemorySaver(), _sqlite()):
+        expected.append(repr(_read(saver, _save(saver, value))))
+    assert expected[0] == expected[1]
+    config = _save(backend.saver(), value)
+    with caplog.at_level(logging.WARNING):
+        got = _read(backend.saver(), config)
+    assert repr(got) == expected[0] and type(got["money"]) is Money
+    assert got["wallet"].cash == Money(1, "USD", [2]) and got["money"] == Money(5, "EUR")
+    assert "comes back as plain data" not in caplog.text
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got["money"].amount = 6  # type: ignore[misc]
+
+
+def test_only_the_dataclasses_modules_own_setstate_counts_as_generated():
+    def __setstate__(self: Any, state: Any) -> None:  # a class's own, named alike
+        pass
+
+    __setstate__.__module__ = "dataclasses"
+    __setstate__.__qualname__ = "_dataclass_setstate"
+    mimic = type("Mimic", (Money,), {"__setstate__": __setstate__, "__slots__": ()})
+    assert classes.plain_data_class(Money, "dataclass")
+    assert not classes.plain_data_class(mimic, "dataclass")

@@ -223,12 +223,23 @@ def kind_of(cls: type) -> ClassKind | None:
     return None
 
 
+_DATACLASS_METHODS: tuple[Any, ...] = tuple(
+    f
+    for f in (vars(dataclasses).get(n) for n in ("_dataclass_getstate", "_dataclass_setstate"))
+    if type(f) is types.FunctionType
+)
+"""The ``__getstate__`` / ``__setstate__`` ``dataclass`` gives a frozen class with
+``slots=True``: functions of the ``dataclasses`` module itself, not compiled ones."""
+
+
 def _generated(fn: Any) -> bool:
     """A method ``dataclass`` / ``namedtuple`` / pydantic generated, not one the class wrote."""
     if type(fn) in (staticmethod, classmethod):
         fn = fn.__func__
     if type(fn) is not types.FunctionType:
         return False  # a builtin or some object: not something these generate
+    if any(fn is f for f in _DATACLASS_METHODS):
+        return True
     return fn.__code__.co_filename == "<string>" or str(fn.__module__).startswith("pydantic")
 
 
