@@ -12,7 +12,7 @@ import sqlite3
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -22,6 +22,8 @@ from langgraph.graph import START, StateGraph
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
 from langgraph_ctx.codec import classes
+
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -334,3 +336,70 @@ def test_only_the_dataclasses_modules_own_setstate_counts_as_generated():
     mimic = type("Mimic", (Money,), {"__setstate__": __setstate__, "__slots__": ()})
     assert classes.plain_data_class(Money, "dataclass")
     assert not classes.plain_data_class(mimic, "dataclass")
+
+
+# ------------------------------- 5. the warning's fix when the class's module is loaded
+
+
+class Item(BaseModel):
+    name: str
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+
+
+def _warned_for(backend: Any, value: Any, caplog: Any, thread: str) -> tuple[Any, str]:
+    config = _save(backend.saver(), value, thread)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        got = _read(backend.saver(), config)
+    return got, caplog.text
+
+
+def test_the_warning_names_a_fix_that_applies_when_the_module_is_loaded(
+    backend, caplog, evolving
+):
+    """"import X before reading" was the fix even where X was imported: a renamed class, a
+    class defined in a function, a parametrized generic model, another script's
+    ``__main__`` class. Each now says why it is not found, and the fix that works."""
+    assert _version(V1).__name__ in sys.modules  # the module stays loaded throughout
+    v1 = sys.modules[EVOLVING]
+    config = _save(backend.saver(), v1.M(a=1), "gone")
+    del v1.M  # renamed or moved: the module no longer has it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert _read(backend.saver(), config) == {"a": 1}
+    assert f"{EVOLVING}.M comes back as plain data ({EVOLVING} is loaded but has no M)" in (
+        caplog.text
+    )
+    assert "renamed or moved" in caplog.text and "import " not in caplog.text
+
+    def make() -> type[BaseModel]:
+        class Local(BaseModel):
+            a: int
+
+        return Local
+
+    local = make()
+    got, text = _warned_for(backend, local(a=1), caplog, "local")
+    assert got == {"a": 1} and "defined inside a function" in text
+    assert "allowed_types=[Local]" in text and "import " not in text
+    assert type(_read(backend.saver(allowed_types=[local]), _cfg("local"))) is local
+
+    got, text = _warned_for(backend, Page[Item](items=[Item(name="z")]), caplog, "page")
+    assert got == {"items": [Item(name="z")]}
+    assert "a parametrized generic class" in text and "allowed_types=[Page[Item]]" in text
+    assert "import " not in text
+    assert type(_read(backend.saver(allowed_types=[Page[Item]]), _cfg("page"))) is Page[Item]
+
+    namespace = {"__module__": "__main__", "__annotations__": {"a": int}}
+    script = type("Script", (BaseModel,), namespace)
+    got, text = _warned_for(backend, script(a=1), caplog, "main")
+    assert got == {"a": 1} and "__main__ has no Script: another script stored it" in text
+    assert "define the class in a module both scripts import" in text
+    assert "import __main__" not in text
+
+
+def _cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}

@@ -307,6 +307,32 @@ def warn_plain_data(module: str, qualname: str, why: str, fix: str | None = None
     )
 
 
+def warn_not_found(module: str, qualname: str) -> None:
+    """`warn_plain_data` for a class `find_class` does not find: its module not loaded
+    (import it), or loaded without a class at that name, and why that may be."""
+    mod = sys.modules.get(module)
+    if not isinstance(mod, types.ModuleType):
+        warn_plain_data(module, qualname, "not loaded")
+        return
+    name = qualname.rsplit(".", 1)[-1]
+    if ".<locals>." in qualname:
+        why = f"defined inside a function, it cannot be found in {module} by its name"
+        fix = f"pass the class itself to the saver, allowed_types=[{name}]"
+    elif "[" in qualname:
+        why = f"a parametrized generic class, it cannot be found in {module} by its name"
+        fix = f"pass the class itself to the saver, allowed_types=[{qualname}]"
+    elif module == "__main__":
+        why = f"this process's __main__ has no {qualname}: another script stored it"
+        fix = "define the class in a module both scripts import"
+    else:
+        why = f"{module} is loaded but has no {qualname}"
+        fix = (
+            "was the class renamed or moved since it was stored? Its values read back "
+            "as plain data, and rewrites keep them as stored, until a class is there again"
+        )
+    warn_plain_data(module, qualname, why, fix)
+
+
 # ------------------------------------------------------------------- the registry
 
 
@@ -411,8 +437,12 @@ class ClassRules:
             ):
                 extra.add(found)
             elif key not in SAFE_MSGPACK_TYPES:
-                why = "not loaded" if found is None else "not a plain data class"
-                warn_plain_data(module, name, why if self.loaded_data_classes else _STRICT)
+                if not self.loaded_data_classes:
+                    warn_plain_data(module, name, _STRICT)
+                elif found is None:
+                    warn_not_found(module, name)
+                else:
+                    warn_plain_data(module, name, "not a plain data class")
         if not extra:
             return self.serde()
         cache: dict[frozenset[type], Any] = self._cache.setdefault("serde_for", {})
@@ -454,7 +484,7 @@ class ClassRules:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}") from None
         if found is None:
             if warn:
-                warn_plain_data(module, qualname, "not loaded")
+                warn_not_found(module, qualname)
             return None, False
         if kind_of(found) != kind:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}")
