@@ -38,6 +38,7 @@ import contextvars
 import copy
 import dataclasses
 import enum
+import functools
 import importlib
 import logging
 import sys
@@ -222,12 +223,23 @@ def kind_of(cls: type) -> ClassKind | None:
     return None
 
 
+_DATACLASS_METHODS: tuple[Any, ...] = tuple(
+    f
+    for f in (vars(dataclasses).get(n) for n in ("_dataclass_getstate", "_dataclass_setstate"))
+    if type(f) is types.FunctionType
+)
+"""The ``__getstate__`` / ``__setstate__`` ``dataclass`` gives a frozen class with
+``slots=True``: functions of the ``dataclasses`` module itself, not compiled ones."""
+
+
 def _generated(fn: Any) -> bool:
     """A method ``dataclass`` / ``namedtuple`` / pydantic generated, not one the class wrote."""
     if type(fn) in (staticmethod, classmethod):
         fn = fn.__func__
     if type(fn) is not types.FunctionType:
         return False  # a builtin or some object: not something these generate
+    if any(fn is f for f in _DATACLASS_METHODS):
+        return True
     return fn.__code__.co_filename == "<string>" or str(fn.__module__).startswith("pydantic")
 
 
@@ -278,20 +290,47 @@ def quiet_plain_data() -> Iterator[None]:
         _QUIET.reset(token)
 
 
-def warn_plain_data(module: str, qualname: str, why: str) -> None:
+def warn_plain_data(module: str, qualname: str, why: str, fix: str | None = None) -> None:
     """One warning per class: what came back as plain data, and how to get the class."""
     key = (module, qualname, why)
     if key in _warned or len(_warned) >= 1000 or _QUIET.get():
         return
     _warned.add(key)
-    fix = (
-        f"import {module} before reading, or pass allowed_types=[{qualname}]"
-        if why == "not loaded"
-        else f"pass allowed_types=[{qualname}] to the saver if you trust it"
-    )
+    if fix is None:
+        fix = (
+            f"import {module} before reading, or pass allowed_types=[{qualname}]"
+            if why == "not loaded"
+            else f"pass allowed_types=[{qualname}] to the saver if you trust it"
+        )
     logger.warning(
         "%s.%s comes back as plain data (%s): %s.", module, qualname, why, fix
     )
+
+
+def warn_not_found(module: str, qualname: str) -> None:
+    """`warn_plain_data` for a class `find_class` does not find: its module not loaded
+    (import it), or loaded without a class at that name, and why that may be."""
+    mod = sys.modules.get(module)
+    if not isinstance(mod, types.ModuleType):
+        warn_plain_data(module, qualname, "not loaded")
+        return
+    name = qualname.rsplit(".", 1)[-1]
+    if ".<locals>." in qualname:
+        why = f"defined inside a function, it cannot be found in {module} by its name"
+        fix = f"pass the class itself to the saver, allowed_types=[{name}]"
+    elif "[" in qualname:
+        why = f"a parametrized generic class, it cannot be found in {module} by its name"
+        fix = f"pass the class itself to the saver, allowed_types=[{qualname}]"
+    elif module == "__main__":
+        why = f"this process's __main__ has no {qualname}: another script stored it"
+        fix = "define the class in a module both scripts import"
+    else:
+        why = f"{module} is loaded but has no {qualname}"
+        fix = (
+            "was the class renamed or moved since it was stored? Its values read back "
+            "as plain data, and rewrites keep them as stored, until a class is there again"
+        )
+    warn_plain_data(module, qualname, why, fix)
 
 
 # ------------------------------------------------------------------- the registry
@@ -398,8 +437,12 @@ class ClassRules:
             ):
                 extra.add(found)
             elif key not in SAFE_MSGPACK_TYPES:
-                why = "not loaded" if found is None else "not a plain data class"
-                warn_plain_data(module, name, why if self.loaded_data_classes else _STRICT)
+                if not self.loaded_data_classes:
+                    warn_plain_data(module, name, _STRICT)
+                elif found is None:
+                    warn_not_found(module, name)
+                else:
+                    warn_plain_data(module, name, "not a plain data class")
         if not extra:
             return self.serde()
         cache: dict[frozenset[type], Any] = self._cache.setdefault("serde_for", {})
@@ -441,7 +484,7 @@ class ClassRules:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}") from None
         if found is None:
             if warn:
-                warn_plain_data(module, qualname, "not loaded")
+                warn_not_found(module, qualname)
             return None, False
         if kind_of(found) != kind:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}")
@@ -561,31 +604,63 @@ def rebuild(cls: type, kind: ClassKind, data: Any, registered: bool) -> Any:
     """An instance of ``cls`` from decoded fields (or, for an enum, its value).
 
     Registered classes go through their constructor, as LangGraph's serializer
-    builds them; plain data classes are assembled without running their code.
+    builds them; plain data classes are assembled without running their code. A class
+    the stored fields do not make whole without running its code (a field the value
+    lacks that has no default, or a default factory of the application's: `_fillers`)
+    comes back as those fields, with one warning naming the class and the fix.
     """
     if kind == "enum":
         return _enum_member(cls, data)
     if not isinstance(data, dict):
         raise CodecError(f"the fields of {cls.__qualname__} must be an object")
-    if registered:
-        return _construct(cls, kind, data)
-    if kind == "model":
-        return _bare_model(cls, data)
-    if kind == "dataclass":
-        return _bare_dataclass(cls, data)
-    return _bare_namedtuple(cls, data)
+    try:
+        if registered:
+            try:
+                return _construct(cls, kind, data)
+            except CodecError as exc:
+                if kind != "model":  # LangGraph's decoder gives the fields back, and warns
+                    _fillers(cls, kind, data, trusted=True)  # a missing field says so
+                    fix = f"{exc}; LangGraph's savers give its fields back too"
+                    raise _Incomplete(_REFUSED, fix) from None
+                # as LangGraph's decoder falls back to ``model_construct``: the stored fields
+                # are the model's own, already validated (by name, where validation may want
+                # aliases; a "before" validator may not take its own output): not corrupt
+                logger.debug("%s; assembling it from its stored fields", exc)
+        if kind == "model":
+            return _bare_model(cls, data, registered)
+        if kind == "dataclass":
+            return _bare_dataclass(cls, data, registered)
+        return _bare_namedtuple(cls, data, registered)
+    except _Incomplete as exc:
+        module, qualname = _home(cls)
+        warn_plain_data(module, qualname, exc.why, exc.fix)
+        return data
 
 
 def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
     """Whether `rebuild` makes of ``data`` an object that keeps all of it: an enum member of
-    that value; a data class with a field for each stored one. Another version of the
-    application's class (a maintenance job of an older deployment) may lack a member or a
-    field: a rewrite keeps such a value as it is stored (`Unresolved`), not what this
-    class makes of it. (Registered classes validate what they are given.)"""
-    if registered or (kind != "enum" and not isinstance(data, dict)):
+    that value; a data class with a field for each stored one, made whole (`_fillers`).
+    Another version of the application's class (a maintenance job of an older deployment)
+    may lack a member or a field, or have one the value lacks: a rewrite keeps such a
+    value as it is stored (`Unresolved`), not what this class makes of it. (Registered
+    classes validate what they are given; a dataclass or NamedTuple whose constructor
+    refuses its fields comes back as them, as from LangGraph's savers.)"""
+    if kind != "enum" and not isinstance(data, dict):
         return True
     if kind == "enum":
-        return _member_of(cls, data) is not None
+        return registered or _member_of(cls, data) is not None
+    try:
+        _fillers(cls, kind, data, trusted=registered)
+    except _Incomplete:
+        return False
+    if registered:
+        if kind == "model":
+            return True
+        try:
+            _construct(cls, kind, data)
+        except CodecError:
+            return False
+        return True
     if kind == "model":
         if _derives(cls, BaseModel):
             config = _lookup(cls, "model_config") or {}
@@ -594,10 +669,7 @@ def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
         return bool(data.keys() <= (_lookup(cls, "__fields__") or {}).keys())  # pydantic v1
     if kind == "dataclass":
         fields = _lookup(cls, "__dataclass_fields__") or {}
-        return all(
-            getattr(fields.get(k), "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
-            for k in data
-        )
+        return all(_is_field(fields.get(k)) for k in data)
     return bool(data.keys() <= set(_lookup(cls, "_fields") or ()))
 
 
@@ -628,23 +700,128 @@ def _first_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+class _Incomplete(Exception):
+    """What keeps a class from being made whole of its stored fields: why, and the fix."""
+
+    def __init__(self, why: str, fix: str) -> None:
+        super().__init__(why)
+        self.why, self.fix = why, fix
+
+
+_REFUSED = "its constructor refused its stored fields"
+
+BUILTIN_FACTORIES: tuple[type, ...] = (
+    list, dict, set, frozenset, tuple, str, int, float, bool, bytes, bytearray,
+)  # fmt: skip
+"""Default factories a bare assembly calls: builtins, which run no application code.
+Any other factory is the application's code: only its constructor runs it (the registry)."""
+
+_ABSENT: Any = object()
+"""A field's default when it declares none."""
+
+Filler = Callable[[dict[str, Any]], Any]
+"""A field's value where the stored data lacks it, given the fields made so far."""
+
+
+def _filler(
+    cls: type, name: str, default: Any, factory: Any, trusted: bool, what: str = "field"
+) -> Filler:
+    """How field ``name`` the stored data lacks gets a value: its declared default (a
+    copy), or its default factory when that is a builtin (`BUILTIN_FACTORIES`) or
+    ``trusted`` (a registered class, whose constructor would have called it). Raises
+    `_Incomplete` otherwise: a factory of the application's, no default at all."""
+    if factory is not None:
+        if trusted or any(factory is f for f in BUILTIN_FACTORIES):
+            return lambda values: factory()
+        raise _Incomplete(
+            f"{what} {name} is not stored and its default_factory is code of yours",
+            f"pass allowed_types=[{_home(cls)[1]}] to the saver if you trust it "
+            "(its constructor runs the factory)",
+        )
+    if default is not _ABSENT:
+        return lambda values: _default(default)
+    raise _Incomplete(
+        f"the stored value has no {name}, a field without a default",
+        f"give {name} a default for the values stored before it was added",
+    )
+
+
+def _fillers(
+    cls: type, kind: ClassKind, data: Mapping[str, Any], trusted: bool
+) -> tuple[dict[str, Filler], dict[str, Filler]]:
+    """``(fields, private attributes)``: how each field ``data`` lacks, and each private
+    attribute of a model with a default, gets its value (`_filler`; a field the class no
+    longer has is `fits`' concern). Raises `_Incomplete` when one cannot without running
+    the application's code (unless ``trusted``) or has no default."""
+    fields: dict[str, Filler] = {}
+    private: dict[str, Filler] = {}
+    if kind == "model" and _derives(cls, BaseModel):
+        from pydantic_core import PydanticUndefined
+
+        for name, info in (_lookup(cls, "__pydantic_fields__") or {}).items():
+            if name in data:
+                continue
+            factory = info.default_factory
+            if factory is not None and trusted and info.default_factory_takes_data:
+                fields[name] = functools.partial(_call_with_data, factory)
+                continue
+            default = _ABSENT if info.default is PydanticUndefined else info.default
+            fields[name] = _filler(cls, name, default, factory, trusted)
+        for name, attr in (_lookup(cls, "__private_attributes__") or {}).items():
+            if attr.default is not PydanticUndefined or attr.default_factory is not None:
+                default = _ABSENT if attr.default is PydanticUndefined else attr.default
+                factory = attr.default_factory
+                private[name] = _filler(cls, name, default, factory, trusted, "private attribute")
+    elif kind == "model":  # pydantic v1
+        from pydantic.v1.fields import Undefined
+
+        for name, info in (_lookup(cls, "__fields__") or {}).items():
+            if name not in data:
+                default = _ABSENT if info.required else info.default
+                fields[name] = _filler(cls, name, default, info.default_factory, trusted)
+        for name, attr in (_lookup(cls, "__private_attributes__") or {}).items():
+            if attr.default is not Undefined or attr.default_factory is not None:
+                default = _ABSENT if attr.default is Undefined else attr.default
+                factory = attr.default_factory
+                private[name] = _filler(cls, name, default, factory, trusted, "private attribute")
+    elif kind == "dataclass":
+        for name, f in (_lookup(cls, "__dataclass_fields__") or {}).items():
+            if name not in data and _is_field(f):  # not a ClassVar / InitVar pseudo-field
+                default = _ABSENT if f.default is dataclasses.MISSING else f.default
+                factory = None if f.default_factory is dataclasses.MISSING else f.default_factory
+                fields[name] = _filler(cls, name, default, factory, trusted)
+    else:
+        defaults = _lookup(cls, "_field_defaults") or {}
+        for name in _lookup(cls, "_fields") or ():
+            if name not in data:
+                fields[name] = _filler(cls, name, defaults.get(name, _ABSENT), None, trusted)
+    return fields, private
+
+
+def _call_with_data(factory: Callable[[dict[str, Any]], Any], values: dict[str, Any]) -> Any:
+    return factory(values)  # a registered model's factory that takes the fields made so far
+
+
+def _is_field(f: Any) -> bool:
+    """A dataclass field proper (not a ``ClassVar`` or ``InitVar`` pseudo-field)."""
+    return getattr(f, "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
+
+
 def _default(field_default: Any) -> Any:
-    """A field's declared default (factories are code, and are not called)."""
+    """A field's declared default, copied where it is a mutable builtin container."""
     if isinstance(field_default, (list, dict, set)):
         return copy.deepcopy(field_default)
     return field_default
 
 
-def _bare_model(cls: type, data: dict[str, Any]) -> Any:
+def _bare_model(cls: type, data: dict[str, Any], trusted: bool = False) -> Any:
+    missing, private = _fillers(cls, "model", data, trusted)
     obj: Any = object.__new__(cls)
     if _derives(cls, BaseModel):
-        from pydantic_core import PydanticUndefined
-
         fields = _lookup(cls, "__pydantic_fields__") or {}
-        values = {k: v for k, v in data.items() if k in fields}
-        for name, info in fields.items():
-            if name not in values and info.default is not PydanticUndefined:
-                values[name] = _default(info.default)
+        values: dict[str, Any] = {}
+        for name in fields:  # in the class's order, as validation makes them
+            values[name] = data[name] if name in data else missing[name](values)
         config = _lookup(cls, "model_config") or {}
         extra = {k: v for k, v in data.items() if k not in fields}
         object.__setattr__(obj, "__dict__", values)
@@ -652,46 +829,36 @@ def _bare_model(cls: type, data: dict[str, Any]) -> Any:
         object.__setattr__(
             obj, "__pydantic_extra__", extra if config.get("extra") == "allow" else None
         )
-        private = _lookup(cls, "__private_attributes__") or {}
-        defaults = {
-            name: _default(attr.default)
-            for name, attr in private.items()
-            if attr.default is not PydanticUndefined
-        }
-        object.__setattr__(obj, "__pydantic_private__", defaults if private else None)
+        has_private = bool(_lookup(cls, "__private_attributes__"))
+        attrs = {name: fill(values) for name, fill in private.items()}
+        object.__setattr__(obj, "__pydantic_private__", attrs if has_private else None)
         return obj
     fields = _lookup(cls, "__fields__") or {}  # pydantic v1
-    values = {k: v for k, v in data.items() if k in fields}
-    for name, info in fields.items():
-        if name not in values and not info.required and info.default_factory is None:
-            values[name] = _default(info.default)
+    values = {}
+    for name in fields:
+        values[name] = data[name] if name in data else missing[name](values)
     object.__setattr__(obj, "__dict__", values)
     object.__setattr__(obj, "__fields_set__", {k for k in data if k in fields})
-    for name, attr in (_lookup(cls, "__private_attributes__") or {}).items():
-        if attr.default_factory is None:
-            object.__setattr__(obj, name, _default(attr.default))
+    for name, fill in private.items():
+        object.__setattr__(obj, name, fill(values))
     return obj
 
 
-def _bare_dataclass(cls: type, data: dict[str, Any]) -> Any:
+def _bare_dataclass(cls: type, data: dict[str, Any], trusted: bool = False) -> Any:
+    missing, _ = _fillers(cls, "dataclass", data, trusted)
     obj: Any = object.__new__(cls)
+    values: dict[str, Any] = {}
     for name, f in (_lookup(cls, "__dataclass_fields__") or {}).items():
-        if getattr(f, "_field_type", None) is not dataclasses._FIELD:  # type: ignore[attr-defined]
-            continue  # ClassVar / InitVar pseudo-fields
-        if name in data:
-            object.__setattr__(obj, name, data[name])
-        elif f.default is not dataclasses.MISSING:
-            object.__setattr__(obj, name, _default(f.default))
+        if _is_field(f):
+            values[name] = data[name] if name in data else missing[name](values)
+            object.__setattr__(obj, name, values[name])  # frozen, slots: object's own
     return obj
 
 
-def _bare_namedtuple(cls: type, data: dict[str, Any]) -> Any:
+def _bare_namedtuple(cls: type, data: dict[str, Any], trusted: bool = False) -> Any:
+    missing, _ = _fillers(cls, "namedtuple", data, trusted)
     names = _lookup(cls, "_fields")
-    defaults = _lookup(cls, "_field_defaults") or {}
-    missing = [n for n in names if n not in data and n not in defaults]
-    if missing:
-        raise CodecError(f"{cls.__qualname__} is missing {', '.join(missing)}")
-    return tuple.__new__(cls, [data[n] if n in data else defaults[n] for n in names])
+    return tuple.__new__(cls, [data[n] if n in data else missing[n]({}) for n in names])
 
 
 def _enum_member(cls: type, value: Any) -> Any:
