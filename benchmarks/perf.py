@@ -36,10 +36,7 @@ Sections (``--only NAME``, repeatable):
   timing are ``benchmarks/budget.py``'s ``measure``.
 * ``fsync``: the 400-turn chat's first 200 turns on ``JsonlSaver(fsync=True)`` and
   ``fsync=False``: ``os.fsync`` / ``os.fdatasync`` calls per checkpoint (the functions are
-  wrapped before ``langgraph_ctx`` is imported) and ms per turn; then the same runs with
-  a GIL switch interval of 0.2 ms, a diagnosis (the table's last row): a put's
-  ``fdatasync`` returns in LangGraph's background thread, which waits for the GIL while
-  the graph's thread computes.
+  wrapped before ``langgraph_ctx`` is imported) and ms per turn.
 
 Every figure is the median of 3 (runs of a workload in fresh processes on fresh storage;
 three cold processes; three history reads; three concurrency runs), except the
@@ -92,7 +89,6 @@ if hasattr(os, "fdatasync"):
     os.fdatasync = _counted(os.fdatasync)
 
 import argparse  # noqa: E402
-import dataclasses  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
@@ -551,69 +547,15 @@ class Run:
     # -- fsync -----------------------------------------------------------------
     def fsync(self) -> None:
         turns = self.sizes["fsync"]["turns"]
-        runs = self.fsync_runs(turns)
-        # A diagnosis, not a goal: the same runs with the interpreter handing the GIL
-        # over every 0.2 ms instead of 5 (`sys.setswitchinterval`). A put's `fdatasync`
-        # runs in LangGraph's background thread, which then waits for the GIL while the
-        # graph's thread computes the next step; how long is the interpreter's choice.
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(SHORT_SWITCH_INTERVAL)
-        try:
-            short = self.fsync_runs(turns)
-        finally:
-            sys.setswitchinterval(interval)
-        off, on = median(runs.ms[False]), median(runs.ms[True])
-        calls = median(runs.per_checkpoint)
-        slowdown = on / off
-        in_sync = median(runs.sync_ms)
-        one_sync = median(runs.floor)
-        # What fsync=True cannot go below while every put returns durable: LangGraph
-        # chains a turn's puts (each waits for the previous), so their fdatasyncs add up.
-        per_turn = median(runs.syncs)
-        bound = (off + per_turn * one_sync) / off
-        short_off, short_on = median(short.ms[False]), median(short.ms[True])
-        self.goal("fsync=True: fsyncs per checkpoint", calls, "max", 1, "")
-        self.goal("fsync=True: ms per turn / fsync=False", slowdown, "max", 1.2, "x")
-        self.tables.append(
-            {
-                "title": f"JsonlSaver fsync=True, chat turns 2 to {turns}",
-                "header": ["figure", "fsync=False", "fsync=True", "ratio", "goal", "result"],
-                "rows": [
-                    ["ms per turn", f"{off:.2f}", f"{on:.2f}", f"{slowdown:.3f}", "<= 1.2",
-                     verdict(slowdown <= 1.2)],
-                    ["fsyncs per checkpoint", "0", f"{calls:.2f}", "", "<= 1", verdict(calls <= 1)],
-                    ["ms per turn inside fdatasync", "0", f"{in_sync:.2f}", "", "", ""],
-                    ["one write + fdatasync, mean ms (a loop, same file system)", "",
-                     f"{one_sync:.2f}", "", "", ""],
-                    [f"floor: fsync=False + {per_turn:.1f} fdatasyncs a turn", f"{off:.2f}",
-                     f"{off + per_turn * one_sync:.2f}", f"{bound:.3f}", "", ""],
-                    [f"ms per turn, GIL switch interval {1000 * SHORT_SWITCH_INTERVAL:g} ms "
-                     f"(default {1000 * interval:g})", f"{short_off:.2f}", f"{short_on:.2f}",
-                     f"{short_on / short_off:.3f}", "", ""],
-                ],
-            }
-        )  # fmt: skip
-        self.results["fsync"] = {
-            "turns": turns,
-            "ms_off": off,
-            "ms_on": on,
-            "fsyncs": calls,
-            "ms_in_fdatasync": in_sync,
-            "fdatasync_ms": one_sync,
-            "floor_ratio": bound,
-            "short_switch_ratio": short_on / short_off,
-        }
-
-    def fsync_runs(self, turns: int) -> FsyncRuns:
-        """The chat's turns 2 to ``turns`` on ``fsync=False`` and ``fsync=True``, taking
-        turns ``self.repeats`` times, each on fresh storage."""
-        runs = FsyncRuns()
+        ms: dict[bool, list[float]] = {False: [], True: []}
+        per_checkpoint: list[float] = []
+        sync_ms: list[float] = []  # per turn, inside fdatasync
+        syncs: list[float] = []  # fdatasyncs per turn
+        floor: list[float] = []  # one write + fdatasync, ms (mean of a loop)
         for run in range(self.repeats):
             for fsync in (False, True):
-                log(f"fsync: fsync={fsync}, run {run + 1}/{self.repeats}, {turns} turns, "
-                    f"switch interval {1000 * sys.getswitchinterval():g} ms")  # fmt: skip
-                folder = self.tmp / f"fsync-{fsync}-{run}-{sys.getswitchinterval()}"
-                saver = JsonlSaver(folder, fsync=fsync)
+                log(f"fsync: fsync={fsync}, run {run + 1}/{self.repeats}, {turns} turns")
+                saver = JsonlSaver(self.tmp / f"fsync-{fsync}-{run}", fsync=fsync)
                 puts = [0]
 
                 def counted_put(
@@ -630,36 +572,55 @@ class Run:
                 t0 = time.perf_counter()
                 for turn in range(2, turns + 1):
                     graph.invoke(make_input(turn), THREAD)
-                runs.ms[fsync].append(1000 * (time.perf_counter() - t0) / (turns - 1))
+                ms[fsync].append(1000 * (time.perf_counter() - t0) / (turns - 1))
                 calls_now = FSYNC_CALLS[0]
                 # A step's pending writes may land after its checkpoint (LangGraph does not
                 # order them): flushed on close, here, not in the next run's figures.
                 saver.close()
                 FSYNC_CALLS[0] = calls_now
                 if fsync:
-                    runs.per_checkpoint.append(FSYNC_CALLS[0] / puts[0])
-                    runs.sync_ms.append(1000 * FSYNC_SECONDS[0] / (turns - 1))
-                    runs.syncs.append(FSYNC_CALLS[0] / (turns - 1))
-                    runs.floor.append(fdatasync_ms(folder.with_name(folder.name + "-floor"),
-                                                   FSYNC_CALLS[0]))  # fmt: skip
+                    per_checkpoint.append(FSYNC_CALLS[0] / puts[0])
+                    sync_ms.append(1000 * FSYNC_SECONDS[0] / (turns - 1))
+                    syncs.append(FSYNC_CALLS[0] / (turns - 1))
+                    floor.append(fdatasync_ms(self.tmp / f"fsync-floor-{run}", FSYNC_CALLS[0]))
                 else:
                     assert FSYNC_CALLS[0] == 0, "fsync=False called fsync"
-        return runs
-
-
-SHORT_SWITCH_INTERVAL = 0.0002
-"""The GIL switch interval of the fsync section's diagnostic runs (seconds)."""
-
-
-@dataclasses.dataclass
-class FsyncRuns:
-    """What `Perf.fsync_runs` measured, a list of one figure per run."""
-
-    ms: dict[bool, list[float]] = dataclasses.field(default_factory=lambda: {False: [], True: []})
-    per_checkpoint: list[float] = dataclasses.field(default_factory=list)
-    sync_ms: list[float] = dataclasses.field(default_factory=list)  # per turn, in fdatasync
-    syncs: list[float] = dataclasses.field(default_factory=list)  # fdatasyncs per turn
-    floor: list[float] = dataclasses.field(default_factory=list)  # one write + fdatasync, ms
+        off, on = median(ms[False]), median(ms[True])
+        calls = median(per_checkpoint)
+        slowdown = on / off
+        in_sync = median(sync_ms)
+        one_sync = median(floor)
+        # What fsync=True cannot go below while every put returns durable: LangGraph
+        # chains a turn's puts (each waits for the previous), so their fdatasyncs add up.
+        per_turn = median(syncs)
+        bound = (off + per_turn * one_sync) / off
+        self.goal("fsync=True: fsyncs per checkpoint", calls, "max", 1, "")
+        self.goal("fsync=True: ms per turn / fsync=False", slowdown, "max", 1.2, "x")
+        self.tables.append(
+            {
+                "title": f"JsonlSaver fsync=True, chat turns 2 to {turns}",
+                "header": ["figure", "fsync=False", "fsync=True", "ratio", "goal", "result"],
+                "rows": [
+                    ["ms per turn", f"{off:.2f}", f"{on:.2f}", f"{slowdown:.3f}", "<= 1.2",
+                     verdict(slowdown <= 1.2)],
+                    ["fsyncs per checkpoint", "0", f"{calls:.2f}", "", "<= 1", verdict(calls <= 1)],
+                    ["ms per turn inside fdatasync", "0", f"{in_sync:.2f}", "", "", ""],
+                    ["one write + fdatasync, mean ms (a loop, same file system)", "",
+                     f"{one_sync:.2f}", "", "", ""],
+                    [f"floor: fsync=False + {per_turn:.1f} fdatasyncs a turn", f"{off:.2f}",
+                     f"{off + per_turn * one_sync:.2f}", f"{bound:.3f}", "", ""],
+                ],
+            }
+        )  # fmt: skip
+        self.results["fsync"] = {
+            "turns": turns,
+            "ms_off": off,
+            "ms_on": on,
+            "fsyncs": calls,
+            "ms_in_fdatasync": in_sync,
+            "fdatasync_ms": one_sync,
+            "floor_ratio": bound,
+        }
 
 
 def fdatasync_ms(folder: Path, count: int) -> float:

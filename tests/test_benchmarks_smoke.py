@@ -209,7 +209,6 @@ def test_perf_quick(tmp_path: Path) -> None:
     fsync = sections["fsync"]
     assert fsync["fsyncs"] >= 1 / 3  # at least one flush per turn's three checkpoints
     assert fsync["ms_on"] > 0 and fsync["ms_off"] > 0
-    assert fsync["short_switch_ratio"] > 0  # the diagnostic runs ran
     goals = {r["goal"]: r for r in table(out, "| goal | measured | target | result |")}
     assert len(goals) == len(results["goals"]) >= 14
     for goal in results["goals"]:
