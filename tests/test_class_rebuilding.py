@@ -403,3 +403,63 @@ def test_the_warning_names_a_fix_that_applies_when_the_module_is_loaded(
 
 def _cfg(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
+
+
+# ------------------------------------------- annotations are never evaluated (review 28)
+
+
+def test_a_rewrite_never_evaluates_the_annotations_of_a_class_a_line_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A tampered line may put any loaded dataclass under a model's field; storing it
+    again (a prune) looks up its declared types by name, never evaluating a string
+    annotation (``y: Positive()`` would call ``Positive``)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langgraph_ctx import JsonlSaver
+    from langgraph_ctx.codec.lines import dumps_line, loads_line
+
+    calls: list[str] = []
+    victim = types.ModuleType("lgctx_victim")
+    victim.__dict__["calls"] = calls
+    monkeypatch.setitem(sys.modules, "lgctx_victim", victim)
+    exec(
+        "from __future__ import annotations\n"
+        "import dataclasses\n"
+        "def Positive():\n"
+        "    calls.append('evaluated')\n"
+        "    return int\n"
+        "@dataclasses.dataclass\n"
+        "class D:\n"
+        "    y: Positive()\n",
+        victim.__dict__,
+    )
+    saver = JsonlSaver(tmp_path)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for step in range(2):
+        checkpoint: Any = {**empty_checkpoint(), "channel_values": {"v": Wrapper(inner=1)}}
+        checkpoint["channel_versions"] = {"v": step + 1}
+        config = saver.put(config, checkpoint, {"source": "loop", "step": step}, {"v": step + 1})
+    path = tmp_path / "t.jsonl"
+    lines = path.read_bytes().splitlines()
+    tampered = []
+    for raw in lines:
+        obj = loads_line(raw)
+        if obj and obj.get("t") == "ckpt" and "v" in obj.get("values", {}):
+            obj["values"]["v"][1] = {
+                "model": [__name__, "Wrapper"],
+                "fields": {"inner": {"dataclass": ["lgctx_victim", "D"], "json": {"y": 1}}},
+            }
+            raw = dumps_line(obj)[:-1]
+        tampered.append(raw)
+    path.write_bytes(b"\n".join(tampered) + b"\n")
+    fresh = JsonlSaver(tmp_path)
+    value = fresh.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["channel_values"]
+    assert type(value["v"].inner).__name__ == "D"
+    fresh.prune(["t"])
+    assert calls == []
+    assert type(_read(JsonlSaver(tmp_path), {"configurable": {"thread_id": "t"}}).inner) is victim.D
+
+
+class Wrapper(BaseModel):
+    inner: int  # typed: what sits in it is stored by its declared types

@@ -994,9 +994,23 @@ def _declared_fields(cls: type) -> DeclaredFields | None:
         names = _lookup(cls, "_fields")
     else:
         return None
-    try:  # strings (``from __future__ import annotations``) resolved as pydantic would
-        hints = typing.get_type_hints(cls)
-    except Exception:  # a name defined where the class was (in a function): as written
-        hints = {}
     written = _lookup(cls, "__annotations__") or {}
-    return {k: hints.get(k, written.get(k, Any)) for k in names}
+    if not isinstance(written, dict):
+        written = {}
+    home = sys.modules.get(_home(cls)[0])
+    scope = object.__getattribute__(home, "__dict__") if isinstance(home, types.ModuleType) else {}
+    return {k: _named(written.get(k, Any), scope) for k in names}
+
+
+def _named(annotation: Any, scope: Mapping[str, Any]) -> Any:
+    """A string annotation (``from __future__ import annotations``) that is one name, as
+    the object its module binds to that name (a dict lookup: nothing is evaluated, so no
+    annotation's code runs, whatever class a stored value names); any other annotation
+    as it is."""
+    if isinstance(annotation, str) and annotation.isidentifier():
+        found = scope.get(annotation, _BUILTIN_NAMES.get(annotation, annotation))
+        return Any if found is typing.Any else found
+    return annotation
+
+
+_BUILTIN_NAMES: dict[str, Any] = {"Any": typing.Any, "object": object, "tuple": tuple}

@@ -57,6 +57,7 @@ import functools
 import itertools
 import json
 import math
+import re
 import sys
 import types
 import typing
@@ -416,6 +417,8 @@ class _Encoder:
             fields = dict(zip(cls._fields, value, strict=True))
         else:
             fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
+        if _is_exact_json(fields):  # no tuple in them (most values): as they are
+            return {tag: name, "json": fields}
         shapes = _field_shapes(cls, fields, exact)
         if all(
             _is_exact_json(v) or (shapes[k] is False and is_plain_json(v))
@@ -448,11 +451,14 @@ def _declared_shapes(cls: type) -> dict[str, Shape] | None:
 
 
 def _shape(annotation: Any) -> Shape:
-    """The `Shape` of a value of declared type ``annotation`` (a string: not resolved, so
-    every tuple kept, as validation of a tuple type would)."""
+    """The `Shape` of a value of declared type ``annotation``. A string (an annotation
+    never evaluated: `classes.declared_fields`) keeps every tuple when it names a tuple
+    type, none otherwise."""
     annotation = _unwrapped(annotation)
-    if isinstance(annotation, (str, typing.ForwardRef)):
-        return True
+    if isinstance(annotation, typing.ForwardRef):
+        annotation = annotation.__forward_arg__
+    if isinstance(annotation, str):
+        return _NAMES_TUPLE.search(annotation) is not None
     if annotation is Any or annotation is object or isinstance(annotation, typing.TypeVar):
         return False
     return Declared(annotation)
@@ -497,6 +503,7 @@ def _sequence_kind(annotation: Any) -> str | None:
 
 
 _SCALARS_OF_JSON = frozenset({str, int, bool, type(None)})
+_NAMES_TUPLE = re.compile(r"\b(?:tuple|Tuple)\b")
 
 
 def _kind_of(annotation: Any) -> str | None:
