@@ -463,3 +463,74 @@ def test_a_rewrite_never_evaluates_the_annotations_of_a_class_a_line_names(
 
 class Wrapper(BaseModel):
     inner: int  # typed: what sits in it is stored by its declared types
+
+
+# ------------------------------- an allowed class that lost a field (review 28, F2 and F3)
+
+SHRINKING = "lgctx_shrinking"
+SHRINK_V1 = """
+import dataclasses
+from pydantic import BaseModel, ConfigDict
+class RM(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: int
+    old: int = 0
+class RI(BaseModel):
+    a: int
+    old: int = 0
+@dataclasses.dataclass
+class RD:
+    a: int
+    old: int = 0
+"""
+SHRINK_V2 = """
+import dataclasses
+from pydantic import BaseModel, ConfigDict
+class RM(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: int
+class RI(BaseModel):
+    a: int
+@dataclasses.dataclass
+class RD:
+    a: int
+"""
+
+
+def _shrinking(source: str) -> Any:
+    module = types.ModuleType(SHRINKING)
+    sys.modules[SHRINKING] = module
+    exec(compile(source, SHRINKING, "exec"), module.__dict__)
+    return module
+
+
+def test_an_allowed_class_that_lost_a_field_reads_as_langgraph_and_a_rewrite_keeps_it(
+    backend, caplog
+):
+    """Read with the newer class: what `SqliteSaver` returns (the models without the
+    field, the dataclass as its data with a warning). A prune by that newer version keeps
+    the field, which the older class reads back."""
+    try:
+        v1 = _shrinking(SHRINK_V1)
+        value = {"rm": v1.RM(a=1, old=5), "ri": v1.RI(a=1, old=5), "rd": v1.RD(1, 5)}
+        allowed = [v1.RM, v1.RI, v1.RD]
+        config = _save(backend.saver(allowed_types=allowed), value)
+        sqlite = _sqlite(JsonPlusSerializer(allowed_msgpack_modules=allowed))
+        reference_config = _save(sqlite, value)
+        v2 = _shrinking(SHRINK_V2)
+        allowed = [v2.RM, v2.RI, v2.RD]
+        sqlite.serde = JsonPlusSerializer(allowed_msgpack_modules=allowed)
+        expected = {k: repr(v) for k, v in _read(sqlite, reference_config).items()}
+        assert expected == {"rd": "{'a': 1, 'old': 5}", "ri": "RI(a=1)", "rm": "RM(a=1)"}
+        newer = backend.saver(allowed_types=allowed)
+        with caplog.at_level(logging.WARNING, logger="langgraph_ctx"):
+            assert {k: repr(v) for k, v in _read(newer, config).items()} == expected
+        assert "RD comes back as plain data" in caplog.text
+        newer.prune(["t"])
+        v1 = _shrinking(SHRINK_V1)
+        older = backend.saver(allowed_types=[v1.RM, v1.RI, v1.RD])
+        assert {k: repr(v) for k, v in _read(older, config).items()} == {
+            "rd": "RD(a=1, old=5)", "ri": "RI(a=1, old=5)", "rm": "RM(a=1, old=5)"
+        }
+    finally:
+        sys.modules.pop(SHRINKING, None)

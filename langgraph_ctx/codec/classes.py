@@ -642,9 +642,10 @@ def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
     that value; a data class with a field for each stored one, made whole (`_fillers`).
     Another version of the application's class (a maintenance job of an older deployment)
     may lack a member or a field, or have one the value lacks: a rewrite keeps such a
-    value as it is stored (`Unresolved`), not what this class makes of it. (Registered
-    classes validate what they are given; a dataclass or NamedTuple whose constructor
-    refuses its fields comes back as them, as from LangGraph's savers.)"""
+    value as it is stored (`Unresolved`), not what this class makes of it, registered or
+    not (a registered model's validation would drop a field it lacks). A registered
+    dataclass or NamedTuple whose constructor refuses the fields does not fit either: it
+    comes back as them, as from LangGraph's savers."""
     if kind != "enum" and not isinstance(data, dict):
         return True
     if kind == "enum":
@@ -653,14 +654,19 @@ def fits(cls: type, kind: ClassKind, data: Any, registered: bool) -> bool:
         _fillers(cls, kind, data, trusted=registered)
     except _Incomplete:
         return False
-    if registered:
-        if kind == "model":
-            return True
+    if not _holds_every_key(cls, kind, data):  # registered or not: nothing is dropped
+        return False
+    if registered and kind != "model":
         try:
             _construct(cls, kind, data)
         except CodecError:
             return False
-        return True
+    return True
+
+
+def _holds_every_key(cls: type, kind: ClassKind, data: dict[str, Any]) -> bool:
+    """Whether ``cls`` has a field for every stored one (a model with ``extra="allow"``
+    keeps any)."""
     if kind == "model":
         if _derives(cls, BaseModel):
             config = _lookup(cls, "model_config") or {}
@@ -679,7 +685,10 @@ def _construct(cls: type, kind: ClassKind, data: dict[str, Any]) -> Any:
             return cls.model_validate(data)  # type: ignore[attr-defined]
         if kind == "dataclass":
             fields = _lookup(cls, "__dataclass_fields__")
-            init = {k: v for k, v in data.items() if k in fields and fields[k].init}
+            unknown = [k for k in data if k not in fields]
+            if unknown:  # the constructor would refuse them, as LangGraph's serializer finds
+                raise TypeError(f"no field {unknown[0]!r}")
+            init = {k: v for k, v in data.items() if fields[k].init}
             obj = cls(**init)
             for k, v in data.items():
                 if k in fields and not fields[k].init:
