@@ -19,6 +19,7 @@ from typing import Annotated, Any, NamedTuple, TypedDict
 
 import pydantic.dataclasses
 import pytest
+import typing_extensions
 from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -653,6 +654,11 @@ class Checked:
 Dims = TypeAliasType("Dims", tuple[int, int])
 
 
+class Pairing(typing_extensions.TypedDict):
+    pair: tuple[int, int]
+    note: Any
+
+
 class Survey(BaseModel):
     """Validation rebuilds tuples where the declared types say so, at every depth."""
 
@@ -662,6 +668,7 @@ class Survey(BaseModel):
     seq: Sequence[tuple[int, int]]
     loose: tuple[Any, ...]
     maybe: list[int] | tuple[int, ...] | None = None
+    keyed: dict[str, Pairing] = {}
 
 
 class Polls(TypedDict, total=False):
@@ -698,6 +705,7 @@ def _tuple_pictures(saver: Any) -> list[str]:
                 seq=[(1, 2)],
                 loose=((1, 2), [3]),
                 maybe=(4, 5),
+                keyed={"k": {"pair": (1, 2), "note": (3, 4)}},
             ),
             "checked": Checked((1, 2), (3, 4)),
         },

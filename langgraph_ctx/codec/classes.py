@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import ormsgpack
+import typing_extensions
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_TYPES, STRICT_MSGPACK_ENABLED
 from langgraph.checkpoint.serde.jsonplus import (
@@ -959,8 +960,9 @@ def validated_fields(cls: type) -> DeclaredFields | None:
 
 
 def declared_fields(cls: type) -> DeclaredFields | None:
-    """The fields and declared types of a dataclass or a NamedTuple (``None`` for another
-    class): what validation follows when such an object sits in a validated class's field."""
+    """The fields and declared types of a dataclass, a NamedTuple or a TypedDict's keys
+    (``None`` for another class): what validation follows when such a value sits in a
+    validated class's field."""
     return cached_by_class(cls, _declared_fields)
 
 
@@ -1001,6 +1003,8 @@ def _declared_fields(cls: type) -> DeclaredFields | None:
         names: Iterable[str] = fields
     elif _derives(cls, tuple) and isinstance(_lookup(cls, "_fields"), tuple):
         names = _lookup(cls, "_fields")
+    elif typing_extensions.is_typeddict(cls):  # its keys: validation follows their types
+        names = _lookup(cls, "__annotations__") or {}
     else:
         return None
     written = _lookup(cls, "__annotations__") or {}

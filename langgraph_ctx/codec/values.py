@@ -66,6 +66,7 @@ from collections import abc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
+import typing_extensions
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -342,6 +343,10 @@ class _Encoder:
             if _is_exact_json(value):  # no tuple in it: as it is, whatever its type says
                 return {"json": value} if kind is dict else value
             if kind is dict:
+                keys = _typeddict_shapes(exact.annotation)
+                if keys is not None and all(type(k) is str for k in value):
+                    shaped = {k: self.encode(v, keys.get(k, False)) for k, v in value.items()}
+                    return {"dict": shaped}
                 exact = _shape_of(exact.annotation, "dict", 1)
             elif not (value and all_messages(value)):
                 declared = exact.annotation
@@ -464,10 +469,29 @@ def _shape(annotation: Any) -> Shape:
     return Declared(annotation)
 
 
+def _typeddict_shapes(annotation: Any) -> dict[str, Shape] | None:
+    """The `Shape` of each key of the TypedDict ``annotation`` names (alone or in a
+    union); ``None`` if it names none."""
+    annotation = _unwrapped(annotation)
+    origin = typing.get_origin(annotation)
+    union = origin is typing.Union or origin is types.UnionType
+    arms = typing.get_args(annotation) if union else (annotation,)
+    for arm in arms:
+        arm = _unwrapped(arm)
+        if isinstance(arm, type) and typing_extensions.is_typeddict(arm):
+            return cached_by_class(arm, _declared_shapes)
+    return None
+
+
+_KEY_QUALIFIERS = frozenset({typing_extensions.Required, typing_extensions.NotRequired})
+
+
 def _unwrapped(annotation: Any) -> Any:
-    """``Annotated[X, ...]``, a type alias (``type X = ...``) or a ``NewType`` as ``X``."""
+    """``Annotated[X, ...]``, ``Required[X]``, a type alias (``type X = ...``) or a
+    ``NewType`` as ``X``."""
     for _ in range(16):
-        if typing.get_origin(annotation) is typing.Annotated:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated or origin in _KEY_QUALIFIERS:
             annotation = typing.get_args(annotation)[0]
         elif type(annotation).__name__ == "TypeAliasType":
             annotation = annotation.__value__
