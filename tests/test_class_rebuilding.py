@@ -534,3 +534,27 @@ def test_an_allowed_class_that_lost_a_field_reads_as_langgraph_and_a_rewrite_kee
         }
     finally:
         sys.modules.pop(SHRINKING, None)
+
+
+# ------------------------------------ a class moved and re-exported (review 28, F6)
+
+
+def test_a_class_moved_and_re_exported_where_it_was_reads_back_as_its_data(backend, caplog):
+    """The usual shim after a move (``from app_items import Item`` in the old module): the
+    stored name is no longer the class's home, so its values come back as plain data with
+    the warning (an alias never smuggles a class in), not as a corrupt line."""
+    try:
+        old = types.ModuleType("lgctx_models")
+        sys.modules["lgctx_models"] = old
+        exec("import dataclasses\n@dataclasses.dataclass\nclass Item:\n    a: int\n", old.__dict__)
+        config = _save(backend.saver(), old.Item(1))
+        new = types.ModuleType("lgctx_items")
+        sys.modules["lgctx_items"] = new
+        exec("import dataclasses\n@dataclasses.dataclass\nclass Item:\n    a: int\n", new.__dict__)
+        old.__dict__["Item"] = new.Item  # the old module re-exports the moved class
+        with caplog.at_level(logging.WARNING, logger="langgraph_ctx"):
+            assert _read(backend.saver(), config) == {"a": 1}
+        assert "lgctx_models.Item comes back as plain data" in caplog.text
+    finally:
+        sys.modules.pop("lgctx_models", None)
+        sys.modules.pop("lgctx_items", None)

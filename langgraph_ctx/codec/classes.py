@@ -163,8 +163,10 @@ def find_class(module: str, qualname: str) -> type | None:
     """The class ``module.qualname`` if the application has loaded it, never importing.
 
     Only a class found at its own home (its ``__module__`` and ``__qualname__``
-    are the tag's) counts, so an alias cannot smuggle in another module's class.
-    Raises `CodecError` when the name is loaded but is not such a class.
+    are the tag's) counts, so an alias cannot smuggle in another module's class: a
+    class the module imports from elsewhere under that name (a class moved, and
+    re-exported where it was) is ``None``, as if not loaded: its values come back as
+    plain data. Raises `CodecError` when the name is loaded but is not a class.
 
     >>> find_class("collections", "OrderedDict").__name__
     'OrderedDict'
@@ -183,8 +185,10 @@ def find_class(module: str, qualname: str) -> type | None:
         obj = ns.get(part)
         if obj is None:
             return None
-    if not issubclass(type(obj), type) or _home(obj) != (module, qualname):
+    if not issubclass(type(obj), type):
         raise CodecError(f"{module}.{qualname} is not a class defined there")
+    if _home(obj) != (module, qualname):
+        return None  # defined elsewhere: this name is not its home
     return obj  # type: ignore[no-any-return]
 
 
