@@ -542,7 +542,8 @@ def test_an_allowed_class_that_lost_a_field_reads_as_langgraph_and_a_rewrite_kee
 def test_a_class_moved_and_re_exported_where_it_was_reads_back_as_its_data(backend, caplog):
     """The usual shim after a move (``from app_items import Item`` in the old module): the
     stored name is no longer the class's home, so its values come back as plain data with
-    the warning (an alias never smuggles a class in), not as a corrupt line."""
+    the warning (an alias never smuggles a class in), not as a corrupt line; with the
+    class allowed, as that class."""
     try:
         old = types.ModuleType("lgctx_models")
         sys.modules["lgctx_models"] = old
@@ -555,6 +556,9 @@ def test_a_class_moved_and_re_exported_where_it_was_reads_back_as_its_data(backe
         with caplog.at_level(logging.WARNING, logger="langgraph_ctx"):
             assert _read(backend.saver(), config) == {"a": 1}
         assert "lgctx_models.Item comes back as plain data" in caplog.text
+        assert "allowed_types=[Item]" in caplog.text
+        allowed = _read(backend.saver(allowed_types=[new.Item]), config)  # the way back
+        assert type(allowed) is new.Item and allowed.a == 1
     finally:
         sys.modules.pop("lgctx_models", None)
         sys.modules.pop("lgctx_items", None)

@@ -639,10 +639,14 @@ class Span(NamedTuple):
     pair: Any
 
 
+Corner = tuple[int, int]  # a plain alias: this module's annotations are strings
+
+
 @dataclasses.dataclass
 class Sized:
     dims: tuple[int, int]
     note: Any = None
+    corners: list[Corner] = dataclasses.field(default_factory=list)
 
 
 @pydantic.dataclasses.dataclass
@@ -699,7 +703,7 @@ def _tuple_pictures(saver: Any) -> list[str]:
             "choice": Choice(loose=(1, 2), pair=(3, 4), rows=[("a", "b")]),
             "span": Span((7, (8, 9))),
             "survey": Survey(
-                sized=Sized((1, 2), (3, 4)),
+                sized=Sized((1, 2), (3, 4), [(5, 6)]),
                 span=Span((5, 6)),
                 alias=(7, 8),
                 seq=[(1, 2)],

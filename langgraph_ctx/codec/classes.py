@@ -41,6 +41,7 @@ import enum
 import functools
 import importlib
 import logging
+import re
 import sys
 import types
 import typing
@@ -163,10 +164,10 @@ def find_class(module: str, qualname: str) -> type | None:
     """The class ``module.qualname`` if the application has loaded it, never importing.
 
     Only a class found at its own home (its ``__module__`` and ``__qualname__``
-    are the tag's) counts, so an alias cannot smuggle in another module's class: a
-    class the module imports from elsewhere under that name (a class moved, and
-    re-exported where it was) is ``None``, as if not loaded: its values come back as
-    plain data. Raises `CodecError` when the name is loaded but is not a class.
+    are the tag's) counts, so an alias cannot smuggle in another module's class.
+    Raises `CodecError` when the name is loaded but is not such a class:
+    `ClassElsewhereError` when it is a class whose home is elsewhere (a class moved,
+    and re-exported where it was).
 
     >>> find_class("collections", "OrderedDict").__name__
     'OrderedDict'
@@ -188,8 +189,18 @@ def find_class(module: str, qualname: str) -> type | None:
     if not issubclass(type(obj), type):
         raise CodecError(f"{module}.{qualname} is not a class defined there")
     if _home(obj) != (module, qualname):
-        return None  # defined elsewhere: this name is not its home
+        raise ClassElsewhereError(module, qualname, obj)
     return obj  # type: ignore[no-any-return]
+
+
+class ClassElsewhereError(CodecError):
+    """`find_class` found, under the name a value was stored with, a class whose home is
+    elsewhere: one moved since, and imported where it was (``.found``)."""
+
+    def __init__(self, module: str, qualname: str, found: type) -> None:
+        home = ".".join(_home(found))
+        super().__init__(f"{module}.{qualname} is {home}, defined elsewhere")
+        self.found, self.home = found, home
 
 
 def _loaded_base(module: str, name: str) -> type | None:
@@ -485,6 +496,19 @@ class ClassRules:
             return exact, True
         try:
             found = find_class(module, qualname)
+        except ClassElsewhereError as moved:  # never rebuilt unless you allowed that class
+            if any(c is moved.found for c in self.classes) and kind_of(moved.found) == kind:
+                return moved.found, True
+            if warn:
+                name = moved.home.rsplit(".", 1)[-1]
+                warn_plain_data(
+                    module,
+                    qualname,
+                    f"it is {moved.home} now, which {module} imports",
+                    f"pass that class to the saver, allowed_types=[{name}], to rebuild "
+                    "the values stored under its old name",
+                )
+            return None, False
         except CodecError:
             raise CodecError(f"refusing {kind} {module}.{qualname}: {_ONLY}") from None
         if found is None:
@@ -1015,7 +1039,7 @@ def _declared_fields(cls: type) -> DeclaredFields | None:
     if not isinstance(written, dict):
         written = {}
     home = sys.modules.get(_home(cls)[0])
-    scope = object.__getattribute__(home, "__dict__") if isinstance(home, types.ModuleType) else {}
+    scope = _MODULE_DICT.__get__(home) if isinstance(home, types.ModuleType) else {}
     return {k: _named(written.get(k, Any), scope) for k in names}
 
 
@@ -1024,10 +1048,31 @@ def _named(annotation: Any, scope: Mapping[str, Any]) -> Any:
     the object its module binds to that name (a dict lookup: nothing is evaluated, so no
     annotation's code runs, whatever class a stored value names); any other annotation
     as it is."""
+    if isinstance(annotation, typing.ForwardRef):  # a TypedDict's, say
+        annotation = annotation.__forward_arg__
     if isinstance(annotation, str) and annotation.isidentifier():
         found = scope.get(annotation, _BUILTIN_NAMES.get(annotation, annotation))
         return Any if found is typing.Any else found
+    if isinstance(annotation, str) and any(
+        _names_tuple(scope.get(name)) for name in _IDENTIFIER.findall(annotation)
+    ):
+        return "tuple"  # a name in it is a tuple type (``list[Pair]``): keep its tuples
     return annotation
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def _names_tuple(obj: Any) -> bool:
+    """Whether a module's binding is a tuple type (``Pair = tuple[int, int]``, a
+    ``TypeAliasType`` of one)."""
+    for _ in range(8):
+        if obj is tuple or typing.get_origin(obj) is tuple:
+            return True
+        if type(obj).__name__ != "TypeAliasType":
+            return False
+        obj = obj.__value__
+    return False
 
 
 _BUILTIN_NAMES: dict[str, Any] = {"Any": typing.Any, "object": object, "tuple": tuple}

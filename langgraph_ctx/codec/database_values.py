@@ -21,7 +21,13 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG, JsonPlusSerializer
 
-from langgraph_ctx.codec.classes import DEFAULT_RULES, find_class, kind_of, scan_msgpack
+from langgraph_ctx.codec.classes import (
+    DEFAULT_RULES,
+    ClassElsewhereError,
+    find_class,
+    kind_of,
+    scan_msgpack,
+)
 from langgraph_ctx.errors import ClassUnavailableError, CodecError, SqliteSourceError
 
 
@@ -107,6 +113,12 @@ def _vet(
             raise SqliteSourceError(f"{where}: a value names {module}.{name}: a tampered database?")
         try:
             found = find_class(module, name) if module in sys.modules else None  # no import
+        except ClassElsewhereError as moved:
+            raise SqliteSourceError(
+                f"{where}: a value names {module}.{name}, which is {moved.home} now (moved, "
+                "and imported under its old name): an import takes a class only where it "
+                "is defined"
+            ) from None
         except CodecError:
             raise SqliteSourceError(
                 f"{where}: a value names {module}.{name}, not a class: a tampered database?"
