@@ -85,6 +85,16 @@ class CodecError(LangGraphCtxError, ValueError):
         self.dangling = dangling
 
 
+class ClassElsewhereError(CodecError):
+    """A value names a class by a module and name that now bind a class defined elsewhere
+    (``home``): one moved since, and imported where it was. The reader rebuilds it only
+    when that class is allowed; otherwise the value reads back as plain data."""
+
+    def __init__(self, name: str, found: type, home: str) -> None:
+        super().__init__(f"{name} is {home}, defined elsewhere")
+        self.found, self.home = found, home
+
+
 class CorruptLineWarning(UserWarning):
     """A corrupt line was skipped because the saver was opened with ``on_corrupt="skip"``."""
 

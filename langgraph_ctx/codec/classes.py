@@ -60,7 +60,7 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from pydantic import BaseModel
 
-from langgraph_ctx.errors import CodecError
+from langgraph_ctx.errors import ClassElsewhereError, CodecError
 
 logger = logging.getLogger("langgraph_ctx.codec")
 
@@ -189,18 +189,8 @@ def find_class(module: str, qualname: str) -> type | None:
     if not issubclass(type(obj), type):
         raise CodecError(f"{module}.{qualname} is not a class defined there")
     if _home(obj) != (module, qualname):
-        raise ClassElsewhereError(module, qualname, obj)
+        raise ClassElsewhereError(f"{module}.{qualname}", obj, ".".join(_home(obj)))
     return obj  # type: ignore[no-any-return]
-
-
-class ClassElsewhereError(CodecError):
-    """`find_class` found, under the name a value was stored with, a class whose home is
-    elsewhere: one moved since, and imported where it was (``.found``)."""
-
-    def __init__(self, module: str, qualname: str, found: type) -> None:
-        home = ".".join(_home(found))
-        super().__init__(f"{module}.{qualname} is {home}, defined elsewhere")
-        self.found, self.home = found, home
 
 
 def _loaded_base(module: str, name: str) -> type | None:

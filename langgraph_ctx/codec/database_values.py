@@ -23,12 +23,16 @@ from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG, Json
 
 from langgraph_ctx.codec.classes import (
     DEFAULT_RULES,
-    ClassElsewhereError,
     find_class,
     kind_of,
     scan_msgpack,
 )
-from langgraph_ctx.errors import ClassUnavailableError, CodecError, SqliteSourceError
+from langgraph_ctx.errors import (
+    ClassElsewhereError,
+    ClassUnavailableError,
+    CodecError,
+    SqliteSourceError,
+)
 
 
 def loads_database_value(
