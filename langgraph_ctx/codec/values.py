@@ -425,10 +425,7 @@ class _Encoder:
         if _is_exact_json(fields):  # no tuple in them (most values): as they are
             return {tag: name, "json": fields}
         shapes = _field_shapes(cls, fields, exact)
-        if all(
-            _is_exact_json(v) or (shapes[k] is False and is_plain_json(v))
-            for k, v in fields.items()
-        ):
+        if not any(shapes.values()) and is_plain_json(fields):  # its tuples all as lists
             return {tag: name, "json": fields}
         return {tag: name, "fields": {k: self.encode(v, shapes[k]) for k, v in fields.items()}}
 
