@@ -562,3 +562,39 @@ def test_a_class_moved_and_re_exported_where_it_was_reads_back_as_its_data(backe
     finally:
         sys.modules.pop("lgctx_models", None)
         sys.modules.pop("lgctx_items", None)
+
+
+def test_reading_a_classs_declared_types_runs_none_of_its_modules_objects(tmp_path: Any) -> None:
+    """Review 30: the names in a string annotation are looked up in the class's module,
+    and an object found there is judged by its exact type: a lazy object whose
+    ``__class__`` runs code (Django's settings) is never touched, and a word inside a
+    ``Literal`` is no name at all."""
+    from langgraph_ctx import JsonlSaver
+
+    lazy = types.ModuleType("lgctx_lazy")
+    sys.modules["lgctx_lazy"] = lazy
+    try:
+        exec(
+            "from __future__ import annotations\n"
+            "import dataclasses\n"
+            "from typing import Literal\n"
+            "class _Lazy:\n"
+            "    @property\n"
+            "    def __class__(self):\n"
+            "        raise RuntimeError('lazy setup ran')\n"
+            "settings = _Lazy()\n"
+            "@dataclasses.dataclass\n"
+            "class Cfg:\n"
+            "    mode: Literal['settings', 'x']\n"
+            "    pair: tuple\n"
+            "from pydantic import BaseModel\n"
+            "class Holder(BaseModel):\n"
+            "    cfg: Cfg\n",
+            lazy.__dict__,
+        )
+        value = lazy.Holder(cfg=lazy.Cfg("x", (1, 2)))
+        saver = JsonlSaver(tmp_path)
+        config = _save(saver, value)
+        assert _read(JsonlSaver(tmp_path), config).cfg.pair == (1, 2)
+    finally:
+        sys.modules.pop("lgctx_lazy", None)

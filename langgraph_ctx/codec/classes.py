@@ -1043,26 +1043,36 @@ def _named(annotation: Any, scope: Mapping[str, Any]) -> Any:
     if isinstance(annotation, str) and annotation.isidentifier():
         found = scope.get(annotation, _BUILTIN_NAMES.get(annotation, annotation))
         return Any if found is typing.Any else found
-    if isinstance(annotation, str) and any(
-        _names_tuple(scope.get(name)) for name in _IDENTIFIER.findall(annotation)
+    if isinstance(annotation, str) and any(  # names outside quoted strings (a Literal's)
+        _names_tuple(scope.get(name))
+        for name in _IDENTIFIER.findall(_QUOTED.sub("", annotation))
     ):
         return "tuple"  # a name in it is a tuple type (``list[Pair]``): keep its tuples
     return annotation
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
 def _names_tuple(obj: Any) -> bool:
     """Whether a module's binding is a tuple type (``Pair = tuple[int, int]``, a
-    ``TypeAliasType`` of one)."""
+    ``TypeAliasType`` of one), judged by its exact type alone: no attribute of an object
+    of another type is read, so none of the application's code runs."""
     for _ in range(8):
-        if obj is tuple or typing.get_origin(obj) is tuple:
+        if obj is tuple:
             return True
-        if type(obj).__name__ != "TypeAliasType":
+        kind = type(obj)
+        if any(kind is k for k in _GENERIC_ALIASES):
+            return object.__getattribute__(obj, "__origin__") is tuple
+        if kind is not _TYPE_ALIAS:  # (a metaclass's __eq__ never runs: identity)
             return False
-        obj = obj.__value__
+        obj = object.__getattribute__(obj, "__value__")
     return False
+
+
+_GENERIC_ALIASES = (types.GenericAlias, getattr(typing, "_GenericAlias"))  # noqa: B009
+_TYPE_ALIAS = typing_extensions.TypeAliasType
 
 
 _BUILTIN_NAMES: dict[str, Any] = {"Any": typing.Any, "object": object, "tuple": tuple}

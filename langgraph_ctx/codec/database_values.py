@@ -121,7 +121,8 @@ def _vet(
             raise SqliteSourceError(
                 f"{where}: a value names {module}.{name}, which is {moved.home} now (moved, "
                 "and imported under its old name): an import takes a class only where it "
-                "is defined"
+                "is defined; import the thread with the code from before the move, whose "
+                "values the saver then reads back with allowed_types=[the class]"
             ) from None
         except CodecError:
             raise SqliteSourceError(
