@@ -38,7 +38,6 @@ import contextvars
 import copy
 import dataclasses
 import enum
-import functools
 import importlib
 import logging
 import re
@@ -694,7 +693,7 @@ def _holds_every_key(cls: type, kind: ClassKind, data: dict[str, Any]) -> bool:
         return bool(data.keys() <= (_lookup(cls, "__fields__") or {}).keys())  # pydantic v1
     if kind == "dataclass":
         fields = _lookup(cls, "__dataclass_fields__") or {}
-        return all(_is_field(fields.get(k)) for k in data)
+        return all(is_dataclass_field(fields.get(k)) for k in data)
     return bool(data.keys() <= set(_lookup(cls, "_fields") or ()))
 
 
@@ -791,7 +790,7 @@ def _fillers(
                 continue
             factory = info.default_factory
             if factory is not None and trusted and info.default_factory_takes_data:
-                fields[name] = functools.partial(_call_with_data, factory)
+                fields[name] = factory  # a registered model's, given the fields made so far
                 continue
             default = _ABSENT if info.default is PydanticUndefined else info.default
             fields[name] = _filler(cls, name, default, factory, trusted)
@@ -814,7 +813,7 @@ def _fillers(
                 private[name] = _filler(cls, name, default, factory, trusted, "private attribute")
     elif kind == "dataclass":
         for name, f in (_lookup(cls, "__dataclass_fields__") or {}).items():
-            if name not in data and _is_field(f):  # not a ClassVar / InitVar pseudo-field
+            if name not in data and is_dataclass_field(f):  # not a ClassVar / InitVar pseudo-field
                 default = _ABSENT if f.default is dataclasses.MISSING else f.default
                 factory = None if f.default_factory is dataclasses.MISSING else f.default_factory
                 fields[name] = _filler(cls, name, default, factory, trusted)
@@ -826,11 +825,7 @@ def _fillers(
     return fields, private
 
 
-def _call_with_data(factory: Callable[[dict[str, Any]], Any], values: dict[str, Any]) -> Any:
-    return factory(values)  # a registered model's factory that takes the fields made so far
-
-
-def _is_field(f: Any) -> bool:
+def is_dataclass_field(f: Any) -> bool:
     """A dataclass field proper (not a ``ClassVar`` or ``InitVar`` pseudo-field)."""
     return getattr(f, "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
 
@@ -877,7 +872,7 @@ def _bare_dataclass(cls: type, data: dict[str, Any], trusted: bool = False) -> A
     obj: Any = object.__new__(cls)
     values: dict[str, Any] = {}
     for name, f in (_lookup(cls, "__dataclass_fields__") or {}).items():
-        if _is_field(f):
+        if is_dataclass_field(f):
             values[name] = data[name] if name in data else missing[name](values)
             object.__setattr__(obj, name, values[name])  # frozen, slots: object's own
     return obj
@@ -961,9 +956,8 @@ def validated_fields(cls: type) -> DeclaredFields | None:
     """The fields and declared types of a class LangGraph's serializer reads back through
     pydantic validation: a pydantic model (v2 or v1) or a pydantic dataclass. ``None``
     for any other class. Validation makes a tuple of a stored list where, and only where,
-    the declared type says ``tuple``: the codec stores those tuples exactly.
-
-    Cached by the class's identity (a metaclass's ``__eq__`` or ``__hash__`` never runs).
+    the declared type says ``tuple``: the codec stores those tuples exactly (and keeps
+    what it makes of them per class: `cached_by_class`).
 
     >>> from typing import Any
     >>> class Span(BaseModel):
@@ -974,14 +968,35 @@ def validated_fields(cls: type) -> DeclaredFields | None:
     >>> validated_fields(int) is None
     True
     """
-    return cached_by_class(cls, _validated_fields)
+    declared = _lookup(cls, "__pydantic_fields__")
+    if isinstance(declared, dict):  # a v2 model, or a pydantic dataclass
+        return {k: getattr(f, "annotation", Any) for k, f in declared.items()}
+    if _has_base(cls, "pydantic.v1.main", "BaseModel"):
+        v1 = _lookup(cls, "__fields__")
+        if isinstance(v1, dict):
+            return {k: getattr(f, "outer_type_", Any) for k, f in v1.items()}
+    return None
 
 
 def declared_fields(cls: type) -> DeclaredFields | None:
     """The fields and declared types of a dataclass, a NamedTuple or a TypedDict's keys
     (``None`` for another class): what validation follows when such a value sits in a
     validated class's field."""
-    return cached_by_class(cls, _declared_fields)
+    fields = _lookup(cls, "__dataclass_fields__")
+    if isinstance(fields, dict):
+        names: Iterable[str] = fields
+    elif _derives(cls, tuple) and isinstance(_lookup(cls, "_fields"), tuple):
+        names = _lookup(cls, "_fields")
+    elif typing_extensions.is_typeddict(cls):  # its keys: validation follows their types
+        names = _lookup(cls, "__annotations__") or {}
+    else:
+        return None
+    written = _lookup(cls, "__annotations__") or {}
+    if not isinstance(written, dict):
+        written = {}
+    home = sys.modules.get(_home(cls)[0])
+    scope = _MODULE_DICT.__get__(home) if isinstance(home, types.ModuleType) else {}
+    return {k: _named(written.get(k, Any), scope) for k in names}
 
 
 _T = typing.TypeVar("_T")
@@ -1002,35 +1017,6 @@ def cached_by_class(cls: type, find: Callable[[type], _T]) -> _T:
 
     _BY_CLASS[key] = (weakref.ref(cls, forget), found)
     return found
-
-
-def _validated_fields(cls: type) -> DeclaredFields | None:
-    declared = _lookup(cls, "__pydantic_fields__")
-    if isinstance(declared, dict):  # a v2 model, or a pydantic dataclass
-        return {k: getattr(f, "annotation", Any) for k, f in declared.items()}
-    if any(_home(k) == ("pydantic.v1.main", "BaseModel") for k in _mro(cls)):
-        v1 = _lookup(cls, "__fields__")
-        if isinstance(v1, dict):
-            return {k: getattr(f, "outer_type_", Any) for k, f in v1.items()}
-    return None
-
-
-def _declared_fields(cls: type) -> DeclaredFields | None:
-    fields = _lookup(cls, "__dataclass_fields__")
-    if isinstance(fields, dict):
-        names: Iterable[str] = fields
-    elif _derives(cls, tuple) and isinstance(_lookup(cls, "_fields"), tuple):
-        names = _lookup(cls, "_fields")
-    elif typing_extensions.is_typeddict(cls):  # its keys: validation follows their types
-        names = _lookup(cls, "__annotations__") or {}
-    else:
-        return None
-    written = _lookup(cls, "__annotations__") or {}
-    if not isinstance(written, dict):
-        written = {}
-    home = sys.modules.get(_home(cls)[0])
-    scope = _MODULE_DICT.__get__(home) if isinstance(home, types.ModuleType) else {}
-    return {k: _named(written.get(k, Any), scope) for k in names}
 
 
 def _named(annotation: Any, scope: Mapping[str, Any]) -> Any:
@@ -1065,14 +1051,20 @@ def _names_tuple(obj: Any) -> bool:
         kind = type(obj)
         if any(kind is k for k in _GENERIC_ALIASES):
             return object.__getattribute__(obj, "__origin__") is tuple
-        if kind is not _TYPE_ALIAS:  # (a metaclass's __eq__ never runs: identity)
+        if not is_type_alias(obj):
             return False
         obj = object.__getattribute__(obj, "__value__")
     return False
 
 
 _GENERIC_ALIASES = (types.GenericAlias, getattr(typing, "_GenericAlias"))  # noqa: B009
-_TYPE_ALIAS = typing_extensions.TypeAliasType
+
+
+def is_type_alias(obj: Any) -> bool:
+    """Whether ``obj`` is a type alias (``type X = ...``, ``TypeAliasType("X", ...)``),
+    told by its type's own name and module: nothing of ``obj`` runs."""
+    kind = type(obj)
+    return kind.__name__ == "TypeAliasType" and kind.__module__ in ("typing", "typing_extensions")
 
 
 _BUILTIN_NAMES: dict[str, Any] = {"Any": typing.Any, "object": object, "tuple": tuple}

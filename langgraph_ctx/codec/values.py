@@ -81,6 +81,8 @@ from langgraph_ctx.codec.classes import (
     cached_by_class,
     declared_fields,
     fits,
+    is_dataclass_field,
+    is_type_alias,
     kind_of,
     rebuild,
     validated_fields,
@@ -421,7 +423,8 @@ class _Encoder:
         elif tag == "namedtuple":
             fields = dict(zip(cls._fields, value, strict=True))
         else:
-            fields = {f: getattr(value, f) for f in cls.__dataclass_fields__ if _is_field(cls, f)}
+            declared = cls.__dataclass_fields__
+            fields = {f: getattr(value, f) for f in declared if is_dataclass_field(declared[f])}
         if _is_exact_json(fields):  # no tuple in them (most values): as they are
             return {tag: name, "json": fields}
         shapes = _field_shapes(cls, fields, exact)
@@ -443,12 +446,14 @@ def _field_shapes(cls: type, fields: dict[str, Any], exact: Shape) -> dict[str, 
 
 
 def _validated_shapes(cls: type) -> dict[str, Shape] | None:
-    declared = validated_fields(cls)
-    return None if declared is None else {k: _shape(a) for k, a in declared.items()}
+    return _shapes(validated_fields(cls))
 
 
 def _declared_shapes(cls: type) -> dict[str, Shape] | None:
-    declared = declared_fields(cls)
+    return _shapes(declared_fields(cls))
+
+
+def _shapes(declared: dict[str, Any] | None) -> dict[str, Shape] | None:
     return None if declared is None else {k: _shape(a) for k, a in declared.items()}
 
 
@@ -490,7 +495,7 @@ def _unwrapped(annotation: Any) -> Any:
         origin = typing.get_origin(annotation)
         if origin is typing.Annotated or origin in _KEY_QUALIFIERS:
             annotation = typing.get_args(annotation)[0]
-        elif type(annotation).__name__ == "TypeAliasType":
+        elif is_type_alias(annotation):
             annotation = annotation.__value__
         elif isinstance(annotation, typing.NewType):
             annotation = annotation.__supertype__
@@ -563,10 +568,6 @@ def _item_shape(annotation: Any, kind: str, index: int) -> Shape:
     if kind == "dict":
         return _shape(args[1]) if len(args) == 2 else False
     return _shape(args[0])
-
-
-def _is_field(cls: Any, name: str) -> bool:
-    return cls.__dataclass_fields__[name]._field_type.name == "_FIELD"  # type: ignore[no-any-return]
 
 
 def value_tag(enc: Any) -> ValueTag:
