@@ -649,6 +649,13 @@ class Sized:
     corners: list[Corner] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass
+class Grown(Sized):
+    """Its inherited fields are declared in `Sized` (not in its own annotations)."""
+
+    extra: tuple[int, int] = (0, 0)
+
+
 @pydantic.dataclasses.dataclass
 class Checked:
     dims: tuple[int, int]
@@ -673,6 +680,7 @@ class Survey(BaseModel):
     loose: tuple[Any, ...]
     maybe: list[int] | tuple[int, ...] | None = None
     keyed: dict[str, Pairing] = {}
+    grown: Grown | None = None
 
 
 class Polls(TypedDict, total=False):
@@ -710,6 +718,7 @@ def _tuple_pictures(saver: Any) -> list[str]:
                 loose=((1, 2), [3]),
                 maybe=(4, 5),
                 keyed={"k": {"pair": (1, 2), "note": (3, 4)}},
+                grown=Grown((1, 2), (3, 4), [(5, 6)], (7, 8)),
             ),
             "checked": Checked((1, 2), (3, 4)),
         },
@@ -737,6 +746,7 @@ def test_tuples_come_back_where_langgraphs_savers_return_lists(backend):
     sqlite.conn.close()
     assert "Ballot(pair=[1, 2], keyed={(3, 4): [5, 6]})" in expected[0]
     assert "pair=(3, 4), rows=[('a', 'b')]" in expected[0]  # validation made them tuples
+    assert "Grown(dims=(1, 2), note=[3, 4], corners=[(5, 6)], extra=(7, 8))" in expected[0]
     assert _tuple_pictures(backend.saver()) == expected
     saver = backend.saver()  # a fresh saver reads the thread back from storage
     graph = StateGraph(Polls).add_node("ask", _ask_with_tuples).add_edge(START, "ask")

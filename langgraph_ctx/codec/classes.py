@@ -991,12 +991,24 @@ def declared_fields(cls: type) -> DeclaredFields | None:
         names = _lookup(cls, "__annotations__") or {}
     else:
         return None
-    written = _lookup(cls, "__annotations__") or {}
-    if not isinstance(written, dict):
-        written = {}
-    home = sys.modules.get(_home(cls)[0])
-    scope = _MODULE_DICT.__get__(home) if isinstance(home, types.ModuleType) else {}
-    return {k: _named(written.get(k, Any), scope) for k in names}
+    written = _written_annotations(cls)
+    return {k: _named(*written.get(k, (Any, {}))) for k in names}
+
+
+def _written_annotations(cls: type) -> dict[str, tuple[Any, Mapping[str, Any]]]:
+    """Each annotation along ``cls``'s MRO (a subclass's over its bases': a dataclass's
+    inherited fields are declared in its bases), with the namespace of the module that
+    wrote it, where its string names are looked up."""
+    written: dict[str, tuple[Any, Mapping[str, Any]]] = {}
+    for klass in reversed(_mro(cls)):
+        own = _ns(klass).get("__annotations__")
+        if not isinstance(own, dict) or not own:
+            continue
+        home = sys.modules.get(_home(klass)[0])
+        scope = _MODULE_DICT.__get__(home) if isinstance(home, types.ModuleType) else {}
+        for name, annotation in own.items():
+            written[name] = (annotation, scope)
+    return written
 
 
 _T = typing.TypeVar("_T")
