@@ -184,7 +184,8 @@ class StorageConfigError(LangGraphCtxError, ValueError):
 
     Raised by `RedisLogSaver` for a URL whose database is not a number
     (``redis://host:6379/abc``) or that the server does not have (``/99`` on a server
-    with 16 databases).
+    with 16 databases), and when the server refuses the saver: wrong or missing
+    credentials, or an ACL that denies it a command or key it needs.
 
     Example:
         ```python

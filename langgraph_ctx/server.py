@@ -158,6 +158,7 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
         ) from exc
 
     from langgraph_ctx.saver.redis import RedisLogSaver
+    from langgraph_ctx.storage.redis import REFUSED, refused_error
 
     url = url or os.environ.get(ENV_REDIS_URL)
     if not url:
@@ -172,6 +173,13 @@ async def redis_checkpointer(url: str | None = None, **kwargs: Any) -> AsyncIter
     try:
         try:
             await asyncio.to_thread(saver.client.ping)
+        except REFUSED as exc:  # credentials or an ACL: no retry helps
+            raise refused_error(
+                saver.storage.server,
+                "starting the LangGraph server's checkpointer",
+                exc,
+                saver.storage.namespace,
+            ) from exc
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise StorageUnavailableError(
                 saver.storage.server,

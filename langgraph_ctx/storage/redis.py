@@ -70,6 +70,7 @@ import os
 import re
 import secrets
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -98,7 +99,10 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subproc
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
     AskError,
+    AuthenticationError,
+    AuthorizationError,
     ClusterError,
+    NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
@@ -165,7 +169,15 @@ if TYPE_CHECKING:
     """The async twin of `RedisClient`, for the async door."""
 _PREFIX_OK = re.compile(r"[A-Za-z0-9_.:-]+")
 # Replies that mean "not now" rather than "you sent something wrong".
-_UNAVAILABLE_REPLIES = ("MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS")
+_UNAVAILABLE_REPLIES = (
+    "MISCONF",
+    "LOADING",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "NOREPLICAS",
+    "BUSY ",  # another client's script or function runs past busy-reply-threshold
+)
 _REWRITTEN = b"(rewritten)"  # never a real generation (those are hex)
 
 # Shared by the write scripts. KEYS: log, gen, backup prefix, lock.
@@ -561,6 +573,11 @@ class _ThreadLock(ThreadLock):
         self.thread_id = thread_id
         self.key = key
         self.token: str | None = None  # while this process holds the Redis lock
+        # A token whose lock or unlock went out without an answer (a timeout, a dropped
+        # connection): the lock may still hold it. The next exclusive hold asks with it,
+        # so that a lock the script did take is found ours (not waited out for
+        # ``lock_timeout``); one that was never taken, or has expired, is taken afresh.
+        self.unconfirmed: str | None = None
         self.deferred = False  # held by `task` with no Redis lock taken (see above)
         self.appended = False  # a deferred hold's append ran (its script checked the log)
 
@@ -576,12 +593,19 @@ class _ThreadLock(ThreadLock):
 
     def _acquire(self, exclusive: bool) -> None:
         if exclusive:
-            self.token = self.storage._acquire(self.thread_id, self.key)
+            token = self.unconfirmed or self.storage._lock_token()
+            try:
+                self.token = self.storage._acquire(self.thread_id, self.key, token)
+            except BaseException:
+                self.unconfirmed = token
+                raise
+            self.unconfirmed = None
 
     def _release(self) -> None:
         if self.token is not None:
             token, self.token = self.token, None
-            self.storage._release(self.thread_id, self.key, token)
+            if not self.storage._release(self.thread_id, self.key, token):
+                self.unconfirmed = token
 
     async def _aacquire(self, exclusive: bool) -> None:
         if not exclusive:
@@ -592,15 +616,20 @@ class _ThreadLock(ThreadLock):
             self.appended = False
             return
         door = storage._door()
-        token = storage._lock_token()
+        token = self.unconfirmed or storage._lock_token()
         try:
             self.token = await door.run(storage._acquire_steps(self.thread_id, self.key, token))
         except asyncio.CancelledError:
             # Cancelled after the script may have taken the lock: drop it if it holds our
             # token (the unlock script checks), rather than leave it to lock_timeout.
+            self.unconfirmed = token
             release = storage._release_steps(self.thread_id, self.key, token, warn=False)
             door.spawn(door.run(release))
             raise
+        except BaseException:
+            self.unconfirmed = token
+            raise
+        self.unconfirmed = None
 
     async def _arelease(self, cancelled: bool = False) -> None:
         if self.deferred:
@@ -617,7 +646,8 @@ class _ThreadLock(ThreadLock):
             # A cancelled append may still have committed (its script went out in the
             # loop's pipeline) and released the lock: finding it gone is no lost lock.
             steps = self.storage._release_steps(self.thread_id, self.key, token, warn=not cancelled)
-            await door.run(steps)
+            if not await door.run(steps):
+                self.unconfirmed = token
 
 
 class RedisStorage(LogStorage):
@@ -922,9 +952,10 @@ class RedisStorage(LogStorage):
             pipe.get(read.gen)
             return cast("list[Any]", pipe.execute())
 
-    def _acquire(self, thread_id: str, key: str) -> str:
-        """Take the writer lock; the same call reads the new lines for the next `sync`."""
-        return self._run(self._acquire_steps(thread_id, key))
+    def _acquire(self, thread_id: str, key: str, token: str | None = None) -> str:
+        """Take the writer lock (with ``token``, a fresh one if ``None``); the same call
+        reads the new lines for the next `sync`."""
+        return self._run(self._acquire_steps(thread_id, key, token))
 
     def _lock_token(self) -> str:
         return f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
@@ -951,27 +982,30 @@ class RedisStorage(LogStorage):
             yield _Pause(min(delay, max(0.0, self.lock_wait - waited)))
             delay = min(delay * 2, 0.05)
 
-    def _release(self, thread_id: str, key: str, token: str) -> None:
-        self._run(self._release_steps(thread_id, key, token))
+    def _release(self, thread_id: str, key: str, token: str) -> bool:
+        return self._run(self._release_steps(thread_id, key, token))
 
     def _release_steps(
         self, thread_id: str, key: str, token: str, *, warn: bool = True
-    ) -> _Steps[None]:
+    ) -> _Steps[bool]:
+        """Drop the writer lock if ``token`` holds it. ``False``: the unlock got no answer
+        (the lock may still be held: other processes wait for ``lock_timeout`` at most,
+        this one asks with the same token next, `_ThreadLock.unconfirmed`)."""
         self._prefetched.pop(thread_id, None)
         try:
             released = yield _Run("unlock", [key], [token], None, thread_id)
         except RedisError as exc:  # the lock expires by itself; never mask the caller's result
-            if not warn:
-                return
-            warnings.warn(
-                f"could not release the writer lock {key} ({exc}); it expires after "
-                f"{self.lock_timeout:g}s",
-                LockLostWarning,
-                stacklevel=4,
-            )
-            return
+            if warn:
+                warnings.warn(
+                    f"could not release the writer lock {key} ({exc}); other processes "
+                    f"wait for it to expire (after {self.lock_timeout:g}s)",
+                    LockLostWarning,
+                    stacklevel=4,
+                )
+            return False
         if not released and warn:
             self._warn_lock_lost(key)
+        return True
 
     def _warn_lock_lost(self, key: str) -> None:
         warnings.warn(
@@ -1319,6 +1353,9 @@ class RedisStorage(LogStorage):
         """Turn "Redis is not there right now" into `StorageUnavailableError`."""
         try:
             yield
+        except REFUSED as exc:
+            where = f" {self.keys(thread_id).log}" if thread_id is not None else ""
+            raise refused_error(self.server, f"{action}{where}", exc, self.namespace) from exc
         except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError) as exc:
             raise self._unavailable_error(action, thread_id, exc) from exc
         except (ClusterError, SlotNotCoveredError, AskError) as exc:
@@ -1375,7 +1412,50 @@ class RedisStorage(LogStorage):
         if thread_id is not None:
             action = f"{action} {self.keys(thread_id).log}{self._where(thread_id)}"
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return StorageUnavailableError(self.server, action, reason, write=write)
+        return StorageUnavailableError(self.server, action, reason + _tls_hint(exc), write=write)
+
+
+REFUSED = (AuthenticationError, AuthorizationError, NoPermissionError)
+"""What Redis answers a client it does not let in (credentials) or lets do less than the
+saver needs (an ACL): redis-py raises the first two as ``ConnectionError``s, but no retry
+helps, so they are `StorageConfigError`s (`refused_error`), not unavailability."""
+
+
+def refused_error(
+    server: str, doing: str, exc: Exception, namespace: str = "ctx:<prefix>:thread:"
+) -> StorageConfigError:
+    """The `StorageConfigError` for a `REFUSED` error met while ``doing``, naming the fix.
+
+    >>> str(refused_error("redis://h:6379/0", "reading", AuthenticationError("bad pass")))
+    'redis://h:6379/0 refused the saver while reading (AuthenticationError: bad pass): check the user and password, in the URL (redis://user:password@host:port/0) or your client'
+    """  # noqa: E501
+    fix = (
+        "check the user and password, in the URL (redis://user:password@host:port/0) "
+        "or your client"
+        if isinstance(exc, AuthenticationError)
+        else "the user needs the scripting (EVALSHA, EVAL, SCRIPT LOAD), list and "
+        f"string commands on the keys {namespace}*"
+    )
+    return StorageConfigError(
+        f"{server} refused the saver while {doing} ({type(exc).__name__}: {exc}): {fix}"
+    )
+
+
+def _tls_hint(exc: BaseException) -> str:
+    """What to check when ``exc`` came of a TLS handshake (redis-py reports a
+    ``rediss://`` URL to a server without TLS as a connect timeout, the handshake's own
+    error only in the chain): ``""`` otherwise."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLError) or "_ssl.c" in str(seen):
+            return (
+                f"; the TLS handshake failed ({seen}): does that port serve TLS? A rediss:// "
+                "URL needs the server's tls-port, a redis:// URL its plain port"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return ""
 
 
 _NOT_WRITES = frozenset(
@@ -1725,6 +1805,8 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
     nodes = [ClusterNode(host, port) for host, port in others]
     try:
         return RedisCluster(url=first, startup_nodes=nodes, **options)
+    except REFUSED as exc:
+        raise refused_error(_redacted(url), "connecting to the cluster", exc) from exc
     except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
         raise StorageUnavailableError(
             _redacted(url),
