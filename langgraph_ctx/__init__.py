@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "DroppedWritesWarning": "langgraph_ctx.errors",
     "StateShapeError": "langgraph_ctx.errors",
     "LockTimeoutError": "langgraph_ctx.errors",
+    "AbandonedLockError": "langgraph_ctx.errors",
     "LogChangedError": "langgraph_ctx.errors",
     "MissingGraphStateError": "langgraph_ctx.errors",
     # savers
@@ -119,6 +120,7 @@ _EXPORTS: dict[str, str] = {
 _EXTRAS: dict[str, str] = {"redis": "redis"}  # top-level package -> extra
 
 __all__ = [  # a literal, so that type checkers read the exports (a test keeps it = _EXPORTS)
+    "AbandonedLockError",
     "ActiveContext",
     "BudgetAgentState",
     "BudgetNode",
@@ -230,6 +232,7 @@ if TYPE_CHECKING:
     )
     from langgraph_ctx.context.tokens import MessageTokenCounter, count_tokens
     from langgraph_ctx.errors import (
+        AbandonedLockError,
         CheckpointNotFoundError,
         CheckpointRefError,
         ClassUnavailableError,

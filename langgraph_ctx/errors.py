@@ -224,6 +224,25 @@ class LockTimeoutError(LangGraphCtxError, TimeoutError):
         return type(self), self._init_args
 
 
+class AbandonedLockError(LangGraphCtxError, RuntimeError):
+    """A thread's lock is held by a coroutine whose event loop was closed while the
+    coroutine was inside a saver call (``loop.close()`` with the task still pending:
+    Python then warns "Task was destroyed but it is pending"). That call never ends,
+    so this process cannot use the thread again (other processes get it when this one
+    exits, or, on Redis, when the lock's ``lock_timeout`` runs out). Cancel a loop's
+    tasks and let them finish before closing it, as ``asyncio.run`` does.
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(
+            f"{where}: its lock is held by a saver call of a task whose event loop was "
+            "closed while the call was running (loop.close() with the task pending), so "
+            "the call never ends and this process cannot use the thread again. Cancel a "
+            "loop's tasks and let them finish before closing it, as asyncio.run does."
+        )
+
+
 class LogChangedError(LangGraphCtxError):
     """A thread's log changed between reading it and writing to it.
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import NamedTuple, overload
 
+from langgraph_ctx.errors import AbandonedLockError
+
 
 class Synced(NamedTuple):
     """New complete lines since the previous `LogStorage.sync` of a thread."""
@@ -33,6 +35,10 @@ class Synced(NamedTuple):
     """Complete lines, without their trailing newline (a `PartialLines` when the backend
     read a long log from its last snapshot)."""
 
+
+_HOLDER_CHECK = 0.1
+"""Seconds a sync caller waits for a thread's lock between looks at its holder
+(`ThreadLock._take_rlock`): a task whose event loop was closed never releases it."""
 
 LineReader = Callable[[list[int]], dict[int, bytes]]
 """Reads lines by number (1-based) from a log already synced: ``{number: line}``."""
@@ -112,13 +118,15 @@ class ThreadLock(ABC):
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
         try:
-            with self.rlock:
+            self._take_rlock()
+            try:
                 if self.depth == 0:
                     self._acquire(exclusive)
                     self.exclusive = exclusive
                     self.owner = threading.get_ident()
                 else:
                     if self.task is not None and _current_task() is not self.task:
+                        self._check_abandoned()  # (this OS thread's id reused: not its task)
                         raise RuntimeError(
                             "a sync saver call on the event loop's thread while a coroutine "
                             "of the same loop holds this thread's lock: await the a* method"
@@ -133,8 +141,29 @@ class ThreadLock(ABC):
                     if self.depth == 0:
                         self.owner = None
                         self._release()
+            finally:
+                self.rlock.release()
         finally:
             self._wake()  # also when the body or the release raised: waiters get in now
+
+    def _take_rlock(self) -> None:
+        """Take `rlock`, waiting for its holder; raise `AbandonedLockError` rather than
+        wait forever for a task whose event loop was closed under it."""
+        if self.rlock.acquire(blocking=False):
+            return
+        while not self.rlock.acquire(timeout=_HOLDER_CHECK):
+            self._check_abandoned()
+
+    def _check_abandoned(self) -> None:
+        """Raise `AbandonedLockError` if the lock's holder is a task of a closed loop: the
+        call it is in never ends (nor releases the lock), its loop being gone."""
+        task = self.task
+        if task is not None and task.get_loop().is_closed() and not task.done():
+            raise AbandonedLockError(self.describe())
+
+    def describe(self) -> str:
+        """The thread, for error messages (backends name their file or key)."""
+        return "this thread"
 
     def ahold(self, exclusive: bool) -> AbstractAsyncContextManager[None]:
         """`hold` for a coroutine (see the class docstring)."""
@@ -148,6 +177,7 @@ class ThreadLock(ABC):
                     if self.depth == 0:
                         return
                     self.rlock.release()  # held by another task of this loop's OS thread
+                self._check_abandoned()  # a holder that never leaves: raise, not wait forever
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._waiters.append((loop, waiter))
             # The releasing holder, sync or async, resolves it (`_wake`); the timer is
@@ -319,11 +349,14 @@ class _AsyncHold:
         lock = self.lock
         lock.depth = 0
         lock.owner = None
-        lock.task = None
         try:
             if self.acquired:
                 await lock._arelease(cancelled)
         finally:
+            # Only now (a loop closed during the release is still seen), and only if no
+            # other task of this loop's OS thread took the lock meanwhile.
+            if lock.depth == 0:
+                lock.task = None
             lock.rlock.release()
             lock._wake()
 

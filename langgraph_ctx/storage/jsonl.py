@@ -164,6 +164,9 @@ class _ThreadLock(ThreadLock):
         self.unflushed = False  # lines appended with durable=False, not yet flushed
         self.dir_unflushed = False  # the log was created, its directory not yet flushed
 
+    def describe(self) -> str:
+        return self.log
+
     def mine(self) -> bool:
         """Whether the calling OS thread holds this lock (then it may use the
         descriptors: nobody closes them while the lock is held)."""

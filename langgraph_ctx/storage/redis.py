@@ -581,6 +581,9 @@ class _ThreadLock(ThreadLock):
         self.deferred = False  # held by `task` with no Redis lock taken (see above)
         self.appended = False  # a deferred hold's append ran (its script checked the log)
 
+    def describe(self) -> str:
+        return f"{self.storage.server} {self.storage.keys(self.thread_id).log}"
+
     def defers(self) -> bool:
         """Whether the caller holds this lock deferred (no Redis lock, see the class)."""
         return self.deferred and self.task is not None and self.task is _current_task()
