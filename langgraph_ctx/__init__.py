@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "LockTimeoutError": "langgraph_ctx.errors",
     "AbandonedLockError": "langgraph_ctx.errors",
     "LogChangedError": "langgraph_ctx.errors",
+    "LogWriteError": "langgraph_ctx.errors",
     "MissingGraphStateError": "langgraph_ctx.errors",
     # savers
     "JsonlSaver": "langgraph_ctx.saver.jsonl",
@@ -156,6 +157,7 @@ __all__ = [  # a literal, so that type checkers read the exports (a test keeps i
     "LangGraphCtxError",
     "LockTimeoutError",
     "LogChangedError",
+    "LogWriteError",
     "MessageTokenCounter",
     "MissingGraphStateError",
     "ModelCallPolicy",
@@ -243,6 +245,7 @@ if TYPE_CHECKING:
         LangGraphCtxError,
         LockTimeoutError,
         LogChangedError,
+        LogWriteError,
         MissingGraphStateError,
         ModelTimeoutError,
         NotARegularFileError,

@@ -433,9 +433,9 @@ class ReadOnlyLogError(LangGraphCtxError, PermissionError):
         self.action = action
         self.reason = reason
         super().__init__(
-            f"cannot write to {self.path} while {action} ({reason}): the directory is "
-            "read-only for this process. Reads work; to write, use a writable directory "
-            "or fix its permissions or mount."
+            f"cannot write to {self.path} while {action} ({reason}): the file or its "
+            "directory is read-only for this process (permissions, a read-only mount, "
+            "chattr +i or +a). Reads work; to write, fix that or use another directory."
         )
 
     def __str__(self) -> str:
@@ -443,6 +443,31 @@ class ReadOnlyLogError(LangGraphCtxError, PermissionError):
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # picklable across processes
         return type(self), (self.path, self.action, self.reason)
+
+
+class LogWriteError(LangGraphCtxError, OSError):
+    """Writing a thread's log to disk failed (a full disk, an I/O error), and what the
+    saver did about it: a write's partial line is taken back; with ``fsync=True`` a
+    failed flush cuts the log back to its last checkpoint on disk for sure, because
+    the kernel may drop the unflushed lines and report it only once. The call saved
+    nothing; what was saved before is whole. ``errno`` is the system's (``ENOSPC``,
+    ``EIO``), ``path`` the log.
+    """
+
+    def __init__(self, path: str | Path, action: str, cause: OSError, outcome: str) -> None:
+        self.path = str(path)
+        self.action = action
+        self.outcome = outcome
+        reason = cause.strerror or str(cause)
+        super().__init__(cause.errno, reason)
+        self.message = f"cannot write to {self.path} while {action} ({reason}): {outcome}."
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:  # picklable across processes
+        cause = OSError(self.errno, self.strerror)
+        return type(self), (self.path, self.action, cause, self.outcome)
 
 
 class MissingExtraError(LangGraphCtxError, ImportError):

@@ -513,7 +513,7 @@ def test_a_torn_tail_after_the_last_snapshot(tmp_path: Path) -> None:
         got = cold.get_tuple(config)
     assert tuple_view(got) == expected
     assert cold._indexes["t"].partial  # read from the snapshot all the same
-    with pytest.warns(TornLineWarning, match="removing a torn last line"):
+    with pytest.warns(TornLineWarning, match="removed a torn last line"):
         chat(cold, "t", 2, start=turns)
     assert tuple_view(JsonlSaver(tmp_path).get_tuple(config)) == tuple_view(cold.get_tuple(config))
 

@@ -47,7 +47,7 @@ def test_torn_last_line_is_ignored_then_repaired(root):
     with pytest.warns(TornLineWarning, match=r"t\.jsonl:\d+: torn last line"):
         assert contents(fresh)[-1] == "you said: b"
     graph2 = chat_graph().compile(checkpointer=fresh)
-    with pytest.warns(TornLineWarning, match="removing a torn last line"):
+    with pytest.warns(TornLineWarning, match="removed a torn last line"):
         chat(graph2, "c")
     data = path.read_bytes()
     assert data.startswith(intact)

@@ -272,7 +272,7 @@ def test_a_torn_line_left_by_another_writer_is_repaired_by_a_saver_in_use(root):
         f.write(b'{"v":2,"t":"ckpt","id":"1f0-half')
     with pytest.warns(TornLineWarning, match="torn last line"):
         assert contents(saver) == ["a", "you said: a"]
-    with pytest.warns(TornLineWarning, match="removing a torn last line"):
+    with pytest.warns(TornLineWarning, match="removed a torn last line"):
         chat(graph, "b")
     data = path.read_bytes()
     assert data.startswith(intact) and b"half" not in data

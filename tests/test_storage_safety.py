@@ -289,7 +289,7 @@ def _check_reader(
     assert out["fork_backups"] == 1
     for name in ("invoke", "new_thread", "fork", "delete"):
         assert out[name].startswith("cannot write to "), (name, out[name])
-        assert why in out[name] and "the directory is read-only" in out[name]
+        assert why in out[name] and "the file or its directory is read-only" in out[name]
     assert tree(root) == before  # no lock file, no temporary file, nothing changed
     assert history == listed == _checkpoints(root, "chat") >= 4  # (this read may lock)
 

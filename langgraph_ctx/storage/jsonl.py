@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import itertools
 import operator
 import os
@@ -74,6 +75,7 @@ from typing import BinaryIO
 from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import (
     CorruptLineWarning,
+    LogWriteError,
     NotARegularFileError,
     ReadOnlyLogError,
     SymlinkRefusedError,
@@ -123,6 +125,9 @@ class _FileState:
     # Start of line i+1 at [i]; an array: 8 bytes a line, where a list of ints costs 36.
     offsets: array[int] = field(default_factory=lambda: array("q", [0]))
     torn_warned: int = -1
+    # With ``fsync``: where the log ends on disk for sure (flushed by us, or read from
+    # it), before lines appended and not yet flushed; a failed flush cuts it back here.
+    durable: int = 0
 
     @property
     def end(self) -> int:
@@ -672,6 +677,8 @@ class JsonlStorage(LogStorage):
         with_newlines = map(operator.add, map(len, lines), itertools.repeat(1))
         ends = itertools.accumulate(with_newlines, initial=state.end)
         state.offsets.extend(itertools.islice(ends, 1, None))  # not the old end again
+        if lock is None or not lock.unflushed:  # (ours not yet flushed stay before it)
+            state.durable = state.end
         if pending and state.torn_warned != state.end:
             # We hold at least a shared lock, so no writer is mid-append: this
             # is a line a crashed process left unfinished.
@@ -725,7 +732,11 @@ class JsonlStorage(LogStorage):
             try:
                 self._append_at(path, fd, state, data, None)
                 if self.fsync:
-                    _datasync(fd)
+                    try:
+                        _datasync(fd)
+                    except OSError as exc:
+                        raise self._flush_failed(thread_id, path, fd, state, exc) from exc
+                    state.durable = state.end + len(data)
             finally:
                 os.close(fd)
         offsets = state.offsets
@@ -743,10 +754,57 @@ class JsonlStorage(LogStorage):
             lock.unflushed = True
             lock.dir_unflushed |= first == 1
             if durable:
-                lock.flush()
+                self.flush_held(thread_id, lock)
         elif self.fsync and first == 1:
             _fsync_dir(self.root)
         return first
+
+    def flush_held(self, thread_id: str, lock: _ThreadLock) -> None:
+        """Flush what was appended under ``lock`` (held by the caller) to disk; a failure
+        cuts the log back to what is on disk for sure (`_flush_failed`)."""
+        state = self._states[thread_id]
+        try:
+            lock.flush()
+        except OSError as exc:
+            fd = lock.data
+            lock.unflushed = False  # what it held is dealt with here, not on close
+            try:
+                raise self._flush_failed(thread_id, lock.log, fd, state, exc) from exc
+            finally:
+                lock.seen = None
+                lock.close_data()  # a descriptor that saw the error: not written again
+        state.durable = state.end
+
+    def _flush_failed(
+        self, thread_id: str, path: str | Path, fd: int | None, state: _FileState, exc: OSError
+    ) -> LogWriteError:
+        """A flush failed: the lines appended since the last one may never reach the disk
+        (the kernel may drop them and report it only once: a later flush succeeds).
+        Cut the log back to its end on disk and forget what was read of it (the next
+        `sync` reads it afresh, a reset), so nothing builds on those lines."""
+        cut = state.durable
+        self._states[thread_id] = _FileState()  # not the file's inode: the next sync resets
+        step = "cutting the log back to it"
+        try:
+            if fd is None:
+                raise OSError(errno.EBADF, "the log is not open")
+            if os.fstat(fd).st_size > cut:
+                os.ftruncate(fd, cut)
+                step = "flushing the cut log"
+                _datasync(fd)
+        except OSError as again:
+            return LogWriteError(
+                path, "flushing", exc,
+                f"the lines written since byte {cut} may not be on disk, and {step} failed "
+                f"too ({again.strerror or again}): after a power cut they may read as "
+                "damaged. Check the disk",
+            )  # fmt: skip
+        return LogWriteError(
+            path, "flushing", exc,
+            f"the lines written since its last flush may not be on disk, so the log was cut "
+            f"back to byte {cut} (its last checkpoint on disk for sure): this call saved "
+            "nothing, what was saved before is whole. Check the disk, then retry",
+        )  # fmt: skip
 
     def _append_at(
         self,
@@ -765,20 +823,33 @@ class JsonlStorage(LogStorage):
             if state.lines:
                 raise RuntimeError(f"{path} was replaced since it was synced")
             state.ino = ino
-        if size > state.end:
-            warnings.warn(
-                f"{path}:{state.lines + 1}: removing a torn last line "
-                f"({size - state.end} bytes) left by an interrupted write",
-                TornLineWarning,
-                stacklevel=5,
-            )
-            os.ftruncate(fd, state.end)
-        written = os.write(fd, data)  # whole, but for a signal or a full disk
-        if written < len(data):
-            view = memoryview(data)[written:]
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+        try:
+            if size > state.end:
+                os.ftruncate(fd, state.end)
+                warnings.warn(
+                    f"{path}:{state.lines + 1}: removed a torn last line "
+                    f"({size - state.end} bytes) left by an interrupted write",
+                    TornLineWarning,
+                    stacklevel=5,
+                )
+            written = os.write(fd, data)  # whole, but for a signal or a full disk
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+        except OSError as exc:
+            # Our own partial line (a full disk) is taken back now, not left for the next
+            # append to report as a crashed writer's.
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_size > state.end:
+                    os.ftruncate(fd, state.end)
+            if exc.errno in _READ_ONLY:
+                raise ReadOnlyLogError(path, "appending", os.strerror(exc.errno)) from None
+            raise LogWriteError(
+                path, "appending", exc, "nothing of this call was kept. Free space or fix "
+                "the disk, then retry",
+            ) from exc  # fmt: skip
 
     def replace(self, thread_id: str, lines: Iterable[bytes], *, backup: bool) -> None:
         path = self.path(thread_id)
@@ -917,7 +988,8 @@ class _JsonlAio(AsyncLog):
         # Written now (page cache); the flush to disk, milliseconds, off the loop.
         first = storage.append(thread_id, lines, durable=False)
         if durable:
-            flushing = asyncio.ensure_future(asyncio.to_thread(lock.flush))
+            flush = functools.partial(storage.flush_held, thread_id, lock)
+            flushing = asyncio.ensure_future(asyncio.to_thread(flush))
             try:
                 await asyncio.shield(flushing)
             except asyncio.CancelledError:

@@ -1,0 +1,154 @@
+"""A disk that fails under a running app (trial 14): a flush that fails with
+``fsync=True`` (the kernel may then drop the unflushed lines and report it only once, so
+a later flush succeeds over lines that are not on disk), a write cut short by a full
+disk, a file made immutable under an open descriptor. Each gets a named error naming
+the log, the log is left as it was before the call, and the next turns build on what is
+on disk, in the same saver and in a fresh one.
+
+The failures are injected into ``os.fdatasync`` / ``os.write`` for the log's descriptor
+only (a real failing device needs root and a loop mount: trial 14 ran it, on ext4 over a
+full tmpfs; `/tmp/hp/s15/trial14/fsyncgate.sh`)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langgraph_ctx import JsonlSaver, LogWriteError
+from langgraph_ctx.errors import ReadOnlyLogError, TornLineWarning
+
+from .cli_scenarios import chat_graph, config
+
+
+def _is_log(fd: int, name: str = "t.jsonl") -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").endswith(name)
+    except OSError:
+        return False
+
+
+def _fail_once(
+    monkeypatch: pytest.MonkeyPatch, name: str, code: int, partial: bool = False
+) -> list[int]:
+    """``os.<name>`` fails once with ``code`` on the log's descriptor, when armed
+    (append anything to the returned list); ``partial``: ``os.write`` writes half first."""
+    real: Callable[..., Any] = getattr(os, name)
+    armed: list[int] = []
+
+    def failing(fd: int, *args: Any) -> Any:
+        if armed and _is_log(fd):
+            armed.clear()
+            if partial:
+                data = bytes(args[0])
+                real(fd, data[: len(data) // 2])
+            raise OSError(code, os.strerror(code))
+        return real(fd, *args)
+
+    monkeypatch.setattr(os, name, failing)
+    return armed
+
+
+def _checkpoint_lines(root: Path) -> list[bytes]:
+    return [x for x in (root / "t.jsonl").read_bytes().splitlines() if b'"t":"ckpt"' in x]
+
+
+def _contents(graph: Any, thread: str = "t") -> list[str]:
+    return [m.content for m in graph.get_state(config(thread)).values["messages"]]
+
+
+def _turn(graph: Any, text: str, use_async: bool) -> None:
+    payload = {"messages": [("user", text)]}
+    if use_async:
+        asyncio.run(graph.ainvoke(payload, config("t")))
+    else:
+        graph.invoke(payload, config("t"))
+
+
+def _acknowledged(*texts: str) -> list[str]:
+    return [part for text in texts for part in (text, f"you said: {text}")]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_failed_flush_cuts_the_log_back_to_what_is_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_async: bool
+) -> None:
+    """Before, the failed turn's lines stayed (the same saver showed its input as the
+    head) and the next turns built on them: after a power cut a fresh process found the
+    thread damaged from the lost lines on (trial 14, finding 1)."""
+    root = tmp_path / "chats"
+    graph = chat_graph(JsonlSaver(root, fsync=True))
+    for text in ("one", "two", "three"):
+        _turn(graph, text, use_async)
+    checkpoints = _checkpoint_lines(root)
+    armed = _fail_once(monkeypatch, "fdatasync", errno.EIO)
+    armed.append(1)
+    with pytest.raises(LogWriteError, match=r"t\.jsonl while flushing .* cut back") as err:
+        _turn(graph, "lost", use_async)
+    assert err.value.errno == errno.EIO
+    # The failed checkpoint's line is gone, and nothing unflushed before it. (LangGraph
+    # saves a step's writes without waiting for its checkpoint: those of the step the
+    # failed checkpoint started may follow, naming its id; as in SqliteSaver's table,
+    # they are kept and never read.)
+    assert _checkpoint_lines(root) == checkpoints
+    assert _contents(graph) == _acknowledged("one", "two", "three")  # not its input
+    for text in ("four", "five"):
+        _turn(graph, text, use_async)
+    everything = _acknowledged("one", "two", "three", "four", "five")
+    assert _contents(graph) == everything
+    fresh = chat_graph(JsonlSaver(root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no corrupt or torn line anywhere
+        assert _contents(fresh) == everything
+        history = list(fresh.get_state_history(config("t")))
+    assert len(history) == 5 * 3  # three checkpoints a turn
+    assert [s.config["configurable"]["checkpoint_id"] for s in history[1:]] == [
+        s.parent_config["configurable"]["checkpoint_id"] for s in history[:-1]
+    ]
+
+
+def test_a_write_cut_short_by_a_full_disk_is_taken_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC after half a write: `LogWriteError` naming the log, its partial line
+    removed at once, and no "torn line left by an interrupted write" warnings on the
+    next turns, where this process's own partial line was reported as a crash's
+    (trial 14, finding 3)."""
+    root = tmp_path / "chats"
+    graph = chat_graph(JsonlSaver(root))
+    graph.invoke({"messages": [("user", "one")]}, config("t"))
+    checkpoints = _checkpoint_lines(root)
+    armed = _fail_once(monkeypatch, "write", errno.ENOSPC, partial=True)
+    armed.append(1)
+    with pytest.raises(LogWriteError, match=r"t\.jsonl while appending .* nothing of this"):
+        graph.invoke({"messages": [("user", "full")]}, config("t"))
+    assert (root / "t.jsonl").read_bytes().endswith(b"\n")  # no partial line left
+    assert _checkpoint_lines(root) == checkpoints
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TornLineWarning)
+        graph.invoke({"messages": [("user", "two")]}, config("t"))
+    assert _contents(graph) == _acknowledged("one", "two")
+    assert _contents(chat_graph(JsonlSaver(root))) == _acknowledged("one", "two")
+
+
+def test_a_log_made_read_only_under_an_open_descriptor_is_a_read_only_log_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EPERM on the saver's open descriptor (``chattr +i`` / ``+a`` after it opened the
+    file) is `ReadOnlyLogError` naming the file, as from a fresh saver, not a bare
+    ``PermissionError`` without a path (trial 14, finding 2)."""
+    root = tmp_path / "chats"
+    graph = chat_graph(JsonlSaver(root))
+    graph.invoke({"messages": [("user", "one")]}, config("t"))
+    armed = _fail_once(monkeypatch, "write", errno.EPERM)
+    armed.append(1)
+    with pytest.raises(ReadOnlyLogError, match=r"t\.jsonl while appending .* file or its"):
+        graph.invoke({"messages": [("user", "refused")]}, config("t"))
+    graph.invoke({"messages": [("user", "two")]}, config("t"))
+    assert _contents(graph) == _acknowledged("one", "two")
