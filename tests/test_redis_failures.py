@@ -21,9 +21,14 @@ if os.environ.get("LANGGRAPH_CTX_REQUIRE_REDIS") != "1":  # there, a missing ext
 import redis
 import redis.exceptions
 
-from langgraph_ctx.errors import LockLostWarning, StorageConfigError, StorageUnavailableError
+from langgraph_ctx.errors import (
+    LockLostWarning,
+    LockTimeoutError,
+    StorageConfigError,
+    StorageUnavailableError,
+)
 from langgraph_ctx.saver.redis import RedisLogSaver
-from langgraph_ctx.storage.redis import _RedisAio
+from langgraph_ctx.storage.redis import RedisStorage, _RedisAio
 
 from .cli_scenarios import chat_graph, config
 from .redis_server import RedisServer, require_redis_server
@@ -200,3 +205,116 @@ def test_a_tls_url_to_a_server_without_tls_says_so(server):
     with pytest.raises(StorageUnavailableError, match=r"TLS handshake .* does that port serve TLS"):
         chat_graph(saver).get_state(config("t"))
     saver.close()
+
+
+def test_a_late_unlock_of_a_cancelled_lock_call_never_frees_the_next_holders_lock(server):
+    """A coroutine's lock call is cancelled after its script took the lock: its unlock is
+    sent in the background, and the next holder (a sync caller on another OS thread)
+    takes the lock over from that token with one of its own, so the unlock, arriving
+    late, no longer matches (review 31: reusing the token, it freed the next holder's
+    lock, and another process got in beside it)."""
+    saver = RedisLogSaver.from_url(server.url, prefix="late", lock_wait=0.3)
+    storage = saver.storage  # with an async client, made per loop
+    other = RedisStorage.from_url(server.url, prefix="late", lock_wait=0.3)  # a process
+    admin = redis.Redis.from_url(server.url)
+    exchange = _RedisAio._exchange
+    locked = threading.Event()
+
+    async def slow_replies(door: _RedisAio, batch: list[Any]) -> list[Any]:
+        unlock = any(script is door.scripts["unlock"] for script, *_ in batch)
+        if unlock:
+            await asyncio.sleep(0.3)  # the unlock is slow on its way to Redis
+        results = await exchange(door, batch)
+        if not unlock:
+            locked.set()  # the lock script ran: its reply is slow to come back
+            await asyncio.sleep(5)
+        return results
+
+    seen: list[str] = []
+
+    def next_holder() -> None:
+        with storage.locked("t", exclusive=True):
+            time.sleep(0.8)  # the late unlock arrives meanwhile
+            seen.append(repr(admin.get("ctx:late:thread:{t}:lock")))
+            try:
+                with other.locked("t", exclusive=True):
+                    seen.append("another process got in")
+            except LockTimeoutError:
+                seen.append("another process waits")
+
+    async def run() -> None:
+        async def hold() -> None:
+            async with storage._door().locked("t", exclusive=True):
+                await asyncio.sleep(10)
+
+        task = asyncio.create_task(hold())
+        while not locked.is_set():
+            assert not task.done(), task
+            await asyncio.sleep(0.005)
+        waiting = threading.Thread(target=next_holder)
+        waiting.start()
+        await asyncio.sleep(0.05)  # it waits for the thread's lock
+        task.cancel()
+        await asyncio.to_thread(waiting.join)
+        await storage.aclose()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_RedisAio, "_exchange", slow_replies)
+        asyncio.run(run())
+    assert seen[0] != "None" and seen[1] == "another process waits"
+    saver.close()
+    other.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_does_not_share_its_parents_unanswered_lock(server, monkeypatch):
+    """An unlock that got no answer leaves its token to be taken over; a process forked
+    then has it too. Each takes the lock over with a token of its own, so only the first
+    gets in (review 31: both asked with the same token, and both were let in)."""
+    storage = RedisStorage.from_url(server.url, prefix="fork", lock_timeout=20, lock_wait=0.5)
+    unlock = storage._scripts["unlock"]
+    failures = [redis.exceptions.TimeoutError("Timeout reading from socket")]
+
+    def lost(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return unlock(*args, **kwargs)
+
+    monkeypatch.setitem(storage._scripts, "unlock", lost)
+    with pytest.warns(LockLostWarning), storage.locked("t", exclusive=True):
+        pass  # its unlock gets no answer: the lock stays held
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: waits until the parent holds the lock, then asks for it
+        code = 2
+        try:
+            os.read(ready_r, 1)
+            with storage.locked("t", exclusive=True):
+                code = 1
+        except LockTimeoutError:
+            code = 0
+        finally:
+            os._exit(code)
+    with storage.locked("t", exclusive=True):
+        os.write(ready_w, b"x")
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # the child waited, and gave up
+    storage.close()
+
+
+def test_refused_cluster_credentials_are_config_errors_and_no_message_shows_a_password(server):
+    """A cluster client wraps its nodes' refusals in an error of its own (by their text):
+    still `StorageConfigError`; and a password in the URL's query (where docs/redis.md
+    puts client options) is masked in messages as one in its user info (review 31)."""
+    redis.Redis.from_url(server.url).config_set("requirepass", "s3cret")
+    port = server.port
+    for url in (
+        f"redis+cluster://127.0.0.1:{port}?password=WRONG-ONE",
+        f"redis+cluster://app:WRONG-ONE@127.0.0.1:{port}",
+    ):
+        with pytest.raises(StorageConfigError, match="check the user and password") as err:
+            RedisLogSaver.from_url(url, prefix="cluster-auth")
+        assert "WRONG-ONE" not in str(err.value)
+    with pytest.raises(StorageConfigError, match=r"password=\*\*\*") as err:
+        RedisLogSaver.from_url(f"redis://127.0.0.1:{port}/abc?password=WRONG-ONE")
+    assert "WRONG-ONE" not in str(err.value)

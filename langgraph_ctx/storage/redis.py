@@ -304,10 +304,10 @@ return {1, redis.call('LLEN', KEYS[1]), release()}
 _SNAPSHOT = """
 if ARGV[2] ~= '' then
   local holder = redis.call('GET', KEYS[3])
-  if not holder then
+  local ours = holder == ARGV[2]
+  for i = 8, #ARGV do ours = ours or holder == ARGV[i] end
+  if not holder or ours then
     redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
-  elseif holder == ARGV[2] then
-    redis.call('PEXPIRE', KEYS[3], ARGV[3])
   else
     return {0, holder}
   end
@@ -364,6 +364,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+
+_UNCONFIRMED = 4
+"""Unanswered lock tokens a thread's lock remembers (`_ThreadLock.unconfirmed`)."""
 
 _COLD = [8 * SNAPSHOT_EVERY, 4 * SNAPSHOT_EVERY, SNAP_PREFIX, 64]
 """The snapshot script's cold-read arguments: how many lines from the end it looks for a
@@ -573,11 +576,12 @@ class _ThreadLock(ThreadLock):
         self.thread_id = thread_id
         self.key = key
         self.token: str | None = None  # while this process holds the Redis lock
-        # A token whose lock or unlock went out without an answer (a timeout, a dropped
-        # connection): the lock may still hold it. The next exclusive hold asks with it,
-        # so that a lock the script did take is found ours (not waited out for
-        # ``lock_timeout``); one that was never taken, or has expired, is taken afresh.
-        self.unconfirmed: str | None = None
+        # Tokens whose lock or unlock went out without an answer (a timeout, a dropped
+        # connection, a cancelled call): the lock may hold one of them, now or once a
+        # delayed script runs. The next exclusive hold takes the lock over from them with
+        # a token of its own (not waiting ``lock_timeout`` out), so that an unlock of an
+        # old token arriving late finds a token it does not match.
+        self.unconfirmed: list[str] = []
         self.deferred = False  # held by `task` with no Redis lock taken (see above)
         self.appended = False  # a deferred hold's append ran (its script checked the log)
 
@@ -596,19 +600,25 @@ class _ThreadLock(ThreadLock):
 
     def _acquire(self, exclusive: bool) -> None:
         if exclusive:
-            token = self.unconfirmed or self.storage._lock_token()
+            token = self.storage._lock_token()
             try:
-                self.token = self.storage._acquire(self.thread_id, self.key, token)
+                self.token = self.storage._acquire(
+                    self.thread_id, self.key, token, self.unconfirmed
+                )
             except BaseException:
-                self.unconfirmed = token
+                self._unanswered(token)
                 raise
-            self.unconfirmed = None
+            self.unconfirmed = []
+
+    def _unanswered(self, token: str) -> None:
+        """``token``'s lock or unlock got no answer (see ``unconfirmed``)."""
+        self.unconfirmed = [*self.unconfirmed[-(_UNCONFIRMED - 1) :], token]
 
     def _release(self) -> None:
         if self.token is not None:
             token, self.token = self.token, None
             if not self.storage._release(self.thread_id, self.key, token):
-                self.unconfirmed = token
+                self._unanswered(token)
 
     async def _aacquire(self, exclusive: bool) -> None:
         if not exclusive:
@@ -619,20 +629,21 @@ class _ThreadLock(ThreadLock):
             self.appended = False
             return
         door = storage._door()
-        token = self.unconfirmed or storage._lock_token()
+        token = storage._lock_token()
+        steps = storage._acquire_steps(self.thread_id, self.key, token, self.unconfirmed)
         try:
-            self.token = await door.run(storage._acquire_steps(self.thread_id, self.key, token))
+            self.token = await door.run(steps)
         except asyncio.CancelledError:
             # Cancelled after the script may have taken the lock: drop it if it holds our
             # token (the unlock script checks), rather than leave it to lock_timeout.
-            self.unconfirmed = token
+            self._unanswered(token)
             release = storage._release_steps(self.thread_id, self.key, token, warn=False)
             door.spawn(door.run(release))
             raise
         except BaseException:
-            self.unconfirmed = token
+            self._unanswered(token)
             raise
-        self.unconfirmed = None
+        self.unconfirmed = []
 
     async def _arelease(self, cancelled: bool = False) -> None:
         if self.deferred:
@@ -650,7 +661,7 @@ class _ThreadLock(ThreadLock):
             # loop's pipeline) and released the lock: finding it gone is no lost lock.
             steps = self.storage._release_steps(self.thread_id, self.key, token, warn=not cancelled)
             if not await door.run(steps):
-                self.unconfirmed = token
+                self._unanswered(token)
 
 
 class RedisStorage(LogStorage):
@@ -746,7 +757,7 @@ class RedisStorage(LogStorage):
             "delete": self._delete,
             "unlock": self._unlock,
         }
-        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._owner = socket.gethostname()
         self.async_client = async_client
         # one door per event loop: a redis.asyncio connection belongs to the loop it opened on
         self._doors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _RedisAio] = (
@@ -955,15 +966,21 @@ class RedisStorage(LogStorage):
             pipe.get(read.gen)
             return cast("list[Any]", pipe.execute())
 
-    def _acquire(self, thread_id: str, key: str, token: str | None = None) -> str:
-        """Take the writer lock (with ``token``, a fresh one if ``None``); the same call
-        reads the new lines for the next `sync`."""
-        return self._run(self._acquire_steps(thread_id, key, token))
+    def _acquire(
+        self, thread_id: str, key: str, token: str | None = None, over: Sequence[str] = ()
+    ) -> str:
+        """Take the writer lock (with ``token``, a fresh one if ``None``; from whichever
+        of ``over`` holds it, tokens of this process whose calls got no answer); the same
+        call reads the new lines for the next `sync`."""
+        return self._run(self._acquire_steps(thread_id, key, token, over))
 
     def _lock_token(self) -> str:
-        return f"{self._owner}:{threading.get_ident()}:{secrets.token_hex(6)}"
+        # The pid now, not at start: a forked child's tokens name it.
+        return f"{self._owner}:{os.getpid()}:{threading.get_ident()}:{secrets.token_hex(6)}"
 
-    def _acquire_steps(self, thread_id: str, key: str, token: str | None = None) -> _Steps[str]:
+    def _acquire_steps(
+        self, thread_id: str, key: str, token: str | None = None, over: Sequence[str] = ()
+    ) -> _Steps[str]:
         token = token or self._lock_token()
         px = max(1, round(self.lock_timeout * 1000))
         keys = self.keys(thread_id)
@@ -972,7 +989,8 @@ class RedisStorage(LogStorage):
         while True:
             state = self._states.setdefault(thread_id, _State())
             reply = yield _Run(
-                "snapshot", [keys.log, keys.gen, keys.lock], [state.lines, token, px, *_COLD],
+                "snapshot", [keys.log, keys.gen, keys.lock],
+                [state.lines, token, px, *_COLD, *over],
                 "locking", thread_id,
             )
             if reply[0]:
@@ -1367,6 +1385,10 @@ class RedisStorage(LogStorage):
         except RedisClusterException as exc:
             # No node answers (redis-py's other cluster exceptions are misuse: let them be)
             if type(exc) is RedisClusterException and "cannot be connected" in str(exc):
+                if _refusal(exc):  # every node refused the credentials: no retry helps
+                    where = f" {self.keys(thread_id).log}" if thread_id is not None else ""
+                    doing = f"{action}{where}"
+                    raise refused_error(self.server, doing, exc, self.namespace) from exc
                 raise self._unavailable_error(action, thread_id, exc) from exc
             raise
         except ResponseError as exc:
@@ -1424,6 +1446,23 @@ saver needs (an ACL): redis-py raises the first two as ``ConnectionError``s, but
 helps, so they are `StorageConfigError`s (`refused_error`), not unavailability."""
 
 
+_REFUSAL_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password pair")
+"""How a refusal reads inside another error's message (a cluster client wraps the
+nodes' `REFUSED` errors in a ``RedisClusterException`` of its own, by their text)."""
+
+
+def _refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is, wraps or reports a `REFUSED` error."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        if isinstance(seen, REFUSED) or any(text in str(seen) for text in _REFUSAL_REPLIES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def refused_error(
     server: str, doing: str, exc: Exception, namespace: str = "ctx:<prefix>:thread:"
 ) -> StorageConfigError:
@@ -1432,10 +1471,13 @@ def refused_error(
     >>> str(refused_error("redis://h:6379/0", "reading", AuthenticationError("bad pass")))
     'redis://h:6379/0 refused the saver while reading (AuthenticationError: bad pass): check the user and password, in the URL (redis://user:password@host:port/0) or your client'
     """  # noqa: E501
+    credentials = isinstance(exc, AuthenticationError) or any(
+        text in str(exc) for text in _REFUSAL_REPLIES if text != "NOPERM"
+    )
     fix = (
         "check the user and password, in the URL (redis://user:password@host:port/0) "
         "or your client"
-        if isinstance(exc, AuthenticationError)
+        if credentials
         else "the user needs the scripting (EVALSHA, EVAL, SCRIPT LOAD), list and "
         f"string commands on the keys {namespace}*"
     )
@@ -1808,9 +1850,16 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
     nodes = [ClusterNode(host, port) for host, port in others]
     try:
         return RedisCluster(url=first, startup_nodes=nodes, **options)
-    except REFUSED as exc:
-        raise refused_error(_redacted(url), "connecting to the cluster", exc) from exc
-    except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
+    except (*REFUSED, RedisClusterException) as exc:
+        if _refusal(exc):
+            raise refused_error(_redacted(url), "connecting to the cluster", exc) from exc
+        raise StorageUnavailableError(
+            _redacted(url),
+            "connecting to the cluster",
+            f"{type(exc).__name__}: {exc}",
+            write=False,
+        ) from exc
+    except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StorageUnavailableError(
             _redacted(url),
             "connecting to the cluster",
@@ -1941,14 +1990,26 @@ def _cluster_node(url: str, node: str) -> tuple[str, int]:
 
 
 def _redacted(url: str) -> str:
-    """``url`` without its password, for messages."""
+    """``url`` without its password (in its user info or its query), for messages.
+
+    >>> _redacted("redis://app:s3cret@h:6379/0?password=s3cret&db=1")
+    'redis://app:***@h:6379/0?password=***&db=1'
+    """
+    url, question, query = url.partition("?")
+    query = _SECRET_PARAM.sub(r"\1***", query)
     scheme, sep, rest = url.partition("://")
     netloc, slash, tail = rest.partition("/")
     credentials, at, hosts = netloc.rpartition("@")
     if at:
         user = credentials.partition(":")[0]
         netloc = f"{user}:***@{hosts}" if user else f"***@{hosts}"
-    return f"{scheme}{sep}{netloc}{slash}{tail}"
+    return f"{scheme}{sep}{netloc}{slash}{tail}{question}{query}"
+
+
+_SECRET_PARAM = re.compile(
+    r"(?i)((?:^|[&;])[^=&;]*(?:pass|secret|token|credential)[^=&;]*=)[^&;#]*"
+)
+"""A query parameter whose value is a secret (``password=``, ``access_token=``, ...)."""
 
 
 def _describe_server(client: RedisClient) -> str:
