@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "AbandonedLockError": "langgraph_ctx.errors",
     "LogChangedError": "langgraph_ctx.errors",
     "LogWriteError": "langgraph_ctx.errors",
+    "LogWriteWarning": "langgraph_ctx.errors",
     "MissingGraphStateError": "langgraph_ctx.errors",
     # savers
     "JsonlSaver": "langgraph_ctx.saver.jsonl",
@@ -158,6 +159,7 @@ __all__ = [  # a literal, so that type checkers read the exports (a test keeps i
     "LockTimeoutError",
     "LogChangedError",
     "LogWriteError",
+    "LogWriteWarning",
     "MessageTokenCounter",
     "MissingGraphStateError",
     "ModelCallPolicy",
@@ -246,6 +248,7 @@ if TYPE_CHECKING:
         LockTimeoutError,
         LogChangedError,
         LogWriteError,
+        LogWriteWarning,
         MissingGraphStateError,
         ModelTimeoutError,
         NotARegularFileError,

@@ -460,6 +460,7 @@ class LogWriteError(LangGraphCtxError, OSError):
         self.outcome = outcome
         reason = cause.strerror or str(cause)
         super().__init__(cause.errno, reason)
+        self.filename = self.path
         self.message = f"cannot write to {self.path} while {action} ({reason}): {outcome}."
 
     def __str__(self) -> str:
@@ -723,6 +724,12 @@ class ModelCallAbandoned(LangGraphCtxError):
     LangChain logs it as an error of the `PartialOutputCapture` callback
     (`langgraph_ctx.context.model_call`); nothing else sees it.
     """
+
+
+class LogWriteWarning(UserWarning):
+    """A flush failed while closing an idle thread's log, inside a call on another
+    thread (the open-log limit, the saver's memory bound): warned, not raised there.
+    Its text is that of the `LogWriteError` it stands for."""
 
 
 class TornLineWarning(UserWarning):

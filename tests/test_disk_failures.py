@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_ctx import JsonlSaver, LogWriteError
+from langgraph_ctx import JsonlSaver, LogWriteError, LogWriteWarning
 from langgraph_ctx.errors import ReadOnlyLogError, TornLineWarning
 
 from .cli_scenarios import chat_graph, config
@@ -83,13 +83,14 @@ def test_a_failed_flush_cuts_the_log_back_to_what_is_on_disk(
     head) and the next turns built on them: after a power cut a fresh process found the
     thread damaged from the lost lines on (trial 14, finding 1)."""
     root = tmp_path / "chats"
-    graph = chat_graph(JsonlSaver(root, fsync=True))
+    saver = JsonlSaver(root, fsync=True)
+    graph = chat_graph(saver)
     for text in ("one", "two", "three"):
         _turn(graph, text, use_async)
     checkpoints = _checkpoint_lines(root)
     armed = _fail_once(monkeypatch, "fdatasync", errno.EIO)
     armed.append(1)
-    with pytest.raises(LogWriteError, match=r"t\.jsonl while flushing .* cut back") as err:
+    with pytest.raises(LogWriteError, match=r"t\.jsonl while flushing .* cut off") as err:
         _turn(graph, "lost", use_async)
     assert err.value.errno == errno.EIO
     # The failed checkpoint's line is gone, and nothing unflushed before it. (LangGraph
@@ -111,6 +112,7 @@ def test_a_failed_flush_cuts_the_log_back_to_what_is_on_disk(
     assert [s.config["configurable"]["checkpoint_id"] for s in history[1:]] == [
         s.parent_config["configurable"]["checkpoint_id"] for s in history[:-1]
     ]
+    saver.close()  # now: a saver collected later would flush under another test's failure
 
 
 def test_a_write_cut_short_by_a_full_disk_is_taken_back(
@@ -152,3 +154,64 @@ def test_a_log_made_read_only_under_an_open_descriptor_is_a_read_only_log_error(
         graph.invoke({"messages": [("user", "refused")]}, config("t"))
     graph.invoke({"messages": [("user", "two")]}, config("t"))
     assert _contents(graph) == _acknowledged("one", "two")
+
+
+def _pending_write(saver: JsonlSaver, graph: Any) -> None:
+    """A pending write on the thread's last checkpoint, as LangGraph saves a failed
+    task's error (appended, flushed with the next checkpoint: none follows here)."""
+    saver.put_writes(graph.get_state(config("t")).config, [("note", "x")], task_id="failed")
+    assert saver.storage._lock_of["t"].unflushed
+
+
+def test_a_failed_flush_never_cuts_what_another_writer_saved_after_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saver A has an unflushed pending write; saver B (another process, as far as the
+    lock goes) saves two turns after it; A's next flush fails. Only what A wrote in its
+    own call is cut: B's acknowledged turns stay (review 32: A cut back to before its
+    pending write, and B's turns were gone)."""
+    root = tmp_path / "chats"
+    first, second = JsonlSaver(root, fsync=True), JsonlSaver(root, fsync=True)
+    a = chat_graph(first)
+    a.invoke({"messages": [("user", "one")]}, config("t"))
+    _pending_write(first, a)
+    b = chat_graph(second)
+    for text in ("two", "three"):
+        b.invoke({"messages": [("user", text)]}, config("t"))
+    armed = _fail_once(monkeypatch, "fdatasync", errno.EIO)
+    armed.append(1)
+    with pytest.raises(LogWriteError, match="cut off"):
+        a.invoke({"messages": [("user", "four")]}, config("t"))
+    saved = _acknowledged("one", "two", "three")
+    assert _contents(chat_graph(JsonlSaver(root))) == saved
+    a.invoke({"messages": [("user", "five")]}, config("t"))
+    assert _contents(chat_graph(JsonlSaver(root))) == [*saved, *_acknowledged("five")]
+    first.close()
+    second.close()
+
+
+def test_a_flush_failing_while_an_idle_log_is_closed_warns_and_cuts_only_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing an idle thread's log (eviction, the open-file limit: inside another call)
+    flushes its pending writes: a failure there is a `LogWriteWarning`, not that call's
+    error, the saver reads the log afresh, and a second failure on the next turn cuts
+    only that turn's lines (review 32: the first left the state forgotten and the second
+    cut the log to byte 0)."""
+    root = tmp_path / "chats"
+    saver = JsonlSaver(root, fsync=True)
+    graph = chat_graph(saver)
+    graph.invoke({"messages": [("user", "one")]}, config("t"))
+    _pending_write(saver, graph)
+    armed = _fail_once(monkeypatch, "fdatasync", errno.EIO)
+    armed.append(1)
+    with pytest.warns(LogWriteWarning, match=r"t\.jsonl while flushing"):
+        saver.storage.evict("t")
+    assert _contents(graph) == _acknowledged("one")
+    armed.append(1)
+    with pytest.raises(LogWriteError, match="cut off"):
+        graph.invoke({"messages": [("user", "two")]}, config("t"))
+    assert _contents(chat_graph(JsonlSaver(root))) == _acknowledged("one")
+    graph.invoke({"messages": [("user", "three")]}, config("t"))
+    assert _contents(chat_graph(JsonlSaver(root))) == _acknowledged("one", "three")
+    saver.close()

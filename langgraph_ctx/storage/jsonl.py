@@ -55,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import functools
 import itertools
 import operator
 import os
@@ -76,6 +75,7 @@ from langgraph_ctx.codec import loads_line
 from langgraph_ctx.errors import (
     CorruptLineWarning,
     LogWriteError,
+    LogWriteWarning,
     NotARegularFileError,
     ReadOnlyLogError,
     SymlinkRefusedError,
@@ -125,9 +125,6 @@ class _FileState:
     # Start of line i+1 at [i]; an array: 8 bytes a line, where a list of ints costs 36.
     offsets: array[int] = field(default_factory=lambda: array("q", [0]))
     torn_warned: int = -1
-    # With ``fsync``: where the log ends on disk for sure (flushed by us, or read from
-    # it), before lines appended and not yet flushed; a failed flush cuts it back here.
-    durable: int = 0
 
     @property
     def end(self) -> int:
@@ -168,6 +165,10 @@ class _ThreadLock(ThreadLock):
         self.seen: tuple[int, int] | None = None  # (inode, size) of the log, this hold
         self.unflushed = False  # lines appended with durable=False, not yet flushed
         self.dir_unflushed = False  # the log was created, its directory not yet flushed
+        # Our unflushed lines run from byte `tail_from` to `tail_end`, the log's end
+        # (None: none, or another process appended after them): what a failed flush cuts.
+        self.tail_from: int | None = None
+        self.tail_end = 0
 
     def describe(self) -> str:
         return self.log
@@ -200,6 +201,7 @@ class _ThreadLock(ThreadLock):
             self.fd = self.data = None
             self.data_gen = 0  # the log as the parent knew it: checked again (`_same_log`)
             self.forks = _FORKS[0]
+            self.unflushed, self.tail_from = False, None  # the parent's lines, its to flush
         if fcntl is None:  # pragma: no cover - Windows: in-process lock only
             return True
         how = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
@@ -283,22 +285,83 @@ class _ThreadLock(ThreadLock):
         return fd
 
     def flush(self) -> None:
-        """Flush lines appended with ``durable=False`` (and a new log's directory entry)."""
+        """Flush lines appended with ``durable=False`` (and a new log's directory entry).
+
+        Raises `LogWriteError` if the flush fails, having cut our unflushed lines off
+        (`_flush_failed`)."""
         if self.unflushed and self.data is not None:
-            _datasync(self.data)
-        self.unflushed = False
+            try:
+                _datasync(self.data)
+            except OSError as exc:
+                raise self._flush_failed(exc) from exc
+        self.unflushed, self.tail_from = False, None
         if self.dir_unflushed:
             _fsync_dir(self.root)
             self.dir_unflushed = False
+
+    def _flush_failed(self, exc: OSError) -> LogWriteError:
+        """A flush failed: our lines since the last one may never reach the disk (the
+        kernel may drop them and report it only once: a later flush succeeds over them).
+        Cut them off if they are still the log's last lines (the next `sync` finds the
+        log shorter, a reset: nothing builds on them), and retire the descriptor."""
+        fd, cut, end = self.data, self.tail_from, self.tail_end
+        self.unflushed, self.tail_from, self.seen = False, None, None
+        locked = self.depth > 0 and self.exclusive
+        step = "cutting them off"
+        try:
+            if fd is None or cut is None or self.fd is None or fcntl is None:
+                return LogWriteError(
+                    self.log, "flushing", exc,
+                    "the lines written since its last flush may not be on disk, and other "
+                    "lines follow them, so they were left as they are: after a power cut "
+                    "the log may read as damaged there. Check the disk",
+                )  # fmt: skip
+            if not locked:  # closing an idle log: cut only with the lock, never waiting
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:
+                if os.fstat(fd).st_size == end:  # nobody wrote after them since
+                    os.ftruncate(fd, cut)
+                    step = "flushing the cut log"
+                    _datasync(fd)
+                else:
+                    cut = None
+            finally:
+                if not locked:
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+        except OSError as again:
+            return LogWriteError(
+                self.log, "flushing", exc,
+                f"the lines written since its last flush (from byte {cut}) may not be on "
+                f"disk, and {step} failed too ({again.strerror or again}): after a power "
+                "cut they may read as damaged. Check the disk",
+            )  # fmt: skip
+        finally:
+            self.close_data()  # the descriptor that saw the error is not written again
+        if cut is None:
+            return LogWriteError(
+                self.log, "flushing", exc,
+                "the lines written since its last flush may not be on disk, and other "
+                "lines follow them, so they were left as they are: after a power cut the "
+                "log may read as damaged there. Check the disk",
+            )  # fmt: skip
+        return LogWriteError(
+            self.log, "flushing", exc,
+            f"the lines this process wrote since its last flush may not be on disk, so "
+            f"they were cut off (from byte {cut}): the call that wrote them saved nothing, "
+            "what was saved before is whole. Check the disk, then retry",
+        )  # fmt: skip
 
     def close_data(self) -> None:
         if self.data is not None:
             fd, self.data, self.data_gen = self.data, None, 0
             try:
                 if self.unflushed:
-                    _datasync(fd)
+                    # Only a log replaced or removed meanwhile gets here unflushed (its
+                    # lines moot); `close` flushes first, through `flush`.
+                    with contextlib.suppress(OSError):
+                        _datasync(fd)
             finally:
-                self.unflushed = False
+                self.unflushed, self.tail_from = False, None
                 os.close(fd)
 
     def close_lock(self) -> None:
@@ -307,13 +370,20 @@ class _ThreadLock(ThreadLock):
             os.close(fd)  # closing drops a flock
 
     def close(self) -> None:
-        """Close both descriptors (the caller holds `rlock`, and nobody the lock)."""
+        """Close both descriptors (the caller holds `rlock`, and nobody the lock).
+        Raises `LogWriteError` if flushing failed (`flush`), once both are closed."""
+        failed: LogWriteError | None = None
         try:
-            self.flush()
+            try:
+                self.flush()
+            except LogWriteError as err:
+                failed = err
             self.close_data()
         finally:
             self.close_lock()
             self.open_fds.forget(self)
+        if failed is not None:
+            raise failed
 
 
 class _OpenFds:
@@ -347,17 +417,27 @@ class _OpenFds:
             oldest = list(itertools.islice(self.locks, over + 9))
             idle = [lk for lk in oldest if lk is not lock][: over + 8]
         for other in idle:  # not under the guard: closing may flush
-            _close_if_idle(other)
+            try:
+                _close_if_idle(other)
+            except LogWriteError as err:  # another thread's log: not this call's error
+                warnings.warn(str(err), LogWriteWarning, stacklevel=2)
 
     def forget(self, lock: _ThreadLock) -> None:
         with self.guard:
             self.locks.pop(lock, None)
 
     def close_all(self) -> None:
+        """Close every idle log; raises the first `LogWriteError` once all are closed."""
         with self.guard:
             locks = list(self.locks)
+        failed: LogWriteError | None = None
         for lock in locks:
-            _close_if_idle(lock)
+            try:
+                _close_if_idle(lock)
+            except LogWriteError as err:
+                failed = failed or err
+        if failed is not None:
+            raise failed
 
 
 def _close_if_idle(lock: _ThreadLock) -> None:
@@ -597,6 +677,11 @@ class JsonlStorage(LogStorage):
                 lock.close()
             else:  # the caller holds it: the lock file stays locked, the log reopens
                 lock.close_data()
+        except LogWriteError as err:  # an idle thread's log, evicted from another's call
+            # Its flush failed and lines may be cut: the next sync reads it afresh and
+            # says so (a reset), for a saver that still indexes it.
+            self._states[thread_id] = _FileState()
+            warnings.warn(str(err), LogWriteWarning, stacklevel=2)
         finally:
             lock.rlock.release()
 
@@ -677,8 +762,8 @@ class JsonlStorage(LogStorage):
         with_newlines = map(operator.add, map(len, lines), itertools.repeat(1))
         ends = itertools.accumulate(with_newlines, initial=state.end)
         state.offsets.extend(itertools.islice(ends, 1, None))  # not the old end again
-        if lock is None or not lock.unflushed:  # (ours not yet flushed stay before it)
-            state.durable = state.end
+        if lines and lock is not None:
+            lock.tail_from = None  # our unflushed lines, if any, are not the last ones now
         if pending and state.torn_warned != state.end:
             # We hold at least a shared lock, so no writer is mid-append: this
             # is a line a crashed process left unfinished.
@@ -734,9 +819,13 @@ class JsonlStorage(LogStorage):
                 if self.fsync:
                     try:
                         _datasync(fd)
-                    except OSError as exc:
-                        raise self._flush_failed(thread_id, path, fd, state, exc) from exc
-                    state.durable = state.end + len(data)
+                    except OSError as exc:  # this call's own lines: cut them off
+                        with contextlib.suppress(OSError):
+                            os.ftruncate(fd, state.end)
+                        raise LogWriteError(
+                            path, "flushing", exc, "this call's lines were cut off, as they "
+                            "may not be on disk: it saved nothing. Check the disk, then retry",
+                        ) from exc  # fmt: skip
             finally:
                 os.close(fd)
         offsets = state.offsets
@@ -746,65 +835,21 @@ class JsonlStorage(LogStorage):
         if first == 1 and lines:  # a new log, ours from its first line
             state.header = lines[0][:-1]
             state.pinned = -1 if lock is None else lock.data_gen
-        pos = offsets[-1]
+        pos = end = offsets[-1]
         for line in lines:
             pos += len(line)
             offsets.append(pos)
         if lock is not None and self.fsync:
+            if lock.tail_from is None:  # a run of ours begins (a flush, or others' lines, before)
+                lock.tail_from = end
+            lock.tail_end = pos
             lock.unflushed = True
             lock.dir_unflushed |= first == 1
             if durable:
-                self.flush_held(thread_id, lock)
+                lock.flush()
         elif self.fsync and first == 1:
             _fsync_dir(self.root)
         return first
-
-    def flush_held(self, thread_id: str, lock: _ThreadLock) -> None:
-        """Flush what was appended under ``lock`` (held by the caller) to disk; a failure
-        cuts the log back to what is on disk for sure (`_flush_failed`)."""
-        state = self._states[thread_id]
-        try:
-            lock.flush()
-        except OSError as exc:
-            fd = lock.data
-            lock.unflushed = False  # what it held is dealt with here, not on close
-            try:
-                raise self._flush_failed(thread_id, lock.log, fd, state, exc) from exc
-            finally:
-                lock.seen = None
-                lock.close_data()  # a descriptor that saw the error: not written again
-        state.durable = state.end
-
-    def _flush_failed(
-        self, thread_id: str, path: str | Path, fd: int | None, state: _FileState, exc: OSError
-    ) -> LogWriteError:
-        """A flush failed: the lines appended since the last one may never reach the disk
-        (the kernel may drop them and report it only once: a later flush succeeds).
-        Cut the log back to its end on disk and forget what was read of it (the next
-        `sync` reads it afresh, a reset), so nothing builds on those lines."""
-        cut = state.durable
-        self._states[thread_id] = _FileState()  # not the file's inode: the next sync resets
-        step = "cutting the log back to it"
-        try:
-            if fd is None:
-                raise OSError(errno.EBADF, "the log is not open")
-            if os.fstat(fd).st_size > cut:
-                os.ftruncate(fd, cut)
-                step = "flushing the cut log"
-                _datasync(fd)
-        except OSError as again:
-            return LogWriteError(
-                path, "flushing", exc,
-                f"the lines written since byte {cut} may not be on disk, and {step} failed "
-                f"too ({again.strerror or again}): after a power cut they may read as "
-                "damaged. Check the disk",
-            )  # fmt: skip
-        return LogWriteError(
-            path, "flushing", exc,
-            f"the lines written since its last flush may not be on disk, so the log was cut "
-            f"back to byte {cut} (its last checkpoint on disk for sure): this call saved "
-            "nothing, what was saved before is whole. Check the disk, then retry",
-        )  # fmt: skip
 
     def _append_at(
         self,
@@ -988,8 +1033,7 @@ class _JsonlAio(AsyncLog):
         # Written now (page cache); the flush to disk, milliseconds, off the loop.
         first = storage.append(thread_id, lines, durable=False)
         if durable:
-            flush = functools.partial(storage.flush_held, thread_id, lock)
-            flushing = asyncio.ensure_future(asyncio.to_thread(flush))
+            flushing = asyncio.ensure_future(asyncio.to_thread(lock.flush))
             try:
                 await asyncio.shield(flushing)
             except asyncio.CancelledError:
