@@ -1850,16 +1850,9 @@ def connect(url: str, **kwargs: Any) -> RedisClient:
     nodes = [ClusterNode(host, port) for host, port in others]
     try:
         return RedisCluster(url=first, startup_nodes=nodes, **options)
-    except (*REFUSED, RedisClusterException) as exc:
-        if _refusal(exc):
+    except (RedisClusterException, RedisConnectionError, RedisTimeoutError) as exc:
+        if _refusal(exc):  # (a cluster client wraps its nodes' refusals in its own error)
             raise refused_error(_redacted(url), "connecting to the cluster", exc) from exc
-        raise StorageUnavailableError(
-            _redacted(url),
-            "connecting to the cluster",
-            f"{type(exc).__name__}: {exc}",
-            write=False,
-        ) from exc
-    except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StorageUnavailableError(
             _redacted(url),
             "connecting to the cluster",
