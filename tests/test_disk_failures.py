@@ -215,3 +215,56 @@ def test_a_flush_failing_while_an_idle_log_is_closed_warns_and_cuts_only_its_lin
     graph.invoke({"messages": [("user", "three")]}, config("t"))
     assert _contents(chat_graph(JsonlSaver(root))) == _acknowledged("one", "three")
     saver.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_closing_its_saver_leaves_the_parents_lines_and_lock(
+    tmp_path: Path,
+) -> None:
+    """A child closing the saver it inherited neither flushes nor cuts the parent's
+    unflushed lines (its flush failing), nor unlocks the lock file whose open file it
+    shares with the parent (review 33: it cut the parent's pending write and dropped the
+    parent's lock while the parent was inside it)."""
+    import fcntl
+
+    root = tmp_path / "chats"
+    saver = JsonlSaver(root, fsync=True)
+    graph = chat_graph(saver)
+    graph.invoke({"messages": [("user", "one")]}, config("t"))
+    _pending_write(saver, graph)
+    size = (root / "t.jsonl").stat().st_size
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: every flush of the log fails
+        code = 1
+        try:
+            os.read(go_r, 1)
+            real = os.fdatasync
+
+            def failing(fd: int) -> None:
+                if _is_log(fd):
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                real(fd)
+
+            os.fdatasync = failing
+            saver.close()
+            code = 0
+        finally:
+            os.write(done_w, b"x")
+            os._exit(code)
+    with saver.storage.locked("t", exclusive=True):  # the parent inside a saver call
+        os.write(go_w, b"x")
+        os.read(done_r, 1)
+        _, status = os.waitpid(pid, 0)
+        other = os.open(saver.storage._lock_of["t"].path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # still the parent's
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (root / "t.jsonl").stat().st_size == size
+    pending = JsonlSaver(root).get_tuple(config("t"))
+    assert pending is not None and [w[1:] for w in pending.pending_writes] == [("note", "x")]
+    saver.close()

@@ -193,15 +193,7 @@ class _ThreadLock(ThreadLock):
 
     def _lock_file(self, exclusive: bool, *, blocking: bool) -> bool:
         """Take the flock; ``False`` if not ``blocking`` and another process holds it."""
-        if self.forks != _FORKS[0]:  # a forked child: the parent's flocks are not ours
-            for fd in (self.fd, self.data):
-                if fd is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)  # the parent's descriptor keeps its flock
-            self.fd = self.data = None
-            self.data_gen = 0  # the log as the parent knew it: checked again (`_same_log`)
-            self.forks = _FORKS[0]
-            self.unflushed, self.tail_from = False, None  # the parent's lines, its to flush
+        self._leave_parents()
         if fcntl is None:  # pragma: no cover - Windows: in-process lock only
             return True
         how = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
@@ -284,11 +276,27 @@ class _ThreadLock(ThreadLock):
         self.open_fds.touch(self)
         return fd
 
+    def _leave_parents(self) -> None:
+        """In a forked child, drop what the parent opened: its descriptors (closing ours
+        keeps the parent's flock: never unlocked here, its open file is shared) and its
+        unflushed lines (the parent's to flush, or to cut)."""
+        if self.forks == _FORKS[0]:
+            return
+        for fd in (self.fd, self.data):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self.data = None
+        self.data_gen = 0  # the log as the parent knew it: checked again (`_same_log`)
+        self.forks = _FORKS[0]
+        self.unflushed, self.tail_from = False, None
+
     def flush(self) -> None:
         """Flush lines appended with ``durable=False`` (and a new log's directory entry).
 
         Raises `LogWriteError` if the flush fails, having cut our unflushed lines off
         (`_flush_failed`)."""
+        self._leave_parents()  # (a forked child closing what it inherited)
         if self.unflushed and self.data is not None:
             try:
                 _datasync(self.data)

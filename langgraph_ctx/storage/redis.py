@@ -1987,6 +1987,8 @@ def _redacted(url: str) -> str:
 
     >>> _redacted("redis://app:s3cret@h:6379/0?password=s3cret&db=1")
     'redis://app:***@h:6379/0?password=***&db=1'
+    >>> _redacted("redis://h:6379/0?password=pre;tail")  # all of it is the password
+    'redis://h:6379/0?password=***'
     """
     url, question, query = url.partition("?")
     query = _SECRET_PARAM.sub(r"\1***", query)
@@ -2000,9 +2002,10 @@ def _redacted(url: str) -> str:
 
 
 _SECRET_PARAM = re.compile(
-    r"(?i)((?:^|[&;])[^=&;]*(?:pass|secret|token|credential)[^=&;]*=)[^&;#]*"
+    r"(?i)((?:^|&)[^=&]*(?:pass|secret|token|credential)[^=&]*=)[^&#]*"
 )
-"""A query parameter whose value is a secret (``password=``, ``access_token=``, ...)."""
+"""A query parameter whose value is a secret (``password=``, ``access_token=``, ...), to
+the next ``&`` (redis-py's parser splits on ``&`` only: a ``;`` is part of the value)."""
 
 
 def _describe_server(client: RedisClient) -> str:
