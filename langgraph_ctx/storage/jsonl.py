@@ -320,9 +320,7 @@ class _ThreadLock(ThreadLock):
             if fd is None or cut is None or self.fd is None or fcntl is None:
                 return LogWriteError(
                     self.log, "flushing", exc,
-                    "the lines written since its last flush may not be on disk, and other "
-                    "lines follow them, so they were left as they are: after a power cut "
-                    "the log may read as damaged there. Check the disk",
+                    _LEFT_AS_THEY_ARE,
                 )  # fmt: skip
             if not locked:  # closing an idle log: cut only with the lock, never waiting
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -348,9 +346,7 @@ class _ThreadLock(ThreadLock):
         if cut is None:
             return LogWriteError(
                 self.log, "flushing", exc,
-                "the lines written since its last flush may not be on disk, and other "
-                "lines follow them, so they were left as they are: after a power cut the "
-                "log may read as damaged there. Check the disk",
+                _LEFT_AS_THEY_ARE,
             )  # fmt: skip
         return LogWriteError(
             self.log, "flushing", exc,
@@ -392,6 +388,14 @@ class _ThreadLock(ThreadLock):
             self.open_fds.forget(self)
         if failed is not None:
             raise failed
+
+
+_LEFT_AS_THEY_ARE = (
+    "the lines written since its last flush may not be on disk, and other lines follow "
+    "them, so they were left as they are: after a power cut the log may read as damaged "
+    "there. Check the disk"
+)
+"""What a failed flush says when it cannot cut this process's lines off (`_flush_failed`)."""
 
 
 class _OpenFds:
