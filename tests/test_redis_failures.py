@@ -64,10 +64,10 @@ def _messages(graph, thread: str) -> list[str]:
     return [m.content for m in graph.get_state(config(thread)).values["messages"]]
 
 
-def test_a_lock_taken_after_its_caller_gave_up_is_asked_for_again_with_its_token(server):
+def test_a_lock_taken_after_its_caller_gave_up_is_taken_over_by_the_next_call(server):
     """The lock script reaches Redis while Redis is busy; the client times out and
     gives up (`StorageUnavailableError`), then Redis runs it: the lock holds a token the
-    process no longer holds. The next call on the thread asks with that same token and
+    process no longer holds. The next call on the thread takes it over from that token and
     gets in at once, rather than waiting the lock out (``lock_timeout``): before, it waited
     ``lock_wait`` and raised `LockTimeoutError` (or, with the defaults, stalled 30 s)."""
     saver = RedisLogSaver.from_url(
@@ -88,7 +88,7 @@ def test_a_lock_taken_after_its_caller_gave_up_is_asked_for_again_with_its_token
     saver.close()
 
 
-def test_an_async_lock_whose_reply_was_lost_is_asked_for_again(server, monkeypatch):
+def test_an_async_lock_whose_reply_was_lost_is_taken_over(server, monkeypatch):
     """The async door likewise (a coroutine's first write to a thread takes the lock):
     here its lock script runs and its reply is lost on the way back."""
     saver = RedisLogSaver.from_url(server.url, prefix="aorphan", lock_timeout=20, lock_wait=2)
@@ -123,7 +123,7 @@ def test_an_async_lock_whose_reply_was_lost_is_asked_for_again(server, monkeypat
 def test_an_unlock_that_got_no_answer_leaves_the_thread_to_this_process(server, monkeypatch):
     """An unlock whose reply is lost (here the call fails before it is sent, so the lock
     stays held, as when Redis never ran it) warns that other processes wait for the lock
-    to expire; this process asks with the same token and carries on at once."""
+    to expire; this process takes the lock over from that token and carries on at once."""
     saver = RedisLogSaver.from_url(server.url, prefix="unlock", lock_timeout=20, lock_wait=2)
     graph = chat_graph(saver)
     graph.invoke({"messages": [("user", "one")]}, config("t"))

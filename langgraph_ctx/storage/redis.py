@@ -1011,7 +1011,7 @@ class RedisStorage(LogStorage):
     ) -> _Steps[bool]:
         """Drop the writer lock if ``token`` holds it. ``False``: the unlock got no answer
         (the lock may still be held: other processes wait for ``lock_timeout`` at most,
-        this one asks with the same token next, `_ThreadLock.unconfirmed`)."""
+        this one takes it over from the token next, `_ThreadLock.unconfirmed`)."""
         self._prefetched.pop(thread_id, None)
         try:
             released = yield _Run("unlock", [key], [token], None, thread_id)
@@ -1375,8 +1375,7 @@ class RedisStorage(LogStorage):
         try:
             yield
         except REFUSED as exc:
-            where = f" {self.keys(thread_id).log}" if thread_id is not None else ""
-            raise refused_error(self.server, f"{action}{where}", exc, self.namespace) from exc
+            raise self._refused_error(action, thread_id, exc) from exc
         except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError) as exc:
             raise self._unavailable_error(action, thread_id, exc) from exc
         except (ClusterError, SlotNotCoveredError, AskError) as exc:
@@ -1386,9 +1385,7 @@ class RedisStorage(LogStorage):
             # No node answers (redis-py's other cluster exceptions are misuse: let them be)
             if type(exc) is RedisClusterException and "cannot be connected" in str(exc):
                 if _refusal(exc):  # every node refused the credentials: no retry helps
-                    where = f" {self.keys(thread_id).log}" if thread_id is not None else ""
-                    doing = f"{action}{where}"
-                    raise refused_error(self.server, doing, exc, self.namespace) from exc
+                    raise self._refused_error(action, thread_id, exc) from exc
                 raise self._unavailable_error(action, thread_id, exc) from exc
             raise
         except ResponseError as exc:
@@ -1402,6 +1399,12 @@ class RedisStorage(LogStorage):
             if "WRONGTYPE" in str(exc) and thread_id is not None:
                 raise self._wrong_type(thread_id, action, exc) from None
             raise
+
+    def _refused_error(
+        self, action: str, thread_id: str | None, exc: Exception
+    ) -> StorageConfigError:
+        where = f" {self.keys(thread_id).log}" if thread_id is not None else ""
+        return refused_error(self.server, f"{action}{where}", exc, self.namespace)
 
     def _wrong_type(self, thread_id: str, action: str, exc: ResponseError) -> Exception:
         """`WrongKeyTypeError` for the first of the thread's keys that has the wrong type."""
@@ -1451,16 +1454,21 @@ _REFUSAL_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password 
 nodes' `REFUSED` errors in a ``RedisClusterException`` of its own, by their text)."""
 
 
+def _chain(exc: BaseException, depth: int = 4) -> Iterator[BaseException]:
+    """``exc`` and the errors it came of (``__cause__``, else ``__context__``), ``depth``
+    at most."""
+    seen: BaseException | None = exc
+    while seen is not None and depth > 0:
+        yield seen
+        seen, depth = seen.__cause__ or seen.__context__, depth - 1
+
+
 def _refusal(exc: BaseException) -> bool:
     """Whether ``exc`` is, wraps or reports a `REFUSED` error."""
-    seen: BaseException | None = exc
-    for _ in range(4):
-        if seen is None:
-            break
-        if isinstance(seen, REFUSED) or any(text in str(seen) for text in _REFUSAL_REPLIES):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(
+        isinstance(seen, REFUSED) or any(text in str(seen) for text in _REFUSAL_REPLIES)
+        for seen in _chain(exc)
+    )
 
 
 def refused_error(
@@ -1490,16 +1498,12 @@ def _tls_hint(exc: BaseException) -> str:
     """What to check when ``exc`` came of a TLS handshake (redis-py reports a
     ``rediss://`` URL to a server without TLS as a connect timeout, the handshake's own
     error only in the chain): ``""`` otherwise."""
-    seen: BaseException | None = exc
-    for _ in range(4):
-        if seen is None:
-            break
+    for seen in _chain(exc):
         if isinstance(seen, ssl.SSLError) or "_ssl.c" in str(seen):
             return (
                 f"; the TLS handshake failed ({seen}): does that port serve TLS? A rediss:// "
                 "URL needs the server's tls-port, a redis:// URL its plain port"
             )
-        seen = seen.__cause__ or seen.__context__
     return ""
 
 
