@@ -228,9 +228,9 @@ class AbandonedLockError(LangGraphCtxError, RuntimeError):
     """A thread's lock is held by a coroutine whose event loop was closed while the
     coroutine was inside a saver call (``loop.close()`` with the task still pending:
     Python then warns "Task was destroyed but it is pending"). That call never ends,
-    so this process cannot use the thread again (other processes get it when this one
-    exits, or, on Redis, when the lock's ``lock_timeout`` runs out). Cancel a loop's
-    tasks and let them finish before closing it, as ``asyncio.run`` does.
+    so that saver cannot use the thread again (another saver object or process gets it
+    when this process exits, or, on Redis, when the lock's ``lock_timeout`` runs out).
+    Cancel a loop's tasks and let them finish before closing it, as ``asyncio.run`` does.
     """
 
     def __init__(self, where: str) -> None:
@@ -448,9 +448,10 @@ class ReadOnlyLogError(LangGraphCtxError, PermissionError):
 class LogWriteError(LangGraphCtxError, OSError):
     """Writing a thread's log to disk failed (a full disk, an I/O error), and what the
     saver did about it: a write's partial line is taken back; with ``fsync=True`` a
-    failed flush cuts the log back to its last checkpoint on disk for sure, because
-    the kernel may drop the unflushed lines and report it only once. The call saved
-    nothing; what was saved before is whole. ``errno`` is the system's (``ENOSPC``,
+    failed flush cuts off the lines this process wrote since its last flush while they
+    are the log's last lines, because the kernel may drop unflushed lines and report it
+    only once (the message says when it could not). The call saved nothing; what was
+    saved before is whole. ``errno`` is the system's (``ENOSPC``,
     ``EIO``), ``path`` the log.
     """
 
