@@ -101,7 +101,7 @@ def message_lines(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[bytes,
     [
         seal_line(b'{"v":2,"t":"msg","n":5,"like":1,"id":"x"}'),  # another ordinal
         seal_line(b'{"v":2,"t":"ckpt","n":0}'),  # another kind
-        seal_line(b'{"v":3,"t":"msg","n":0}'),  # newer format
+        seal_line(b'{"v":4,"t":"msg","n":0}'),  # newer format
         seal_line(b'{"v":true,"t":"msg","n":0}'),  # a version that is not an int
         seal_line(b'{"v":2.0,"t":"msg","n":0}'),
         seal_line(b"[0]"),

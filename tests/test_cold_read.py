@@ -85,7 +85,7 @@ def test_bulk_checksums_agree_with_each_line_on_damage(real_lines: list[bytes]) 
         seal_line(b'{"v":2,"t":"msg","n":0}')[:-8] + b'AAAA=="}',  # padding inside
         seal_line(b'{"v":2,"t":"msg","n":0}')[:-8] + b'AA!A A"}',  # what decoding skips
         seal_line(b'[1,2]'),  # not an object
-        seal_line(b'{"v":3,"t":"msg","n":0}'),  # newer format
+        seal_line(b'{"v":4,"t":"msg","n":0}'),  # newer format
         seal_line(b'{"v":2,"t":"nope","n":0}'),  # unknown kind
         seal_line(b'{"v":true,"t":"msg","n":0}'),  # a version that is not an int
         seal_line(b'{"v":2,"t":"msg","n":123456789012345678901234567890}'),  # past orjson

@@ -68,9 +68,15 @@ from langgraph_ctx.codec.versions import (
 from langgraph_ctx.errors import CodecError
 
 FORMAT_VERSION = 2
-"""Version written on every line. Readers refuse lines from a newer format.
+"""Version written on every line but those that need `NEWEST_VERSION`.
 
-1: no checksum. 2: every line ends with its checksum ``"c"`` (`seal_line`)."""
+1: no checksum. 2: every line ends with its checksum ``"c"`` (`seal_line`). 3: a
+``ckpt`` or ``writes`` line whose values hold a message list that begins with a
+checkpoint line's list (`based_link`): a line is written in the oldest format that
+reads it, so a log stays readable by an older release until it holds such a line."""
+
+NEWEST_VERSION = 3
+"""The newest format this package reads and writes. Readers refuse lines from a newer one."""
 
 CHECKSUM_FROM = 2
 """The first format version whose lines must carry a checksum."""
@@ -252,10 +258,10 @@ def loads_line(raw: bytes) -> dict[str, Any]:
     version = obj.get("v")
     if type(version) is not int or version < 1:
         raise CodecError(f"line has no format version 'v' (got {version!r})")
-    if version > FORMAT_VERSION:
+    if version > NEWEST_VERSION:
         raise CodecError(
             f"line has format version {version}, newer than this langgraph-ctx reads "
-            f"({FORMAT_VERSION}); upgrade langgraph-ctx"
+            f"({NEWEST_VERSION}); upgrade langgraph-ctx"
         )
     if checked is None and version >= CHECKSUM_FROM:
         raise CodecError(
@@ -293,7 +299,7 @@ def loads_lines(raws: Sequence[bytes]) -> list[dict[str, Any] | None]:
     for i, obj in enumerate(objs):
         if type(obj) is dict:
             version = obj.get("v")
-            if type(version) is int and 0 < version <= FORMAT_VERSION and obj.get("t") in kinds:
+            if type(version) is int and 0 < version <= NEWEST_VERSION and obj.get("t") in kinds:
                 obj.pop("c", None)
                 continue
         objs[i] = None
@@ -341,7 +347,7 @@ def _parsed_all(raws: Sequence[bytes]) -> list[Any] | None:
         return None
 
 
-_READ_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
+_READ_VERSIONS = tuple(range(1, NEWEST_VERSION + 1))
 """The format versions a reader takes (an int among them: `loads_line`'s check)."""
 
 _CHECKED_PART = operator.itemgetter(slice(None, -_SUFFIX_LEN))
@@ -1025,6 +1031,30 @@ def list_link(enc: Mapping[str, Any], n: int) -> tuple[str, int | None]:
     return "base", base
 
 
+def based_link(enc: Mapping[str, Any], n: int) -> tuple[int, int, str]:
+    """``(line, keep, channel)`` of a message list inside a value on line ``n`` (a
+    ``Send``'s state, say) that begins with the first ``keep`` messages of
+    ``channel``'s list on the earlier checkpoint line ``line``, then holds its own
+    ``msgs`` (format 3: ``{"msgs": [...], "keep": k, "base": line, "ch": channel}``).
+
+    A tool agent's ``Send`` carries the whole state: its list written out would make
+    every step's line as long as the conversation, and the log quadratic.
+
+    >>> based_link({"msgs": [9], "keep": 40, "base": 7, "ch": "messages"}, 12)
+    (7, 40, 'messages')
+    """
+    if "append" in enc:
+        raise CodecError("only a channel value may append to its parent's")
+    base, keep, channel = enc.get("base"), enc.get("keep"), enc.get("ch")
+    if type(channel) is not str:
+        raise CodecError(f"'ch' {channel!r} is not a channel name")
+    if type(keep) is not int or keep < 0:
+        raise CodecError("'keep' must be a count")
+    if type(base) is not int or not 1 <= base < n:
+        raise CodecError(f"'base' {base!r} is not an earlier line", dangling=True)
+    return base, keep, channel
+
+
 # ------------------------------------------------------------------------ snap
 
 SNAPSHOT_EVERY = 256
@@ -1058,7 +1088,7 @@ SNAP_PREFIX = b'{"v":2,"t":"snap",'
 """How every ``snap`` line begins (`dumps_line` keeps key order): a reader finds the
 last one by looking at the lines' first bytes, from the end, without parsing."""
 
-_KIND_PREFIX = re.compile(rb'\{"v":[12],"t":"(ckpt|writes)",')
+_KIND_PREFIX = re.compile(rb'\{"v":[123],"t":"(ckpt|writes)",')
 
 
 @dataclass(slots=True)

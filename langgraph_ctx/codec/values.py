@@ -16,6 +16,9 @@ says what it is. Every message anywhere in a value (in a list, a dict, a
                                         checkpoint, then these messages
 ``{"msgs": [...], "keep": k,``          the first ``k`` messages of the value
 ``"base": line}``                       stored on line ``line``, then these
+``{"msgs": [...], "keep": k,``          inside a value: the first ``k`` messages
+``"base": line, "ch": channel}``        of ``channel``'s list on line ``line``,
+                                        then these (format 3)
 ``{"msg": n}``                          one message
 ``{"dict": {key: v}}``                  a dict with string keys, some value not
                                         plain JSON
@@ -242,6 +245,7 @@ MessageRef = Callable[[BaseMessage], int]
 """Stores (or finds) a message and returns its ordinal."""
 
 MessageRefs = Callable[[list[BaseMessage]], list[int]]  # a writer may check a list at once
+NestedList = Callable[[list[BaseMessage]], dict[str, Any]]  # a list inside a value, encoded
 
 MessageLoader = Callable[[int], BaseMessage]
 ListLoader = Callable[[Mapping[str, Any]], list[int]]
@@ -295,19 +299,25 @@ def all_messages(items: Iterable[Any]) -> bool:
 
 
 def encode_value(
-    value: Any, ref: MessageRef, serde: SerializerProtocol, refs: MessageRefs | None = None
+    value: Any,
+    ref: MessageRef,
+    serde: SerializerProtocol,
+    refs: MessageRefs | None = None,
+    nested: NestedList | None = None,
 ) -> Any:
-    """Encode a channel value or write; messages become references via ``ref`` / ``refs``."""
+    """Encode a channel value or write; messages become references via ``ref`` / ``refs``,
+    and a message list inside the value via ``nested`` (default: ``{"msgs": refs}``)."""
     refs = refs or (lambda messages: [ref(m) for m in messages])
     if isinstance(value, BaseMessage):
         return {"msg": ref(value)}
     if is_message_list(value):
         return {"msgs": refs(value)}
     if isinstance(value, _DeltaSnapshot):
-        return {"snap": encode_value(value.value, ref, serde, refs)}
+        return {"snap": encode_value(value.value, ref, serde, refs, nested)}
     if is_plain_json(value):
         return {"json": value} if type(value) is dict else value
-    return _Encoder(ref, refs, serde).encode(value, exact=False)
+    nested = nested or (lambda messages: {"msgs": refs(messages)})
+    return _Encoder(ref, nested, serde).encode(value, exact=False)
 
 
 class Declared:
@@ -331,8 +341,8 @@ list), a `Declared` keeps those its declared type says are tuples."""
 class _Encoder:
     """The walk of `encode_value` through a value that is not plain JSON."""
 
-    def __init__(self, ref: MessageRef, refs: MessageRefs, serde: SerializerProtocol) -> None:
-        self.ref, self.refs, self.serde = ref, refs, serde
+    def __init__(self, ref: MessageRef, nested: NestedList, serde: SerializerProtocol) -> None:
+        self.ref, self.nested, self.serde = ref, nested, serde
 
     def encode(self, value: Any, exact: Shape) -> Any:
         """One value anywhere inside another, its tuples stored as ``exact`` says (`Shape`)."""
@@ -363,7 +373,7 @@ class _Encoder:
             if _is_exact_json(value) if exact is not False else is_plain_json(value):
                 return value if kind is list else list(value)
             if value and all_messages(value):
-                return {"msgs": self.refs(value if kind is list else list(value))}
+                return self.nested(value if kind is list else list(value))
             return {"list": [self.encode(v, exact) for v in value]}
         if kind is dict:
             if _is_exact_json(value) if exact is not False else is_plain_json(value):

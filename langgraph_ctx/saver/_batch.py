@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import Checkpoint, DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.codec.lines import (
+    NEWEST_VERSION,
     SNAPSHOT_EVERY,
     checkpoint_line,
     is_list_value,
@@ -76,6 +77,9 @@ class _Batch:
         # parent needed that it may no longer need (`release_superseded`).
         self.head: tuple[str, str] | None = None
         self.superseded: set[int] = set()
+        # Whether a list in a value begins with a checkpoint line's list (`nested`): the
+        # batch's ``ckpt`` / ``writes`` line is then of format 3.
+        self.based = False
 
     def ref(self, msg: BaseMessage) -> int:
         """The ordinal of a message, adding its line if the log does not hold it yet."""
@@ -132,6 +136,38 @@ class _Batch:
         known, checked = self._known_list(messages)
         refs, _, _ = self._shared(messages, known, checked=checked)
         return refs
+
+    def nested(self, messages: list[BaseMessage]) -> dict[str, Any]:
+        """A message list inside another value (a `Send`'s state, ...), encoded.
+
+        When it begins with the list a checkpoint line of the log holds (most often the
+        state's own messages at the step), it names that line and adds the rest
+        (`langgraph_ctx.codec.lines.based_link`): written out, a tool agent's `Send`
+        would make every step's lines as long as the conversation.
+        """
+        refs = self.refs(messages)
+        found = self._line_base(messages[0], refs)
+        if found is None:
+            return {"msgs": refs}
+        line, channel, keep = found
+        self.based = True
+        return {"msgs": refs[keep:], "keep": keep, "base": line, "ch": channel}
+
+    def _line_base(self, first: BaseMessage, refs: list[int]) -> tuple[int, str, int] | None:
+        """``(line, channel, keep)``: of the lists the index holds as objects (the latest
+        a put wrote or a read built), the one whose ordinals ``refs`` begins with the most
+        of (its first message the very object ``first``), if that is `_BASED_FROM` or more."""
+        index = self.index
+        best: tuple[int, str, int] | None = None
+        for (line, channel), (objs, _) in reversed(list(index.list_objs.items())):
+            if len(objs) < _BASED_FROM or objs[0] is not first:
+                continue
+            keep = _common_start(refs, index.materialize(line, channel))
+            if best is None or keep > best[2]:
+                best = (line, channel, keep)
+                if keep == len(refs):
+                    break
+        return best if best is not None and best[2] >= _BASED_FROM else None
 
     def _known_list(
         self, messages: list[BaseMessage]
@@ -231,10 +267,10 @@ class _Batch:
             if _VERBATIM.get() is not None and holds_unresolved(value):
                 # A rewrite's value read from a line written before the serializer was
                 # (a thread begun unencrypted): as it was stored, which it cannot encode.
-                return encode_value(value, self.ref, self.serde, self.refs), None
+                return encode_value(value, self.ref, self.serde, self.refs, self.nested), None
             return {"serde": serde_encode(value, self.serde)}, None
         if not (type(value) is list and value and isinstance(value[0], BaseMessage)):
-            return encode_value(value, self.ref, self.serde, self.refs), None
+            return encode_value(value, self.ref, self.serde, self.refs, self.nested), None
         known = None
         if base is not None:
             entry = self.index.list_objs.get_hit((base[0], channel))
@@ -242,7 +278,7 @@ class _Batch:
                 known = (entry[0], entry[1], base[1])
         prefix = _prefix(value, known[0]) if known else 0
         if not all_messages(value[prefix:]):
-            return encode_value(value, self.ref, self.serde, self.refs), None
+            return encode_value(value, self.ref, self.serde, self.refs, self.nested), None
         refs, fps, keep = self._shared(value, known, prefix=prefix)
         self.list_objs[channel] = (value.copy(), fps)
         return list_value(refs, base, keep), refs
@@ -334,11 +370,12 @@ def checkpoint_batch(
             }
             for ch, h in delta_base.items()
         }
-    batch.lines.append(
-        checkpoint_line(
-            ns, checkpoint, parent, parent_id, encoded, metadata, new_versions, serde, folded
-        )
+    ckpt = checkpoint_line(
+        ns, checkpoint, parent, parent_id, encoded, metadata, new_versions, serde, folded
     )
+    if batch.based:
+        ckpt["v"] = NEWEST_VERSION
+    batch.lines.append(ckpt)
     if parent is not None:
         batch.head = (ns, checkpoint["id"])
         batch.superseded = {parent.line} | {
@@ -428,7 +465,10 @@ def writes_batch(
     if not encoded:
         return None
     target = index.named(ns, checkpoint_id)
-    batch.lines.append(writes_line(ns, target, checkpoint_id, task_id, task_path, encoded))
+    writes = writes_line(ns, target, checkpoint_id, task_id, task_path, encoded)
+    if batch.based:
+        writes["v"] = NEWEST_VERSION
+    batch.lines.append(writes)
     return batch
 
 
@@ -447,6 +487,23 @@ def keeping_bodies(bodies: Bodies) -> Iterator[None]:
         yield
     finally:
         _VERBATIM.reset(token)
+
+
+_BASED_FROM = 8
+"""The fewest leading messages a nested list takes from a checkpoint line's list
+(`_Batch.nested`): below, its ordinals cost fewer bytes than naming the line."""
+
+
+def _common_start(refs: list[int], known: list[int]) -> int:
+    """How many leading ordinals ``refs`` and ``known`` share (one C-level comparison
+    when one begins the other, as a state's list begins the next step's)."""
+    limit = min(len(refs), len(known))
+    if refs[:limit] == known[:limit]:
+        return limit
+    shared = 0
+    while refs[shared] == known[shared]:
+        shared += 1
+    return shared
 
 
 def _prefix(value: list[Any], objs: list[Any]) -> int:

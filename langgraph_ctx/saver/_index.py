@@ -60,6 +60,7 @@ from langgraph_ctx.codec.lines import (
     CheckpointHead,
     Snapshot,
     SnapshotHead,
+    based_link,
     check_line,
     check_position,
     checkpoint_from_line,
@@ -1556,6 +1557,8 @@ class _Index:
         def load_refs(e: Mapping[str, Any]) -> list[int]:
             if e is enc and ("base" in e or "append" in e):
                 return self.materialize(line, channel)
+            if "ch" in e:
+                return self._based_refs(e, line)
             if "base" in e or "append" in e:
                 raise CodecError("only a channel value may refer to an earlier value")
             return refs_of(e)
@@ -1581,6 +1584,19 @@ class _Index:
             if exc.line is not None:
                 raise
             raise self.corrupt(line, f"{where}: {exc.reason}") from None
+
+    def _based_refs(self, enc: Mapping[str, Any], line: int) -> list[int]:
+        """The ordinals of a list inside a value on ``line`` that begins with a checkpoint
+        line's list (`langgraph_ctx.codec.lines.based_link`)."""
+        base, keep, channel = based_link(enc, line)
+        if (base, channel) not in self.links and self.refs.get_hit((base, channel)) is None:
+            self.complete()  # a line the snapshot left out (else: nothing to do)
+            if (base, channel) not in self.links:
+                raise CodecError(f"'base' line {base} does not store {channel!r} as messages")
+        known = self.materialize(base, channel)
+        if keep > len(known):
+            raise CodecError(f"'keep' {keep} is longer than the list of line {base}")
+        return known[:keep] + refs_of(enc)
 
     def values(self, entry: CheckpointHead, checked: set[int] | None = None) -> dict[str, Any]:
         """The channel values of a checkpoint (messages shared: see `message`)."""
