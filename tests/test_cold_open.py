@@ -600,3 +600,81 @@ def test_a_checkpoint_saved_out_of_id_order_just_before_a_snapshot(backend: Back
     for cold in (backend.saver(), backend.saver(on_corrupt="skip")):
         assert tuple_view(cold.get_tuple(config)) == expected[0]
         assert [tuple_view(t) for t in cold.list(config)] == expected
+
+
+def _early_writes_thread(saver: Any, ids: list[str]) -> None:
+    """Each checkpoint's writes saved before the checkpoint, as LangGraph's background
+    puts may land: ``put_writes`` for ``B``, then ``put(B)``."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = None
+    for i, cid in enumerate(ids):
+        checkpoint = empty_checkpoint()
+        checkpoint.update(id=cid, channel_values={"x": i}, channel_versions={"x": i + 1})
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        saver.put_writes(
+            {"configurable": {**config["configurable"], "checkpoint_id": cid}},
+            [("x", f"w{i}")],
+            f"task{i}",
+        )
+        if parent is not None:
+            config["configurable"]["checkpoint_id"] = parent
+        saver.put(config, checkpoint, {"step": i, "source": "loop"}, {"x": i + 1})
+        parent = cid
+
+
+def test_writes_saved_before_their_checkpoint_survive_a_snapshot_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot written at the start of ``B``'s append sits between ``B``'s early writes
+    and ``B``: it names them (``early``), and a cold open finds them when ``B`` comes, as
+    `InMemorySaver` and the whole log give them (they were lost: the step ran again)."""
+    from langgraph.checkpoint.base.id import uuid6
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    import langgraph_ctx.saver._batch as batch_module
+    import langgraph_ctx.saver._index as index_module
+
+    monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(index_module, "SNAPSHOT_EVERY", 4)
+    ids = [str(uuid6(clock_seq=i)) for i in range(8)]
+    memory = InMemorySaver()
+    _early_writes_thread(memory, ids)
+    _early_writes_thread(JsonlSaver(tmp_path), ids)
+    snaps = [loads_line(raw) for raw in (tmp_path / "t.jsonl").read_bytes().splitlines()]
+    assert any("early" in obj for obj in snaps if obj["t"] == "snap")
+    for cid in ids:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}}
+        want = memory.get_tuple(config).pending_writes  # type: ignore[union-attr]
+        assert JsonlSaver(tmp_path).get_tuple(config).pending_writes == want  # type: ignore[union-attr]
+    head = {"configurable": {"thread_id": "t"}}
+    assert JsonlSaver(tmp_path).get_tuple(head).pending_writes == [("task7", "x", "w7")]  # type: ignore[union-attr]
+    assert not verify_file(tmp_path / "t.jsonl").problems
+
+
+def test_verify_names_a_snapshot_that_misses_its_heads_early_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot without ``early`` (an older release's) where the head's writes came
+    before it: a cold open from it misses them; `verify` says so."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    import langgraph_ctx.saver._batch as batch_module
+    import langgraph_ctx.saver._index as index_module
+
+    monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(index_module, "SNAPSHOT_EVERY", 4)
+    _early_writes_thread(JsonlSaver(tmp_path), [str(uuid6(clock_seq=i)) for i in range(8)])
+    path = tmp_path / "t.jsonl"
+    raws = path.read_bytes().splitlines()
+    last = max(n for n, raw in enumerate(raws) if raw.startswith(SNAP_PREFIX))
+    obj = loads_line(raws[last])
+    assert "early" in obj and last == len(raws) - 2  # the snapshot, then the head
+    del obj["early"]
+    raws[last] = dumps_line(obj)[:-1]
+    path.write_bytes(b"\n".join(raws) + b"\n")
+    report = verify_file(path)
+    assert [p.kind for p in report.problems] == ["undecodable"]
+    assert "finds 0 pending writes of the head of namespace '', the whole file 1" in (
+        report.problems[0].message
+    )

@@ -31,7 +31,10 @@ CONFIG = {"configurable": {"thread_id": "t"}}
 
 
 class ToolModel(BaseChatModel):
-    """Calls ``lookup`` for each user message, then answers once the result is back."""
+    """Calls ``lookup`` for each user message (``calls`` times at once), then answers
+    once the results are back."""
+
+    calls: int = 1
 
     @property
     def _llm_type(self) -> str:
@@ -45,8 +48,9 @@ class ToolModel(BaseChatModel):
         if isinstance(messages[-1], ToolMessage):
             reply = AIMessage(f"answer {turn}: {messages[-1].content}")
         else:
-            call = {"name": "lookup", "args": {"query": f"q{turn}"}, "id": f"call{turn}"}
-            reply = AIMessage("", tool_calls=[call])
+            queries = [f"q{turn}"] + [f"q{turn}.{i}" for i in range(1, self.calls)]
+            calls = [{"name": "lookup", "args": {"query": q}, "id": f"call-{q}"} for q in queries]
+            reply = AIMessage("", tool_calls=calls)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -56,16 +60,17 @@ def lookup(query: str) -> str:
     return f"found {query}: " + "x" * 200
 
 
-def agent(host: str, saver: Any, **kwargs: Any) -> Any:
+def agent(host: str, saver: Any, calls: int = 1, **kwargs: Any) -> Any:
+    model = ToolModel(calls=calls)
     if host == "create_react_agent":
         with warnings.catch_warnings():  # deprecated in LangGraph 1.x, still widely used
             warnings.simplefilter("ignore")
             from langgraph.prebuilt import create_react_agent
 
-            return create_react_agent(ToolModel(), [lookup], checkpointer=saver, **kwargs)
+            return create_react_agent(model, [lookup], checkpointer=saver, **kwargs)
     from langchain.agents import create_agent
 
-    return create_agent(ToolModel(), [lookup], checkpointer=saver, **kwargs)
+    return create_agent(model, [lookup], checkpointer=saver, **kwargs)
 
 
 def ask(graph: Any, turn: int) -> None:
@@ -173,7 +178,8 @@ def test_a_list_based_on_a_line_the_snapshot_left_out_indexes_the_whole_log(
         old = next(  # an early checkpoint's list, well before the last snapshot
             (m, refs)
             for m, o in enumerate(objs[:20], 1)
-            if o["t"] == "ckpt" and "messages" in o["values"]
+            if o["t"] == "ckpt"
+            and "messages" in o["values"]
             and len(refs := index.materialize(m, "messages")) >= 2
         )
     assert full[: len(old[1])] == old[1]
@@ -228,11 +234,12 @@ def test_lists_based_on_lines_carry_over_fork_copy_revert_and_prune(tmp_path: Pa
 
 
 def _based_line(path: Path) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    """The last line holding a list based on a checkpoint line's (the head's, whose
-    pending `Send` holds it), and that list."""
+    """The last checkpoint line holding a list based on a checkpoint line's (the head's,
+    whose pending `Send` holds it; LangGraph may write a step's writes after its
+    checkpoint), and that list."""
     found = None
     for n, obj in enumerate(lines(path), 1):
-        if obj["v"] == 3:
+        if obj["v"] == 3 and obj["t"] == "ckpt":
             found = n, obj
     assert found is not None
     n, obj = found
@@ -277,6 +284,103 @@ def test_a_tampered_based_list_is_a_corrupt_log_naming_its_line(
     assert caught.value.line == n
     result = CliRunner().invoke(app, ["--dir", str(tmp_path), "verify", "t"])
     assert result.exit_code == 1 and f"t.jsonl:{n}: " in result.stdout
+
+
+def _bases(value: Any) -> list[int]:
+    """The base lines of every list inside an encoded value."""
+    if isinstance(value, dict):
+        own = [value["base"]] if "ch" in value else []
+        return own + [b for v in value.values() for b in _bases(v)]
+    if isinstance(value, list):
+        return [b for v in value for b in _bases(v)]
+    return []
+
+
+def _late_writes_log(saver: Any) -> list[Any]:
+    """Checkpoint ``a``, its child ``b``, then ``a``'s writes (LangGraph may save a step's
+    writes after the checkpoint that follows it): a `Send` of ``b``'s very list."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.types import Send
+
+    messages: list[BaseMessage] = [HumanMessage(f"m{i}", id=f"m{i}") for i in range(12)]
+    configs, parent = [], None
+    for cid, size in (
+        ("1f0a0000-0000-6000-8000-00000000000a", 11),
+        ("1f0a0000-0000-6000-8000-00000000000b", 12),
+    ):
+        checkpoint = empty_checkpoint()
+        checkpoint.update(
+            id=cid,
+            channel_values={"messages": messages[:size]},
+            channel_versions={"messages": size},
+        )
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        if parent:
+            config["configurable"]["checkpoint_id"] = parent
+        configs.append(
+            saver.put(config, checkpoint, {"source": "loop", "step": size}, {"messages": size})
+        )
+        parent = cid
+    saver.put_writes(
+        configs[0], [("__pregel_tasks", Send("tools", {"messages": messages}))], "task"
+    )
+    return configs
+
+
+def test_writes_base_their_lists_on_lines_up_to_their_checkpoints(tmp_path: Path) -> None:
+    """The late writes take ``a``'s list and add the last message, not ``b``'s whole
+    list (which would make ``a``'s writes depend on a later line): damaged, ``b``'s
+    line costs ``a`` nothing with ``on_corrupt="skip"``."""
+    configs = _late_writes_log(JsonlSaver(tmp_path))
+    path = tmp_path / "t.jsonl"
+    objs = lines(path)
+    writes = objs[-1]
+    assert writes["t"] == "writes" and writes["v"] == 3
+    assert _bases(writes["w"]) == [writes["ckpt"]]  # a's line, not b's
+    b_line = next(n for n, o in enumerate(objs, 1) if o["t"] == "ckpt" and o.get("parent"))
+    raws = path.read_bytes().splitlines(keepends=True)
+    raws[b_line - 1] = raws[b_line - 1].replace(b'"ts":"', b'"ts":"X', 1)
+    path.write_bytes(b"".join(raws))
+    with pytest.warns(Warning, match=f"t.jsonl:{b_line}: "):
+        found = JsonlSaver(tmp_path, on_corrupt="skip").get_tuple(configs[0])
+    assert found is not None
+    ((_, channel, send),) = found.pending_writes
+    assert channel == "__pregel_tasks"
+    assert [m.content for m in send.arg["messages"]] == [f"m{i}" for i in range(12)]
+
+
+def test_on_corrupt_skip_reads_past_any_corrupt_checkpoint_line(tmp_path: Path) -> None:
+    """Each ``ckpt`` line damaged in turn: ``on_corrupt="skip"`` reads the head and the
+    history past it, the lines built on it skipped with it (a list based on it too),
+    where a list based on it raised."""
+    graph = agent(
+        "create_react_agent", JsonlSaver(tmp_path / "whole"), calls=2, interrupt_before=["tools"]
+    )
+    for turn in range(1, 6):
+        ask(graph, turn)
+        if turn < 5:
+            graph.invoke(None, CONFIG)
+    raws = (tmp_path / "whole" / "t.jsonl").read_bytes().splitlines(keepends=True)
+    damaged = 0
+    for n, raw in enumerate(raws, 1):
+        if not raw.startswith((b'{"v":2,"t":"ckpt"', b'{"v":3,"t":"ckpt"')):
+            continue
+        root = tmp_path / f"line{n}"
+        root.mkdir()
+        copy = list(raws)
+        copy[n - 1] = raw.replace(b'"ts":"', b'"ts":"X', 1)  # the checksum no longer matches
+        (root / "t.jsonl").write_bytes(b"".join(copy))
+        with pytest.raises(CorruptLogError) as caught:
+            JsonlSaver(root).get_tuple(CONFIG)
+        assert caught.value.line == n
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            saver = JsonlSaver(root, on_corrupt="skip")
+            saver.get_tuple(CONFIG)  # the head, or None: every checkpoint built on the line
+            list(saver.list(CONFIG))
+        assert any(f"t.jsonl:{n}:" in str(w.message) for w in seen)
+        damaged += 1
+    assert damaged > 20
 
 
 def test_on_every_backend(backend: Backend) -> None:

@@ -47,7 +47,7 @@ import struct
 import uuid
 import zlib
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import accumulate, repeat
 from typing import Any, cast
@@ -1031,6 +1031,21 @@ def list_link(enc: Mapping[str, Any], n: int) -> tuple[str, int | None]:
     return "base", base
 
 
+def line_values(obj: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``(where, encoded)`` of every value a ``ckpt`` line (its channels, its
+    ``delta_base``) or a ``writes`` line (its writes) holds, named for errors."""
+    if obj.get("t") == "ckpt":
+        out = [(f"channel {ch!r}", e[1]) for ch, e in checkpoint_values(obj).items() if len(e) == 2]
+        out += [(f"delta_base of {ch!r}", enc) for ch, enc in delta_base_values(obj)]
+        return out
+    items = obj.get("w")
+    if not isinstance(items, list):
+        raise CodecError("'w' must be a list of writes")
+    return [
+        (f"write to {w[1]!r}", w[2]) for w in items if isinstance(w, list) and len(w) == 3
+    ]
+
+
 def based_link(enc: Mapping[str, Any], n: int) -> tuple[int, int, str]:
     """``(line, keep, channel)`` of a message list inside a value on line ``n`` (a
     ``Send``'s state, say) that begins with the first ``keep`` messages of
@@ -1113,6 +1128,8 @@ class Snapshot:
     heads: list[SnapshotHead]
     # (line, channel, index of the base list in the previous snapshot or -1, keep, ordinals)
     lists: list[tuple[int, str, int, int, list[int]]]
+    # The ``writes`` lines of checkpoints not yet in the log when it was written.
+    early: list[int] = field(default_factory=list)
 
     @property
     def next_msg(self) -> int:
@@ -1125,6 +1142,7 @@ def snapshot_line(
     msg_lines: Sequence[int | None],
     heads: Sequence[SnapshotHead],
     lists: Sequence[tuple[int, str, int, int, Sequence[int]]],
+    early: Sequence[int] = (),
 ) -> dict[str, Any]:
     """A ``snap`` line: what the lines before it say that reading the latest state needs.
 
@@ -1134,7 +1152,11 @@ def snapshot_line(
     * ``heads``: the latest checkpoint of each namespace, in full (`SnapshotHead`);
     * ``lists``: the message lists those checkpoints hold, each
       ``[line, channel, base, keep, "d", [gap, ...]]``: the first ``keep`` ordinals of
-      list number ``base`` of the previous snapshot (``-1``: none), then these.
+      list number ``base`` of the previous snapshot (``-1``: none), then these;
+    * ``early`` (when there are any): ``["d", [gap, ...]]``, the ``writes`` lines of
+      checkpoints whose own line is not in the log yet (LangGraph may save a step's
+      writes before the checkpoint it saves in the background): a reader starting here
+      finds them when the checkpoint's line comes.
 
     Line numbers and ordinals are written as gaps (``"d"``, `_gaps`): each the
     difference from the one before (the first from 0), a digit or two where the
@@ -1152,6 +1174,8 @@ def snapshot_line(
     line["msgs"] = [first_msg, GAPS, _gaps(msg_lines)]
     line["heads"] = [_snapshot_head(h) for h in heads]
     line["lists"] = [[n, ch, base, keep, GAPS, _gaps(refs)] for n, ch, base, keep, refs in lists]
+    if early:
+        line["early"] = [GAPS, _gaps(early)]
     return line
 
 
@@ -1317,7 +1341,11 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
         if type(base) is not int or type(keep) is not int or base < -1 or keep < 0:
             raise CodecError("snapshot: a list's base and keep must be counts")
         lists.append((line_no, item[1], base, keep, _ordinals(item[4])))
-    return Snapshot(n, prev, msgs[0], msg_lines, heads_of, lists)
+    early_raw = obj.get("early", [GAPS, []])
+    if not (type(early_raw) is list and len(early_raw) == 2 and early_raw[0] == GAPS):
+        raise CodecError("snapshot: 'early' must be [\"d\", [gap, ...]]")
+    early = [_line_no(line, n, "early writes line") for line in _ungaps(early_raw[1])]
+    return Snapshot(n, prev, msgs[0], msg_lines, heads_of, lists, early)
 
 
 def _parse_snapshot_head(h: Any, n: int) -> SnapshotHead:
@@ -1445,7 +1473,7 @@ def writes_past(raws: Sequence[bytes]) -> dict[int, bytes]:
         except CodecError:
             continue
     return {
-        n: dumps_line({**obj, "w": []})
+        n: dumps_line({**obj, "v": min(obj["v"], FORMAT_VERSION), "w": []})  # no value left
         for n, obj in named
         if (obj.get("ns", ""), obj["ckpt"]) not in held
     }

@@ -80,6 +80,10 @@ class _Batch:
         # Whether a list in a value begins with a checkpoint line's list (`nested`): the
         # batch's ``ckpt`` / ``writes`` line is then of format 3.
         self.based = False
+        # The last line a nested list may base on: the line of the checkpoint this
+        # batch's line builds on (its parent, its writes' target), so that the line
+        # depends on no later line (`_line_base`).
+        self.base_limit: int | None = None
 
     def ref(self, msg: BaseMessage) -> int:
         """The ordinal of a message, adding its line if the log does not hold it yet."""
@@ -157,10 +161,12 @@ class _Batch:
         """``(line, channel, keep)``: of the lists the index holds as objects (the latest
         a put wrote or a read built), the one whose ordinals ``refs`` begins with the most
         of (its first message the very object ``first``), if that is `_BASED_FROM` or more."""
-        index = self.index
+        index, limit = self.index, self.base_limit
         best: tuple[int, str, int] | None = None
         for (line, channel), (objs, _) in reversed(list(index.list_objs.items())):
             if len(objs) < _BASED_FROM or objs[0] is not first:
+                continue
+            if limit is not None and line > limit:
                 continue
             keep = _common_start(refs, index.materialize(line, channel))
             if best is None or keep > best[2]:
@@ -337,6 +343,7 @@ def checkpoint_batch(
         if snap is not None:
             batch.lines.append(snap)
     parent = index.named(ns, parent_id) if parent_id else None
+    batch.base_limit = parent.line if parent is not None else None
     values = checkpoint["channel_values"]
     stored = new_versions
     if parent_id and parent is None:
@@ -461,10 +468,11 @@ def writes_batch(
 ) -> _Batch | None:
     """The lines of one task's writes (``None`` when there are none)."""
     batch = _Batch(index, serde)
+    target = index.named(ns, checkpoint_id)
+    batch.base_limit = target.line if target is not None else None
     encoded = [[idx, channel, batch.value(value)[0]] for idx, channel, value in items]
     if not encoded:
         return None
-    target = index.named(ns, checkpoint_id)
     writes = writes_line(ns, target, checkpoint_id, task_id, task_path, encoded)
     if batch.based:
         writes["v"] = NEWEST_VERSION

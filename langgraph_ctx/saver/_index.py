@@ -55,6 +55,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_ctx.codec.classes import quiet_plain_data
 from langgraph_ctx.codec.lines import (
+    NEWEST_VERSION,
     SNAP_PREFIX,
     SNAPSHOT_EVERY,
     CheckpointHead,
@@ -70,6 +71,7 @@ from langgraph_ctx.codec.lines import (
     has_legacy_versions,
     is_list_value,
     line_kind_at,
+    line_values,
     list_link,
     loads_line,
     loads_lines,
@@ -677,6 +679,8 @@ class _Index:
         """Index one parsed line; raises `CodecError` (or Key/Type errors) if malformed."""
         kind = obj["t"]
         check_position(kind, n)
+        if obj["v"] == NEWEST_VERSION:
+            self._check_based(obj, n)
         if kind == "thread":
             self.header = obj
         elif kind == "msg":
@@ -692,6 +696,26 @@ class _Index:
         # The header is fed again after a snapshot seeded the index (`feed`): it does not
         # make the lines indexed so far one (`complete` reads those, a tail line needing it).
         self.lines = max(self.lines, n)
+
+    def _check_based(self, obj: dict[str, Any], n: int) -> None:
+        """Each list a format-3 line bases on a checkpoint line's names one that stores
+        that channel as messages, known to the index (`based_link`): else the line is
+        refused, or skipped with the lines built on it, as any other dangling line.
+        An index opened from a snapshot checks a line it left out when it is read
+        (`_based_refs`)."""
+
+        def own_refs(e: Mapping[str, Any]) -> list[int]:
+            if "ch" in e:
+                base, _, channel = based_link(e, n)
+                if (base, channel) not in self.links and not self.partial:
+                    raise CodecError(
+                        f"'base' line {base} does not store {channel!r} as messages",
+                        dangling=True,
+                    )
+            return refs_of(e)
+
+        for where, enc in line_values(obj):
+            message_refs(enc, own_refs, where)
 
     # ------------------------------------------------------------ snapshots
 
@@ -774,6 +798,11 @@ class _Index:
             for line_no, _, _ in self.snap_lists:
                 if line_kind_at(lines[line_no - 1]) != "ckpt":
                     raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
+            early = [(line_no, loads_line(lines[line_no - 1])) for line_no in top.early]
+            for line_no, obj in early:
+                if obj["t"] != "writes" or type(obj.get("ckpt")) is not str:
+                    raise CodecError(f"snapshot: line {line_no} is not early writes")
+                parse_writes_line(obj, line_no, {})
         except (CodecError, KeyError, TypeError, IndexError) as exc:
             self.snap_line, self.snap_next, self.snap_lists = None, 0, []
             self.passed_over = last + 1
@@ -802,6 +831,8 @@ class _Index:
             stored = self._writes.setdefault((head.ns, head.id), {})
             for task, idx, path, channel, line_no, pos in h.writes:
                 stored.setdefault((task, idx), (path, channel, line_no, pos))
+        for line_no, obj in early:  # (their values are checked when read: `_based_refs`)
+            self._add_writes(obj, line_no)
         for ns, ids in self._by_ns.items():
             ids.sort()
             self.snap_heads[ns] = ids[-1]
@@ -881,7 +912,11 @@ class _Index:
             heads.append(SnapshotHead(head, writers, writes))
         first = self.snap_next if self.snap_line is not None else 0
         msg_lines = [self.msg_lines.get(o) for o in range(first, self.next_msg)]
-        return snapshot_line(self.snap_line, first, msg_lines, heads, lists)
+        early = sorted(  # writes whose checkpoint's line is not in the log yet
+            {w[2] for key, stored in self._writes.items() if key not in self._ckpts
+             for w in stored.values()}
+        )  # fmt: skip
+        return snapshot_line(self.snap_line, first, msg_lines, heads, lists, early)
 
     def _snapshot_list(
         self, line: int, channel: str, refs: list[int], prev_by_channel: dict[str, list[int]]
