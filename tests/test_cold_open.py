@@ -652,11 +652,12 @@ def test_writes_saved_before_their_checkpoint_survive_a_snapshot_between(
     assert not verify_file(tmp_path / "t.jsonl").problems
 
 
-def test_verify_names_a_snapshot_that_misses_its_heads_early_writes(
+def test_a_snapshot_without_early_writes_is_not_started_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A snapshot without ``early`` (an older release's) where the head's writes came
-    before it: a cold open from it misses them; `verify` says so."""
+    """A snapshot without ``early`` (an earlier release's) may leave out the head's
+    writes saved before it: a cold open reads the whole log instead, and the writes come
+    back (from the snapshot they were lost, and `verify` said so)."""
     from langgraph.checkpoint.base.id import uuid6
 
     import langgraph_ctx.saver._batch as batch_module
@@ -669,12 +670,64 @@ def test_verify_names_a_snapshot_that_misses_its_heads_early_writes(
     raws = path.read_bytes().splitlines()
     last = max(n for n, raw in enumerate(raws) if raw.startswith(SNAP_PREFIX))
     obj = loads_line(raws[last])
-    assert "early" in obj and last == len(raws) - 2  # the snapshot, then the head
+    assert obj["early"] != ["d", []] and last == len(raws) - 2  # the snapshot, then the head
     del obj["early"]
     raws[last] = dumps_line(obj)[:-1]
     path.write_bytes(b"\n".join(raws) + b"\n")
-    report = verify_file(path)
-    assert [p.kind for p in report.problems] == ["undecodable"]
-    assert "finds 0 pending writes of the head of namespace '', the whole file 1" in (
-        report.problems[0].message
-    )
+    head = {"configurable": {"thread_id": "t"}}
+    assert JsonlSaver(tmp_path).get_tuple(head).pending_writes == [("task7", "x", "w7")]  # type: ignore[union-attr]
+    assert not verify_file(path).problems
+
+
+def test_verify_takes_a_fork_and_a_revert_at_a_checkpoint_with_early_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork or revert at ``B`` empties the writes ``B``'s step made before ``B`` (the
+    step runs again); the snapshot before ``B`` still names that line, which holds
+    nothing now: the log reads the same from it, and `verify` passes it."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    import langgraph_ctx.saver._batch as batch_module
+    import langgraph_ctx.saver._index as index_module
+
+    monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(index_module, "SNAPSHOT_EVERY", 4)
+    ids = [str(uuid6(clock_seq=i)) for i in range(4)]
+    saver = JsonlSaver(tmp_path)
+    _early_writes_thread(saver, ids)
+    saver.fork("t", "fork", checkpoint_id=ids[-1])
+    saver.revert("t", ids[-1])
+    for thread in ("t", "fork"):
+        config = {"configurable": {"thread_id": thread}}
+        assert JsonlSaver(tmp_path).get_tuple(config).pending_writes == []  # type: ignore[union-attr]
+        assert not verify_file(tmp_path / f"{thread}.jsonl").problems, thread
+
+
+def test_a_failed_read_of_the_lines_before_a_snapshot_keeps_refusing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saver opened from a snapshot reads the lines before it when a query needs them:
+    a damaged one there raises, and keeps raising (it answered from part of the log)."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    import langgraph_ctx.saver._batch as batch_module
+    import langgraph_ctx.saver._index as index_module
+    from langgraph_ctx.errors import CorruptLogError
+
+    monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(index_module, "SNAPSHOT_EVERY", 4)
+    ids = [str(uuid6(clock_seq=i)) for i in range(10)]
+    _early_writes_thread(JsonlSaver(tmp_path), ids)
+    path = tmp_path / "t.jsonl"
+    raws = path.read_bytes().splitlines(keepends=True)
+    assert b'"t":"ckpt"' in raws[2]
+    raws[2] = raws[2].replace(b'"x"', b'"y"', 1)  # line 3: its checksum no longer matches
+    path.write_bytes(b"".join(raws))
+    cold = JsonlSaver(tmp_path)
+    assert cold.get_tuple({"configurable": {"thread_id": "t"}}) is not None  # from the snapshot
+    for _ in range(2):
+        with pytest.raises(CorruptLogError, match=r"t\.jsonl:3: checksum mismatch"):
+            list(cold.list({"configurable": {"thread_id": "t"}}))
+    old = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": ids[3]}}
+    with pytest.raises(CorruptLogError, match=r"t\.jsonl:3: "):
+        cold.get_tuple(old)

@@ -47,7 +47,7 @@ import struct
 import uuid
 import zlib
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate, repeat
 from typing import Any, cast
@@ -1128,8 +1128,9 @@ class Snapshot:
     heads: list[SnapshotHead]
     # (line, channel, index of the base list in the previous snapshot or -1, keep, ordinals)
     lists: list[tuple[int, str, int, int, list[int]]]
-    # The ``writes`` lines of checkpoints not yet in the log when it was written.
-    early: list[int] = field(default_factory=list)
+    # The ``writes`` lines of checkpoints not yet in the log when it was written
+    # (``None``: a snapshot of a release before ``early``, which did not name them).
+    early: list[int] | None = None
 
     @property
     def next_msg(self) -> int:
@@ -1153,10 +1154,11 @@ def snapshot_line(
     * ``lists``: the message lists those checkpoints hold, each
       ``[line, channel, base, keep, "d", [gap, ...]]``: the first ``keep`` ordinals of
       list number ``base`` of the previous snapshot (``-1``: none), then these;
-    * ``early`` (when there are any): ``["d", [gap, ...]]``, the ``writes`` lines of
-      checkpoints whose own line is not in the log yet (LangGraph may save a step's
-      writes before the checkpoint it saves in the background): a reader starting here
-      finds them when the checkpoint's line comes.
+    * ``early``: ``["d", [gap, ...]]``, the ``writes`` lines of checkpoints whose own
+      line is not in the log yet (LangGraph may save a step's writes before the
+      checkpoint it saves in the background): a reader starting here finds them when the
+      checkpoint's line comes. A snapshot without it (an earlier release's) may have
+      left some out: a reader does not start from it.
 
     Line numbers and ordinals are written as gaps (``"d"``, `_gaps`): each the
     difference from the one before (the first from 0), a digit or two where the
@@ -1174,8 +1176,7 @@ def snapshot_line(
     line["msgs"] = [first_msg, GAPS, _gaps(msg_lines)]
     line["heads"] = [_snapshot_head(h) for h in heads]
     line["lists"] = [[n, ch, base, keep, GAPS, _gaps(refs)] for n, ch, base, keep, refs in lists]
-    if early:
-        line["early"] = [GAPS, _gaps(early)]
+    line["early"] = [GAPS, _gaps(early)]
     return line
 
 
@@ -1341,10 +1342,11 @@ def parse_snapshot_line(obj: Mapping[str, Any], n: int, *, heads: bool = True) -
         if type(base) is not int or type(keep) is not int or base < -1 or keep < 0:
             raise CodecError("snapshot: a list's base and keep must be counts")
         lists.append((line_no, item[1], base, keep, _ordinals(item[4])))
-    early_raw = obj.get("early", [GAPS, []])
-    if not (type(early_raw) is list and len(early_raw) == 2 and early_raw[0] == GAPS):
-        raise CodecError("snapshot: 'early' must be [\"d\", [gap, ...]]")
-    early = [_line_no(line, n, "early writes line") for line in _ungaps(early_raw[1])]
+    early_raw, early = obj.get("early"), None
+    if early_raw is not None:
+        if not (type(early_raw) is list and len(early_raw) == 2 and early_raw[0] == GAPS):
+            raise CodecError("snapshot: 'early' must be [\"d\", [gap, ...]]")
+        early = [_line_no(line, n, "early writes line") for line in _ungaps(early_raw[1])]
     return Snapshot(n, prev, msgs[0], msg_lines, heads_of, lists, early)
 
 

@@ -790,9 +790,11 @@ class _Index:
                     named = [m for m in named if m is not None]
                 msg_lines.update(zip(ordinals, named, strict=True))
                 expected = snap.next_msg
+            top = chain[0]
+            if top.early is None:  # an earlier release's: it may leave early writes out
+                return 0
             self.snap_line, self.snap_next = chain[0].line, chain[0].next_msg
             self.snap_lists = _fold_chain(chain)
-            top = chain[0]
             for h in top.heads:
                 self._check_head(h, lines)
             for line_no, _, _ in self.snap_lists:
@@ -870,10 +872,17 @@ class _Index:
         raw = self.read_lines(list(range(1, total + 1)))
         full = _Index(where=self.where, reader=self.reader, serde=self.serde)
         self.partial = False  # whatever happens below, this is tried once
-        full.feed(
-            1, [raw[n] for n in range(1, total + 1)], skip_corrupt=self.skip_corrupt,
-            snapshots=False,
-        )
+        try:
+            full.feed(
+                1, [raw[n] for n in range(1, total + 1)], skip_corrupt=self.skip_corrupt,
+                snapshots=False,
+            )
+        except CorruptLogError as err:
+            self.error = err  # refused from now on, as by a scan of the whole log
+            raise
+        except BaseException:
+            self.partial = True  # not read (storage, Ctrl-C): the next query tries again
+            raise
         new_messages = sorted(set(full.msg_lines) - set(self.msg_lines))
         for name in _STRUCTURE:
             setattr(self, name, getattr(full, name))
