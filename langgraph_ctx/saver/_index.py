@@ -586,10 +586,16 @@ class _Index:
         with _collector_paused() if len(lines) > 64 else contextlib.nullcontext():
             self.parsed.trim()  # what the previous call read beyond the bound (`prefetch`)
             order: Iterable[int] = range(len(lines))
+            start = 0
             if snapshots and cold and len(lines) > SNAPSHOT_EVERY:
                 start = self._from_snapshot(lines)
                 if start:
                     order = itertools.chain([0], range(start, len(lines)))
+            if not start and isinstance(lines, PartialLines):
+                # Every line is indexed after all (no snapshot to start from, or one not
+                # to trust): read the missing ones at once, not a few at a time.
+                lines = lines.whole()
+                self.scan = lines if cold and self.keep_scan else None
             # A cold scan of a long log keeps no parsed lines: thousands of live dicts
             # would make every garbage collection walk them (and LangGraph's heap) again.
             fresh_tail = len(lines) <= 64
@@ -800,7 +806,8 @@ class _Index:
             for line_no, _, _ in self.snap_lists:
                 if line_kind_at(lines[line_no - 1]) != "ckpt":
                     raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
-            early = [(line_no, loads_line(lines[line_no - 1])) for line_no in top.early]
+            # In the log's order: a later write of a task's index replaces an earlier one.
+            early = [(line_no, loads_line(lines[line_no - 1])) for line_no in sorted(top.early)]
             for line_no, obj in early:
                 if obj["t"] != "writes" or type(obj.get("ckpt")) is not str:
                     raise CodecError(f"snapshot: line {line_no} is not early writes")

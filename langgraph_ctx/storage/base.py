@@ -77,6 +77,16 @@ class PartialLines(Sequence[bytes]):
     def __len__(self) -> int:
         return self.total
 
+    def whole(self) -> list[bytes]:
+        """Every line, the missing ones read in one call (a reader that indexes them all).
+
+        >>> PartialLines(3, {1: b"a", 3: b"c"}, lambda ns: {n: b"?" for n in ns}).whole()
+        [b'a', b'?', b'c']
+        """
+        known = self.known
+        read = self.read([n for n in range(1, self.total + 1) if n not in known])
+        return [known[n] if n in known else read[n] for n in range(1, self.total + 1)]
+
     @overload
     def __getitem__(self, i: int) -> bytes: ...
     @overload
