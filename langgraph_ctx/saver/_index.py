@@ -595,7 +595,7 @@ class _Index:
                 # Every line is indexed after all (no snapshot to start from, or one not
                 # to trust): read the missing ones at once, not a few at a time.
                 lines = lines.whole()
-                self.scan = lines if cold and self.keep_scan else None
+                self.scan = lines if cold and self.keep_scan and self.reader is not None else None
             # A cold scan of a long log keeps no parsed lines: thousands of live dicts
             # would make every garbage collection walk them (and LangGraph's heap) again.
             fresh_tail = len(lines) <= 64
