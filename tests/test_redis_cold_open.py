@@ -288,3 +288,42 @@ def test_a_write_as_the_first_call_opens_from_the_snapshot(
         "messages",
         ["late"],
     )
+
+
+def test_a_read_that_fails_half_way_leaves_no_half_built_index(
+    rb: RedisBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis unreachable while a cold open reads the lines its first read did not bring
+    (here: a last snapshot without ``early``, an earlier release's, so every line is
+    read): the call raises, and the same saver then reads the thread whole, where it
+    took the lines as indexed (an empty thread, whose next put wrote a second header:
+    every reader refused the log after)."""
+    from langgraph_ctx.errors import StorageUnavailableError
+
+    writer = rb.saver()
+    chat(writer, "t", 60)
+    key = rb._key("t")
+    for i, raw in enumerate(rb.client.lrange(key, 0, -1)):
+        if raw.startswith(SNAP_PREFIX):
+            obj = loads_line(raw)
+            del obj["early"]
+            rb.client.lset(key, i, dumps_line(obj)[:-1])
+    want = tuple_view(rb.saver().get_tuple(CONFIG))
+    cold = rb.saver()
+    real = cold.storage.read_many
+    failed: list[int] = []
+
+    def read_many(thread_id: str, lines: Any) -> Any:
+        lines = list(lines)
+        if len(lines) > 16 and not failed:
+            failed.append(len(lines))
+            raise StorageUnavailableError("redis", "read", "stopped answering", write=False)
+        return real(thread_id, lines)
+
+    monkeypatch.setattr(cold.storage, "read_many", read_many)
+    with pytest.raises(StorageUnavailableError):
+        cold.get_tuple(CONFIG)
+    assert failed  # the whole read of the lines the snapshot leaves out
+    assert tuple_view(cold.get_tuple(CONFIG)) == want
+    chat(cold, "t", 1, start=60)
+    assert tuple_view(rb.saver().get_tuple(CONFIG)) == tuple_view(cold.get_tuple(CONFIG))

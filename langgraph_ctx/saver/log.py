@@ -70,6 +70,7 @@ from langgraph_ctx.codec.versions import next_version
 from langgraph_ctx.errors import (
     CheckpointNotFoundError,
     CorruptLineWarning,
+    CorruptLogError,
     LangGraphCtxError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -88,7 +89,6 @@ from langgraph_ctx.saver._drive import (
     Lock,
     Op,
     Sync,
-    _LinesNotReady,
     arun,
     read_lines,
     run,
@@ -852,21 +852,35 @@ class LogSaver(BaseCheckpointSaver[str]):
         """`_view` as requests: the lock (held to the operation's end), then `_sync`."""
         yield Lock(thread_id, exclusive)
         synced = yield Sync(thread_id)
-        index: _Index = yield Compute(lambda: self._fed(thread_id, synced))
+        # Safe to run again (`Compute`): a read that must wait (`_LinesNotReady`) drops
+        # the index, as any read that fails half-way (`_sync`), and the next run
+        # rebuilds it from the log.
+        index: _Index = yield Compute(lambda: self._sync(thread_id, synced))
         return index
 
-    def _fed(self, thread_id: str, synced: Synced) -> _Index:
-        """`_sync` with what the storage reported; safe to run again (`Compute`): a read
-        that must wait drops the index, and the next run rebuilds it from the log."""
+    def _sync(self, thread_id: str, synced: Synced | None = None) -> _Index:
+        """The thread's index, with whatever was appended since the last call read in.
+
+        A read that fails half-way (the storage unreachable while a cold open reads the
+        lines its first read did not bring) drops the index: the storage counts those
+        lines as reported, and a half-built index kept would take them as indexed (an
+        empty thread, whose next put wrote a second header). The next call rebuilds it
+        from the log, as after an eviction. A corrupt line is the index's own error,
+        kept (`_Index.error`)."""
+        synced = self.storage.sync(thread_id) if synced is None else synced
         try:
-            return self._sync(thread_id, synced)
-        except _LinesNotReady:
-            self._indexes.pop(thread_id, None)
+            return self._synced(thread_id, synced)
+        except CorruptLogError:
+            raise
+        except BaseException:
+            index = self._indexes.get(thread_id)
+            if index is not None and index.error is None:
+                self._indexes.pop(thread_id, None)
+                if index is self._scanned:
+                    self._scanned = index.scan = None
             raise
 
-    def _sync(self, thread_id: str, synced: Synced | None = None) -> _Index:
-        """The thread's index, with whatever was appended since the last call read in."""
-        synced = self.storage.sync(thread_id) if synced is None else synced
+    def _synced(self, thread_id: str, synced: Synced) -> _Index:
         index = self._indexes.get(thread_id)
         if index is None or synced.reset:
             if index is not None and index is self._scanned:
