@@ -505,8 +505,8 @@ class _Decoder:
         expected = self.index.snapshot()
         found = snapshot_as_gaps({k: v for k, v in obj.items() if k != "c"})
         if expected is not None and "early" not in found:
-            # A release's before snapshots named early writes: judged on the rest (a
-            # reader does not start from it: `_Index._from_snapshot`).
+            # Written by a release before `early` existed: judged on the rest (a reader
+            # does not start from it: `_Index._from_snapshot`).
             expected.pop("early", None)
         elif expected is not None and found.get("early") != expected.get("early"):
             # A `revert` or `fork` at a checkpoint empties the early writes it had made
