@@ -268,3 +268,37 @@ def test_a_forked_child_closing_its_saver_leaves_the_parents_lines_and_lock(
     pending = JsonlSaver(root).get_tuple(config("t"))
     assert pending is not None and [w[1:] for w in pending.pending_writes] == [("note", "x")]
     saver.close()
+
+
+@pytest.mark.parametrize("change", ["delete", "prune"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_read_failing_on_a_log_another_process_replaced_reads_the_new_log_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str, use_async: bool
+) -> None:
+    """Another process deletes and restarts, or prunes, the thread; this saver's next
+    read of the new file fails (``EIO``). The call raises, and the next reads the new
+    log as new: it took its lines for the old log's continuation (the deleted turns came
+    back; a pruned log read as corrupt)."""
+    writer = chat_graph(JsonlSaver(tmp_path))
+    for text in ("a", "b", "c"):
+        _turn(writer, text, False)
+    reader = chat_graph(JsonlSaver(tmp_path))
+    assert _contents(reader) == _acknowledged("a", "b", "c")
+    if change == "delete":
+        writer.checkpointer.delete_thread("t")
+        _turn(writer, "new", False)
+    else:
+        writer.checkpointer.prune(["t"], strategy="keep_latest")
+    _fail_once(monkeypatch, "pread", errno.EIO).append(1)
+    with pytest.raises(OSError, match="Input/output error"):
+        if use_async:
+            asyncio.run(reader.aget_state(config("t")))
+        else:
+            reader.get_state(config("t"))
+    fresh = chat_graph(JsonlSaver(tmp_path))
+    assert _contents(reader) == _contents(fresh)
+    history = [s.config for s in fresh.get_state_history(config("t"))]
+    assert [s.config for s in reader.get_state_history(config("t"))] == history
+    _turn(reader, "after", use_async)
+    assert _contents(chat_graph(JsonlSaver(tmp_path))) == _contents(reader)
+    assert _contents(reader)[-2:] == _acknowledged("after")

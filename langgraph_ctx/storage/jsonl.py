@@ -125,6 +125,8 @@ class _FileState:
     # Start of line i+1 at [i]; an array: 8 bytes a line, where a list of ints costs 36.
     offsets: array[int] = field(default_factory=lambda: array("q", [0]))
     torn_warned: int = -1
+    # A replaced log found by a `sync` whose read then failed: the next one says so.
+    reset_pending: bool = False
 
     @property
     def end(self) -> int:
@@ -719,11 +721,29 @@ class JsonlStorage(LogStorage):
                 and st.st_size == state.offsets[-1]
                 and state.pinned == lock.data_gen  # our descriptor open since: `_same_log`
                 and not stat.S_ISLNK(st.st_mode)
+                and not state.reset_pending
             ):
                 lock.seen = (st.st_ino, st.st_size)
                 return Synced(False, len(state.offsets), _NO_LINES)
+        try:
+            synced = self._sync_read(thread_id, state, lock)
+        except BaseException:
+            # A replaced log found, then the read failed: the fresh state would take the
+            # new log for the old one's continuation (the saver kept its old index).
+            fresh = self._states.get(thread_id)
+            if fresh is not None and fresh is not state:
+                fresh.reset_pending = True
+            raise
+        done = self._states.get(thread_id)
+        if done is not None:
+            done.reset_pending = False  # said now (``synced.reset``)
+        return synced
+
+    def _sync_read(
+        self, thread_id: str, state: _FileState | None, lock: _ThreadLock | None
+    ) -> Synced:
         path = self.path(thread_id)
-        reset = False
+        reset = state is not None and state.reset_pending
         while True:  # once, unless the log is replaced between our lstat and our open
             try:
                 st = os.lstat(path)
