@@ -53,7 +53,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_ctx.codec.lines import (
     SNAP_PREFIX,
     CheckpointHead,
-    based_link,
+    based_refs_checked,
     check_position,
     checkpoint_from_line,
     checkpoint_key,
@@ -321,17 +321,8 @@ class _Scanner:
             self.writes(n, obj)
 
     def add_refs(self, n: int, enc: Any, where: str) -> None:
-        def own_refs(e: Mapping[str, Any]) -> list[int]:
-            if "ch" in e:  # a list inside a value, begun by a checkpoint line's (format 3)
-                base, _, channel = based_link(e, n)
-                if channel not in self.lists.get(base, ()):
-                    raise CodecError(
-                        f"'base' line {base} does not store {channel!r} as messages",
-                        dangling=True,
-                    )
-            return refs_of(e)
-
-        for place, ordinals in message_refs(enc, own_refs, where):
+        known = based_refs_checked(n, lambda base, ch: ch in self.lists.get(base, ()))
+        for place, ordinals in message_refs(enc, known, where):
             self.refs.extend((n, o, place) for o in ordinals)
 
     def message(self, n: int, obj: Mapping[str, Any]) -> None:

@@ -46,7 +46,7 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate, repeat
@@ -57,7 +57,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_ctx.codec.messages import has_nonfinite, json_copy
-from langgraph_ctx.codec.values import is_plain_json, serde_decode, serde_encode
+from langgraph_ctx.codec.values import (
+    ListLoader,
+    is_plain_json,
+    refs_of,
+    serde_decode,
+    serde_encode,
+)
 from langgraph_ctx.codec.versions import (
     pack_seen,
     pack_version,
@@ -1068,6 +1074,28 @@ def based_link(enc: Mapping[str, Any], n: int) -> tuple[int, int, str]:
     if type(base) is not int or not 1 <= base < n:
         raise CodecError(f"'base' {base!r} is not an earlier line", dangling=True)
     return base, keep, channel
+
+
+def based_refs_checked(n: int, stores_list: Callable[[int, str], bool]) -> ListLoader:
+    """A `message_refs` loader for the values on line ``n`` that checks each list based
+    on a checkpoint line's (`based_link`) names one that stores that channel as messages
+    (``stores_list(line, channel)``): else a dangling `CodecError`.
+
+    >>> load = based_refs_checked(12, lambda line, channel: line == 7)
+    >>> load({"msgs": [9], "keep": 4, "base": 7, "ch": "messages"}), load({"msgs": [1]})
+    ([9], [1])
+    """
+
+    def load(enc: Mapping[str, Any]) -> list[int]:
+        if "ch" in enc:
+            base, _, channel = based_link(enc, n)
+            if not stores_list(base, channel):
+                raise CodecError(
+                    f"'base' line {base} does not store {channel!r} as messages", dangling=True
+                )
+        return refs_of(enc)
+
+    return load
 
 
 # ------------------------------------------------------------------------ snap

@@ -62,6 +62,7 @@ from langgraph_ctx.codec.lines import (
     Snapshot,
     SnapshotHead,
     based_link,
+    based_refs_checked,
     check_line,
     check_position,
     checkpoint_from_line,
@@ -710,18 +711,9 @@ class _Index:
         An index opened from a snapshot checks a line it left out when it is read
         (`_based_refs`)."""
 
-        def own_refs(e: Mapping[str, Any]) -> list[int]:
-            if "ch" in e:
-                base, _, channel = based_link(e, n)
-                if (base, channel) not in self.links and not self.partial:
-                    raise CodecError(
-                        f"'base' line {base} does not store {channel!r} as messages",
-                        dangling=True,
-                    )
-            return refs_of(e)
-
+        known = based_refs_checked(n, lambda base, ch: self.partial or (base, ch) in self.links)
         for where, enc in line_values(obj):
-            message_refs(enc, own_refs, where)
+            message_refs(enc, known, where)
 
     # ------------------------------------------------------------ snapshots
 
