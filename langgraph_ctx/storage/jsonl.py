@@ -317,45 +317,34 @@ class _ThreadLock(ThreadLock):
         fd, cut, end = self.data, self.tail_from, self.tail_end
         self.unflushed, self.tail_from, self.seen = False, None, None
         locked = self.depth > 0 and self.exclusive
-        step = "cutting them off"
+        outcome, step = _LEFT_AS_THEY_ARE, "cutting them off"
         try:
-            if fd is None or cut is None or self.fd is None or fcntl is None:
-                return LogWriteError(
-                    self.log, "flushing", exc,
-                    _LEFT_AS_THEY_ARE,
-                )  # fmt: skip
-            if not locked:  # closing an idle log: cut only with the lock, never waiting
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            try:
-                if os.fstat(fd).st_size == end:  # nobody wrote after them since
-                    os.ftruncate(fd, cut)
-                    step = "flushing the cut log"
-                    _datasync(fd)
-                else:
-                    cut = None
-            finally:
-                if not locked:
-                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+            if fd is not None and cut is not None and self.fd is not None and fcntl is not None:
+                if not locked:  # closing an idle log: cut only with the lock, never waiting
+                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                try:
+                    if os.fstat(fd).st_size == end:  # nobody wrote after them since
+                        os.ftruncate(fd, cut)
+                        step = "flushing the cut log"
+                        _datasync(fd)
+                        outcome = (
+                            "the lines this process wrote since its last flush may not be on "
+                            f"disk, so they were cut off (from byte {cut}): the call that "
+                            "wrote them saved nothing, what was saved before is whole. Check "
+                            "the disk, then retry"
+                        )
+                finally:
+                    if not locked:
+                        fcntl.flock(self.fd, fcntl.LOCK_UN)
         except OSError as again:
-            return LogWriteError(
-                self.log, "flushing", exc,
+            outcome = (
                 f"the lines written since its last flush (from byte {cut}) may not be on "
                 f"disk, and {step} failed too ({again.strerror or again}): after a power "
-                "cut they may read as damaged. Check the disk",
-            )  # fmt: skip
+                "cut they may read as damaged. Check the disk"
+            )
         finally:
             self.close_data()  # the descriptor that saw the error is not written again
-        if cut is None:
-            return LogWriteError(
-                self.log, "flushing", exc,
-                _LEFT_AS_THEY_ARE,
-            )  # fmt: skip
-        return LogWriteError(
-            self.log, "flushing", exc,
-            f"the lines this process wrote since its last flush may not be on disk, so "
-            f"they were cut off (from byte {cut}): the call that wrote them saved nothing, "
-            "what was saved before is whole. Check the disk, then retry",
-        )  # fmt: skip
+        return LogWriteError(self.log, "flushing", exc, outcome)
 
     def close_data(self) -> None:
         if self.data is not None:
