@@ -6,12 +6,13 @@ import base64
 import dataclasses
 import json
 import logging
+import warnings
 from decimal import Decimal
 from pathlib import Path
 
 import ormsgpack
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_ctx import CorruptLogError, JsonlSaver
@@ -299,3 +300,106 @@ def test_a_package_model_nested_in_a_serialized_value_comes_back(tmp_path):
     JsonlSaver(tmp_path).put(config, cp, {}, {"odd": 1})
     got = JsonlSaver(tmp_path).get_tuple(config).checkpoint["channel_values"]["odd"]
     assert got == {1: budget}
+
+
+def _chat_thread_with_an_object_version(tmp_path: Path, where: str) -> tuple[int, int]:
+    """A three-turn chat whose checkpoint line (the parent of one that appends to its
+    ``messages``) has an object where a version belongs, in its ``versions`` or in a
+    node's ``seen``, re-sealed: (that line, the line of the first checkpoint).
+    """
+    saver = JsonlSaver(tmp_path)
+    graph = chat_graph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"hi {i}")]}, config)
+    log = Path(saver.path("t"))
+    lines = log.read_bytes().splitlines()
+    objs = [json.loads(raw) for raw in lines]
+    child = next(
+        i for i, o in enumerate(objs)
+        if i > len(objs) // 2 and o["t"] == "ckpt"
+        and "append" in json.dumps(o.get("values", {}).get("messages", []))
+    )  # fmt: skip
+    parent = objs[child]["parent"] - 1
+    obj = dict(objs[parent])
+    obj.pop("c")
+    if where == "versions":
+        obj["versions"] = {"messages": {"not": "a version"}}
+    else:
+        obj["seen"] = {"chatbot": {"messages": {"not": "a version"}}}
+    lines[parent] = dumps_line(obj).rstrip(b"\n")
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    first = next(i for i, o in enumerate(objs) if o["t"] == "ckpt")
+    return parent + 1, first + 1
+
+
+@pytest.mark.parametrize("where", ["versions", "seen"])
+def test_an_object_for_a_version_is_a_corrupt_line(tmp_path, where):
+    """A line holding an object where a version belongs was taken; the index failed
+    only when it looked that version up for a later line, with a `CorruptLogError` it
+    did not record: ``on_corrupt="skip"`` raised instead of skipping, and a second call
+    on the same saver used the index built up to there (review 39)."""
+    bad, _ = _chat_thread_with_an_object_version(tmp_path, where)
+    config = {"configurable": {"thread_id": "t"}}
+    saver = JsonlSaver(tmp_path)
+    for _ in range(2):  # and again: the error is the index's, not half an index
+        with pytest.raises(CorruptLogError, match="a version must be a string or a number") as info:
+            saver.get_tuple(config)
+        assert info.value.line == bad
+    with pytest.raises(CorruptLogError) as info:
+        list(saver.list(config))
+    assert info.value.line == bad
+    skipping = JsonlSaver(tmp_path, on_corrupt="skip")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        head = skipping.get_tuple(config)  # the lines after it, on it, are skipped too
+    assert f":{bad}: " in str(caught[0].message), [str(w.message) for w in caught]
+    # The checkpoints before the bad line, as a saver reads them when the log ends there.
+    log = Path(skipping.path("t"))
+    kept = log.read_bytes().splitlines()[: bad - 1]
+    short = tmp_path / "short"
+    short.mkdir()
+    (short / log.name).write_bytes(b"\n".join(kept) + b"\n")
+    expected = JsonlSaver(short).get_tuple(config)
+    assert head is not None and expected is not None
+    assert head.checkpoint["id"] == expected.checkpoint["id"]
+    assert head.checkpoint["channel_values"] == expected.checkpoint["channel_values"]
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+def test_a_corrupt_log_error_met_while_a_line_is_indexed_is_that_lines(
+    tmp_path, monkeypatch, mode
+):
+    """Whatever check deeper down raises `CorruptLogError` while a line is indexed, the
+    line is corrupt as if its own parse had failed: recorded on the index (every later
+    call raises it), or skipped with a warning; never half an index kept."""
+    from langgraph_ctx.saver import _index
+
+    saver = JsonlSaver(tmp_path)
+    graph = chat_graph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"hi {i}")]}, config)
+    resolve = _index._Index.resolve
+    calls = []
+
+    def failing(self, ns, channel, version, at):
+        calls.append(at)
+        if len(calls) == 2:
+            raise self.corrupt(None, "a check deeper down failed")
+        return resolve(self, ns, channel, version, at)
+
+    monkeypatch.setattr(_index._Index, "resolve", failing)
+    reader = JsonlSaver(tmp_path, on_corrupt=mode)
+    if mode == "raise":
+        for _ in range(2):
+            with pytest.raises(CorruptLogError, match="a check deeper down failed") as info:
+                reader.get_tuple(config)
+            assert info.value.line is not None
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        head = reader.get_tuple(config)
+    assert "a check deeper down failed" in str(caught[0].message)
+    assert head is not None
+    assert reader.get_tuple(config).checkpoint["id"] == head.checkpoint["id"]

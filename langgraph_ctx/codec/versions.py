@@ -158,24 +158,38 @@ def pack_seen(seen: Mapping[str, Any]) -> dict[str, Any]:
 
 def unpack_versions(versions: Mapping[str, Any], *, legacy: bool = False) -> Mapping[str, Any]:
     """`unpack_version` over a mapping (the same object when nothing changes);
-    ``legacy``: integers too become strings (`normalize_version`)."""
-    for v in versions.values():
-        if type(v) is list or (legacy and type(v) is int):
-            if legacy:
-                return {ch: normalize_version(unpack_version(v)) for ch, v in versions.items()}
-            return {ch: unpack_version(v) for ch, v in versions.items()}
+    ``legacy``: integers too become strings (`normalize_version`).
+
+    Raises `CodecError` for an object where a version belongs: the index looks
+    versions up by value, and a tampered line's would fail there, after the line
+    was taken (review 39).
+
+    >>> unpack_versions({"messages": {"v": 1}})
+    Traceback (most recent call last):
+    langgraph_ctx.errors.CodecError: channel 'messages': a version must be a string or a number
+    """
+    kinds = set(map(type, versions.values()))
+    if dict in kinds:
+        channel = next(ch for ch, v in versions.items() if type(v) is dict)
+        raise CodecError(f"channel {channel!r}: a version must be a string or a number")
+    if list in kinds or (legacy and int in kinds):
+        if legacy:
+            return {ch: normalize_version(unpack_version(v)) for ch, v in versions.items()}
+        return {ch: unpack_version(v) for ch, v in versions.items()}
     return versions
 
 
 def unpack_seen(seen: Mapping[str, Any], *, legacy: bool = False) -> Mapping[str, Any]:
-    """`unpack_versions` over ``versions_seen`` (node -> versions)."""
+    """`unpack_versions` over ``versions_seen`` (node -> versions); raises `CodecError`
+    for a node whose versions are not an object."""
     out: dict[str, Any] | None = None
     for node, versions in seen.items():
-        if isinstance(versions, Mapping):
-            fixed = unpack_versions(versions, legacy=legacy)
-            if fixed is not versions:
-                if out is None:
-                    out = dict(seen)
-                out[node] = fixed
+        if not isinstance(versions, Mapping):
+            raise CodecError(f"'seen' of node {node!r} must be an object of versions")
+        fixed = unpack_versions(versions, legacy=legacy)
+        if fixed is not versions:
+            if out is None:
+                out = dict(seen)
+            out[node] = fixed
     return seen if out is None else out
 

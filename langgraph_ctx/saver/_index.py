@@ -615,10 +615,16 @@ class _Index:
                         # The line builds on one the snapshot left out: index those, retry.
                         self.complete()
                         obj = self._feed_line(raw, n)
-                except (CodecError, KeyError, TypeError, ValueError) as exc:
-                    reason = (
-                        exc.args[0] if isinstance(exc, CodecError) else f"malformed line ({exc!r})"
-                    )
+                except (CodecError, CorruptLogError, KeyError, TypeError, ValueError) as exc:
+                    if isinstance(exc, CorruptLogError):
+                        if self.error is not None:  # the whole log read again (`complete`)
+                            raise
+                        reason: Any = exc.reason  # a check deeper down: this line's, too
+                    else:
+                        reason = (
+                            exc.args[0] if isinstance(exc, CodecError)
+                            else f"malformed line ({exc!r})"
+                        )  # fmt: skip
                     err = self.corrupt(n, str(reason))
                     if skip_corrupt:
                         warnings.warn(
