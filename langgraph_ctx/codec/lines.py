@@ -44,6 +44,7 @@ import json
 import operator
 import re
 import struct
+import sys
 import uuid
 import zlib
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -977,6 +978,9 @@ def _derive_meta(obj: Mapping[str, Any], parent: CheckpointHead | None) -> dict[
     if not isinstance(delta, dict):
         raise CodecError("checkpoint 'meta_delta' must be an object")
     meta = {**parent.meta, **delta}
+    source = delta.get("source")
+    if type(source) is str:  # "loop" / "input": one string, not one a checkpoint
+        meta["source"] = sys.intern(source)
     step = parent.meta.get("step")
     if "step" not in delta and type(step) is int:
         meta["step"] = step + 1

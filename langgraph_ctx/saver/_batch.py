@@ -43,6 +43,7 @@ from langgraph_ctx.saver._index import (
     Bodies,
     CheckpointHead,
     _all_unchanged,
+    _candidates,
     _fingerprint,
     _Index,
     _unchanged,
@@ -399,10 +400,11 @@ def _writer_line(index: _Index, ns: str, channel: str, version: Any) -> int | No
     (`_Index.resolve` without its walk of the ancestry, or the full scan a snapshot's
     index would need: a cache is let go of, or kept, on what is known)."""
     try:
-        cands = index.blobs.get((ns, channel, version))
+        entry = index.blobs.get((ns, channel, version))
     except TypeError:  # an unhashable version: `resolve` names it when it matters
         return None
-    return cands[0][1] if cands and len(cands) == 1 else None
+    cands = _candidates(entry)
+    return cands[0][1] if len(cands) == 1 else None
 
 
 def release_superseded(index: _Index, batch: _Batch) -> None:

@@ -41,6 +41,7 @@ import gc
 import itertools
 import json
 import operator
+import sys
 import threading
 import warnings
 import weakref
@@ -422,6 +423,20 @@ _STRUCTURE = (
 )
 
 
+def _candidates(entry: Any) -> tuple[tuple[str, int], ...]:
+    """The ``(checkpoint id, line)`` pairs of an `_Index.blobs` entry (``None``: none)."""
+    if entry is None:
+        return ()
+    return (entry,) if type(entry[0]) is str else entry
+
+
+def _with_candidate(entry: Any, pair: tuple[str, int]) -> Any:
+    """An `_Index.blobs` entry with one more ``(checkpoint id, line)`` pair."""
+    if entry is None:
+        return pair
+    return (*_candidates(entry), pair)
+
+
 Bodies = dict[int, tuple[Any, dict[str, Any]]]
 """Stored bodies of serialized messages, by the id of the message read from them
 (`_Index.verbatim`, `langgraph_ctx.saver._batch.keeping_bodies`)."""
@@ -456,11 +471,13 @@ class _Index:
         default_factory=dict
     )
     _by_ns: dict[str, list[str]] = field(default_factory=dict)
-    # (ns, channel, version) -> the (checkpoint id, line) that stored it, most often one.
-    # Tuples, not lists, where a put adds them: a tuple of strings and numbers is one
-    # the garbage collector stops tracking, so the index a thread keeps grows the
-    # collector's work (and the count that starts a full collection) less per step.
-    blobs: dict[tuple[str, str, Any], Sequence[tuple[str, int]]] = field(default_factory=dict)
+    # (ns, channel, version) -> the (checkpoint id, line) that stored it, most often one:
+    # then that pair alone, several in a tuple (`_candidates`; a tuple around each pair
+    # cost a 2,000-turn chat 0.7 MB). Tuples, not lists, where a put adds them: a tuple
+    # of strings and numbers is one the garbage collector stops tracking, so the index a
+    # thread keeps grows the collector's work (and the count that starts a full
+    # collection) less per step.
+    blobs: dict[tuple[str, str, Any], Any] = field(default_factory=dict)
     _writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
     # Opened from a snapshot (`_from_snapshot`): the lines before it are not indexed
     # until something needs them (`complete`).
@@ -832,9 +849,9 @@ class _Index:
                 version = head.versions.get(channel)
                 if version is not None:
                     key = (head.ns, channel, version)
-                    cands = self.blobs.get(key, ())
-                    if (cid, line_no) not in cands:
-                        self.blobs[key] = (*cands, (cid, line_no))
+                    entry = self.blobs.get(key)
+                    if (cid, line_no) not in _candidates(entry):
+                        self.blobs[key] = _with_candidate(entry, (cid, line_no))
             stored = self._writes.setdefault((head.ns, head.id), {})
             for task, idx, path, channel, line_no, pos in h.writes:
                 stored.setdefault((task, idx), (path, channel, line_no, pos))
@@ -1051,24 +1068,29 @@ class _Index:
         else:  # a re-put of the same checkpoint supersedes the old line
             gone = (cid, old.line)
             for ch, ver in old.stored.items():
-                cands = blobs.get((ns, ch, ver))
-                if cands and gone in cands:
-                    blobs[(ns, ch, ver)] = tuple(c for c in cands if c != gone)
+                cands = _candidates(blobs.get((ns, ch, ver)))
+                if gone in cands:
+                    rest = tuple(c for c in cands if c != gone)
+                    if not rest:
+                        del blobs[(ns, ch, ver)]
+                    else:
+                        blobs[(ns, ch, ver)] = rest[0] if len(rest) == 1 else rest
         self._ckpts[(ns, cid)] = entry
         self._ckpt_at[n] = entry
         for ch, ver in entry.stored.items():
             key = (ns, ch, ver)
-            cands = blobs.get(key)
-            blobs[key] = ((cid, n),) if not cands else (*cands, (cid, n))
+            found = blobs.get(key)
+            blobs[key] = (cid, n) if found is None else _with_candidate(found, (cid, n))
 
     def _add_writes(self, obj: dict[str, Any], n: int) -> None:
         ns, cid, task, path, items = parse_writes_line(obj, n, self._ckpt_at)
         stored = self._writes.setdefault((ns, cid), {})
-        for pos, item in enumerate(items):
+        path = sys.intern(path)  # a step's task path and channels: one string each, not
+        for pos, item in enumerate(items):  # one a line (a 2,000-turn chat kept 12,000)
             key = (task, item[0])
             if item[0] >= 0 and key in stored:
                 continue  # the first write of a (task, index) wins, as in put_writes
-            stored[key] = (path, item[1], n, pos)
+            stored[key] = (path, sys.intern(item[1]), n, pos)
 
     # -------------------------------------------------------------- queries
 
@@ -1144,12 +1166,12 @@ class _Index:
         version, the writer that is an ancestor of ``at`` wins.
         """
         try:
-            cands = self.blobs.get((ns, channel, version))
+            cands = _candidates(self.blobs.get((ns, channel, version)))
         except TypeError:  # an unhashable version from a tampered file
             raise self.corrupt(None, f"channel {channel!r} has an invalid version") from None
         if self.partial and (not cands or len(cands) > 1):
             self.complete()  # the writer, or the ancestry that picks one, may be before it
-            cands = self.blobs.get((ns, channel, version))
+            cands = _candidates(self.blobs.get((ns, channel, version)))
         if not cands:
             return None
         if len(cands) == 1:
