@@ -561,12 +561,17 @@ class _Index:
             if self.reader is None:
                 raise self.corrupt(missing[0], "line is referenced but was never written")
             bodies: set[int] = set()
-            for n, raw in self.read_lines(missing).items():
-                try:
-                    obj = loads_line(raw)
-                except CodecError as exc:  # the good lines are kept; the first bad one raises
-                    first_error = first_error or self.corrupt(n, str(exc))
-                    continue
+            read = self.read_lines(missing)
+            # Checked and parsed in bulk (`loads_lines`): a writer's first step after a
+            # cold open reads every message line for its digests (`ensure_digests`).
+            raws = list(read.values())
+            for n, raw, obj in zip(read, raws, loads_lines(raws), strict=True):
+                if obj is None:
+                    try:
+                        obj = loads_line(raw)  # names what is wrong
+                    except CodecError as exc:  # the good lines are kept; the first bad
+                        first_error = first_error or self.corrupt(n, str(exc))  # one raises
+                        continue
                 parsed.put(n, obj, trim=False)  # used by this call: trimmed by the next
                 like = obj.get("like") if obj.get("t") == "msg" else None
                 if type(like) is int and like in self.msg_lines:
