@@ -403,3 +403,38 @@ def test_a_corrupt_log_error_met_while_a_line_is_indexed_is_that_lines(
     assert "a check deeper down failed" in str(caught[0].message)
     assert head is not None
     assert reader.get_tuple(config).checkpoint["id"] == head.checkpoint["id"]
+
+
+@pytest.mark.parametrize(
+    ("versions", "seen", "match"),
+    [
+        ({"a": {"v": 1}}, {}, r"channel_versions\['a'\]: a channel version must be"),
+        ({"a": 2}, {"n": None}, r"versions_seen\['n'\] must map channels to versions"),
+        ({"a": 2}, {"n": {"a": [1]}}, r"versions_seen\['n'\]\['a'\]: a channel version"),
+    ],
+)
+def test_a_put_of_what_no_reader_takes_is_refused_before_it_is_written(
+    tmp_path, versions, seen, match
+):
+    """An object where a version belongs, or a node's ``versions_seen`` that is not an
+    object, raised only once the line was in the log (or not at all): every later read
+    of the thread failed, its good checkpoints too. `InMemorySaver` refuses an
+    unhashable version with `TypeError` and stores nothing; so does the saver now."""
+    saver = JsonlSaver(tmp_path)
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    good = empty_checkpoint()
+    good["channel_versions"] = {"a": 1}
+    good["channel_values"] = {"a": "v1"}
+    saver.put(config, good, {"step": 0}, {"a": 1})
+    log = Path(saver.path("t"))
+    before = log.read_bytes()
+    bad = empty_checkpoint()
+    bad["channel_versions"] = versions
+    bad["versions_seen"] = seen
+    bad["channel_values"] = {"a": "v2"}
+    with pytest.raises(TypeError, match=match):
+        saver.put(config, bad, {"step": 1}, {"a": versions["a"]})
+    assert log.read_bytes() == before
+    for reader in (saver, JsonlSaver(tmp_path)):
+        head = reader.get_tuple({"configurable": {"thread_id": "t"}})
+        assert head is not None and head.checkpoint["id"] == good["id"]

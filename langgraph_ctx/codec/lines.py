@@ -66,6 +66,7 @@ from langgraph_ctx.codec.values import (
     serde_encode,
 )
 from langgraph_ctx.codec.versions import (
+    check_put_versions,
     pack_seen,
     pack_version,
     pack_versions,
@@ -718,10 +719,11 @@ def checkpoint_line(
     versions = checkpoint.get("channel_versions") or {}
     if type(versions) is not dict:
         versions = dict(versions)
+    seen = checkpoint.get("versions_seen") or {}
+    check_put_versions(versions, new_versions, seen)  # refused before anything is written
     derived = {**parent.versions, **new_versions} if parent else dict(new_versions)
     if versions != derived:
         line["versions"] = pack_versions(versions)
-    seen = checkpoint.get("versions_seen") or {}
     if parent is None or not parent.seen.keys() <= seen.keys():
         line["seen"] = pack_seen(seen)
     else:

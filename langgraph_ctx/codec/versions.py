@@ -33,6 +33,7 @@ from typing import Any
 from langgraph_ctx.errors import CodecError
 
 __all__ = [
+    "check_put_versions",
     "next_version",
     "normalize_version",
     "pack_seen",
@@ -144,6 +145,39 @@ def unpack_version(version: Any) -> Any:
             return counter if len(version) == 1 else f"{counter}.{version[1]}"
         raise CodecError(f"invalid channel version {version!r}")
     return version
+
+
+def check_put_versions(
+    versions: Mapping[str, Any], new_versions: Mapping[str, Any], seen: Mapping[str, Any]
+) -> None:
+    """Raise `TypeError` for what a reader would refuse (`unpack_versions`,
+    `unpack_seen`) before a put writes it: an object or a list where a version
+    belongs, a node's ``versions_seen`` that is not an object of versions. (A put
+    that wrote such a line left every read of the thread failing; `InMemorySaver`
+    refuses an unhashable version with `TypeError` too, storing nothing.)
+
+    >>> check_put_versions({"a": 1}, {"a": 1}, {"node": {"a": {"v": 1}}})
+    Traceback (most recent call last):
+    TypeError: versions_seen['node']['a']: a channel version must be a string or a number, not dict
+    """
+    for where, mapping in (("channel_versions", versions), ("new_versions", new_versions)):
+        _check_put_mapping(where, mapping)
+    for node, node_versions in seen.items():
+        if not isinstance(node_versions, Mapping):
+            raise TypeError(
+                f"versions_seen[{node!r}] must map channels to versions, "
+                f"not {type(node_versions).__name__}"
+            )
+        _check_put_mapping(f"versions_seen[{node!r}]", node_versions)
+
+
+def _check_put_mapping(where: str, versions: Mapping[str, Any]) -> None:
+    for channel, version in versions.items():
+        if isinstance(version, (dict, list, tuple, set)):
+            raise TypeError(
+                f"{where}[{channel!r}]: a channel version must be a string or a number, "
+                f"not {type(version).__name__}"
+            )
 
 
 def pack_versions(versions: Mapping[str, Any]) -> dict[str, Any]:
