@@ -819,3 +819,59 @@ def test_a_partial_scan_that_reads_every_line_reads_the_missing_ones_at_once(
     head = whole.latest("")
     assert head is not None and index.latest("") == head
     assert index._writes == whole._writes
+
+
+@pytest.mark.parametrize("damage", ["checksum", "version"])
+def test_skipping_a_bad_line_before_the_snapshot_keeps_the_head_a_cold_open_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """With ``on_corrupt="skip"``, a bad checkpoint line before the last snapshot: a cold
+    open answers the snapshot's head; a history call then read the whole log, skipped
+    every checkpoint built on the bad line, and the same saver's latest state became the
+    one before it (90 messages -> 61), which the next step continued (review 39). A
+    snapshot is now where a skipping scan takes up the thread again: every read, of any
+    saver, gives the head the log was written to."""
+    from langgraph_ctx.codec.lines import parse_snapshot_line
+
+    from .test_saver_graphs import chat_graph
+
+    monkeypatch.setattr(_index, "SNAPSHOT_EVERY", 16)
+    import langgraph_ctx.saver._batch as batch_module
+
+    monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 16)
+    config = {"configurable": {"thread_id": "t"}}
+    graph = chat_graph().compile(checkpointer=JsonlSaver(tmp_path))
+    for i in range(12):
+        graph.invoke({"messages": [HumanMessage(f"hi {i}")]}, config)
+    log = tmp_path / "t.jsonl"
+    lines = log.read_bytes().splitlines()
+    objs = [json.loads(raw) for raw in lines]
+    at = max(i for i, o in enumerate(objs) if o["t"] == "snap")
+    snap = parse_snapshot_line(loads_line(lines[at]), at + 1)
+    named = {line for h in snap.heads for line in (h.head.line, *(w[1] for w in h.writers.values()))}
+    named |= {line for line, *_ in snap.lists}
+    bad = next(
+        i for i in range(at - 1, 0, -1)
+        if objs[i]["t"] == "ckpt" and i + 1 not in named
+        and any(o.get("parent") == i + 1 for o in objs[i + 1 : at])
+    )  # fmt: skip
+    if damage == "checksum":
+        lines[bad] = lines[bad].replace(b'"ts":"', b'"ts":"x', 1)
+    else:
+        obj = dict(objs[bad])
+        del obj["c"]
+        obj["versions"] = {"messages": {"not": "a version"}}
+        lines[bad] = dumps_line(obj).rstrip(b"\n")
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptLineWarning)
+        app = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
+        assert len(app.get_state(config).values["messages"]) == 24
+        assert len(list(app.get_state_history(config))) > 1
+        assert len(app.get_state(config).values["messages"]) == 24
+        fresh = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
+        assert len(fresh.get_state(config).values["messages"]) == 24
+        out = app.invoke({"messages": [HumanMessage("next")]}, config)
+        assert len(out["messages"]) == 26
+        fresh = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
+        assert len(fresh.get_state(config).values["messages"]) == 26

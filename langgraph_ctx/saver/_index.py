@@ -423,6 +423,20 @@ _STRUCTURE = (
 )
 
 
+class _LinesByNumber(Sequence[bytes]):
+    """Lines read by number (``{line: raw}``) where a sequence of a log's lines is
+    expected (``lines[n - 1]``): `_Index._check_head` on the lines a snapshot names."""
+
+    def __init__(self, raws: dict[int, bytes]) -> None:
+        self.raws = raws
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.raws[i + 1]
+
+    def __len__(self) -> int:
+        return max(self.raws, default=0)
+
+
 def _candidates(entry: Any) -> tuple[tuple[str, int], ...]:
     """The ``(checkpoint id, line)`` pairs of an `_Index.blobs` entry (``None``: none)."""
     if entry is None:
@@ -759,6 +773,8 @@ class _Index:
             self._fold_snapshot(snap, self.snap_lists if snap.prev == self.snap_line else None)
         except CodecError:
             return
+        if self.skip_corrupt:
+            self._recover_at(snap)
 
     def _fold_snapshot(
         self, snap: Snapshot, prev_lists: list[tuple[int, str, list[int]]] | None
@@ -846,30 +862,64 @@ class _Index:
         self.next_msg = top.next_msg
         self.undigested = sorted(msg_lines)
         for h in top.heads:
-            head = h.head
-            self._ckpts[(head.ns, head.id)] = head
-            self._ckpt_at[head.line] = head
-            self._by_ns.setdefault(head.ns, []).append(head.id)
-            for channel, (cid, line_no) in h.writers.items():
-                version = head.versions.get(channel)
-                if version is not None:
-                    key = (head.ns, channel, version)
-                    entry = self.blobs.get(key)
-                    if (cid, line_no) not in _candidates(entry):
-                        self.blobs[key] = _with_candidate(entry, (cid, line_no))
-            stored = self._writes.setdefault((head.ns, head.id), {})
-            for task, idx, path, channel, line_no, pos in h.writes:
-                stored.setdefault((task, idx), (path, channel, line_no, pos))
+            self._seed_head(h)
         for line_no, obj in early:  # (their values are checked when read: `_based_refs`)
             self._add_writes(obj, line_no)
         for ns, ids in self._by_ns.items():
-            ids.sort()
             self.snap_heads[ns] = ids[-1]
         for line_no, channel, refs in self.snap_lists:
             self.links[(line_no, channel)] = (None, None, refs)
         self.partial = True
         self.lines = last + 1
         return last + 1
+
+    def _seed_head(self, h: SnapshotHead) -> None:
+        """Take a checkpoint as a snapshot carries it: its head, where its channels'
+        values are, its pending writes."""
+        head = h.head
+        self._ckpts[(head.ns, head.id)] = head
+        self._ckpt_at[head.line] = head
+        bisect.insort(self._by_ns.setdefault(head.ns, []), head.id)
+        for channel, (cid, line_no) in h.writers.items():
+            version = head.versions.get(channel)
+            if version is not None:
+                key = (head.ns, channel, version)
+                entry = self.blobs.get(key)
+                if (cid, line_no) not in _candidates(entry):
+                    self.blobs[key] = _with_candidate(entry, (cid, line_no))
+        stored = self._writes.setdefault((head.ns, head.id), {})
+        for task, idx, path, channel, line_no, pos in h.writes:
+            stored.setdefault((task, idx), (path, channel, line_no, pos))
+
+    def _recover_at(self, snap: Snapshot) -> None:
+        """A scan skipping corrupt lines (``on_corrupt="skip"``) that meets a snapshot whose
+        checkpoints it lost (a skipped line broke the chain they build on) takes them
+        from the snapshot, as a cold open from it does, once their lines are checked the
+        same way (`_check_head`): the lines after it are then indexed again. Otherwise a
+        whole-log read (a history call: `complete`) moved the saver's latest checkpoint
+        back to the one before the bad line, where a cold open answered the snapshot's,
+        and the next step continued the shorter conversation (review 39)."""
+        lost = [h for h in snap.heads if (h.head.ns, h.head.id) not in self._ckpts]
+        if not lost or self.reader is None:
+            return
+        named = {h.head.line for h in lost} | {line for line, _, _ in self.snap_lists}
+        for h in lost:
+            named.update(line for _, line in h.writers.values())
+            named.update(w[4] for w in h.writes)
+        try:
+            raws = self.read_lines(sorted(named))
+            lines = _LinesByNumber(raws)
+            for h in lost:
+                self._check_head(h, lines)
+            for line_no, _, _ in self.snap_lists:
+                if line_kind_at(raws[line_no]) != "ckpt":
+                    raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
+        except (CodecError, KeyError):
+            return  # it does not match the log: the scan goes on without it
+        for h in lost:
+            self._seed_head(h)
+        for line_no, channel, refs in self.snap_lists:
+            self.links.setdefault((line_no, channel), (None, None, refs))
 
     @staticmethod
     def _check_head(h: SnapshotHead, lines: Sequence[bytes]) -> None:
