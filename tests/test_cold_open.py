@@ -821,16 +821,27 @@ def test_a_partial_scan_that_reads_every_line_reads_the_missing_ones_at_once(
     assert index._writes == whole._writes
 
 
-@pytest.mark.parametrize("damage", ["checksum", "version"])
-def test_skipping_a_bad_line_before_the_snapshot_keeps_the_head_a_cold_open_gives(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+@pytest.mark.parametrize(
+    ("where", "damage"),
+    [
+        ("a plain line", "checksum"),
+        ("a plain line", "version"),
+        ("the last snapshot's head", "checksum"),
+        ("an earlier snapshot's head", "checksum"),
+    ],
+)
+def test_skipping_a_bad_line_before_the_snapshot_keeps_one_latest_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, damage: str
 ) -> None:
     """With ``on_corrupt="skip"``, a bad checkpoint line before the last snapshot: a cold
-    open answers the snapshot's head; a history call then read the whole log, skipped
+    open answered the snapshot's head; a history call then read the whole log, skipped
     every checkpoint built on the bad line, and the same saver's latest state became the
     one before it (90 messages -> 61), which the next step continued (review 39). A
-    snapshot is now where a skipping scan takes up the thread again: every read, of any
-    saver, gives the head the log was written to."""
+    snapshot is now where a skipping scan takes the thread up again, unless a line it
+    names for its checkpoint is the damaged one (review 40: that made every history call
+    raise): then neither a cold open starts from it nor a scan takes up there. Every read,
+    of the same saver or a fresh one, gives one latest state, and the next step
+    continues it."""
     from langgraph_ctx.codec.lines import parse_snapshot_line
 
     from .test_saver_graphs import chat_graph
@@ -846,15 +857,20 @@ def test_skipping_a_bad_line_before_the_snapshot_keeps_the_head_a_cold_open_give
     log = tmp_path / "t.jsonl"
     lines = log.read_bytes().splitlines()
     objs = [json.loads(raw) for raw in lines]
-    at = max(i for i, o in enumerate(objs) if o["t"] == "snap")
+    snaps = [i for i, o in enumerate(objs) if o["t"] == "snap"]
+    at = snaps[-1]
     snap = parse_snapshot_line(loads_line(lines[at]), at + 1)
     named = {line for h in snap.heads for line in (h.head.line, *(w[1] for w in h.writers.values()))}
     named |= {line for line, *_ in snap.lists}
-    bad = next(
-        i for i in range(at - 1, 0, -1)
-        if objs[i]["t"] == "ckpt" and i + 1 not in named
-        and any(o.get("parent") == i + 1 for o in objs[i + 1 : at])
-    )  # fmt: skip
+    if where == "a plain line":
+        bad = next(
+            i for i in range(at - 1, 0, -1)
+            if objs[i]["t"] == "ckpt" and i + 1 not in named
+            and any(o.get("parent") == i + 1 for o in objs[i + 1 : at])
+        )  # fmt: skip
+    else:
+        at = at if where == "the last snapshot's head" else snaps[-2]
+        bad = parse_snapshot_line(loads_line(lines[at]), at + 1).heads[0].head.line - 1
     if damage == "checksum":
         lines[bad] = lines[bad].replace(b'"ts":"', b'"ts":"x', 1)
     else:
@@ -863,15 +879,25 @@ def test_skipping_a_bad_line_before_the_snapshot_keeps_the_head_a_cold_open_give
         obj["versions"] = {"messages": {"not": "a version"}}
         lines[bad] = dumps_line(obj).rstrip(b"\n")
     log.write_bytes(b"\n".join(lines) + b"\n")
+
+    def messages(app: Any) -> int:
+        return len(app.get_state(config).values["messages"])
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptLineWarning)
         app = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
-        assert len(app.get_state(config).values["messages"]) == 24
+        latest = messages(app)
+        if where == "the last snapshot's head":
+            assert latest < 24  # the checkpoint before it: the snapshot cannot be read
+        else:
+            assert latest == 24  # the last snapshot's head: the whole conversation
         assert len(list(app.get_state_history(config))) > 1
-        assert len(app.get_state(config).values["messages"]) == 24
+        assert messages(app) == latest
         fresh = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
-        assert len(fresh.get_state(config).values["messages"]) == 24
+        assert messages(fresh) == latest
+        assert len(list(fresh.get_state_history(config))) > 1
         out = app.invoke({"messages": [HumanMessage("next")]}, config)
-        assert len(out["messages"]) == 26
+        assert len(out["messages"]) > latest
+        assert out["messages"][:latest] == app.get_state(config).values["messages"][:latest]
         fresh = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
-        assert len(fresh.get_state(config).values["messages"]) == 26
+        assert messages(fresh) == len(out["messages"])

@@ -923,14 +923,21 @@ class _Index:
 
     @staticmethod
     def _check_head(h: SnapshotHead, lines: Sequence[bytes]) -> None:
+        """Whether the lines a snapshot names for a checkpoint are what it says: its
+        own line and the lines of its values read (checksum, JSON: `loads_line`), as a
+        read of it will read them, its pending writes' lines of that kind. A snapshot
+        naming a damaged one is not started from (nor taken up at, `_recover_at`): the
+        checkpoint it carries could not be read (review 40)."""
         head = h.head
         raw = lines[head.line - 1]
         quoted = json.dumps(head.id, ensure_ascii=False)
         if line_kind_at(raw) != "ckpt" or f'"id":{quoted}'.encode() not in raw:
             raise CodecError(f"snapshot: line {head.line} is not checkpoint {head.id}")
-        for _, line_no in h.writers.values():
+        loads_line(raw)
+        for line_no in {line_no for _, line_no in h.writers.values()} - {head.line}:
             if line_kind_at(lines[line_no - 1]) != "ckpt":
                 raise CodecError(f"snapshot: writer line {line_no} is not a checkpoint")
+            loads_line(lines[line_no - 1])
         for w in h.writes:
             if line_kind_at(lines[w[4] - 1]) != "writes":
                 raise CodecError(f"snapshot: line {w[4]} is not a writes line")
