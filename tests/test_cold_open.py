@@ -860,8 +860,9 @@ def test_skipping_a_bad_line_before_the_snapshot_keeps_one_latest_state(
     snaps = [i for i, o in enumerate(objs) if o["t"] == "snap"]
     at = snaps[-1]
     snap = parse_snapshot_line(loads_line(lines[at]), at + 1)
-    named = {line for h in snap.heads for line in (h.head.line, *(w[1] for w in h.writers.values()))}
-    named |= {line for line, *_ in snap.lists}
+    named = {line for line, *_ in snap.lists}
+    for h in snap.heads:
+        named |= {h.head.line, *(w[1] for w in h.writers.values())}
     if where == "a plain line":
         bad = next(
             i for i in range(at - 1, 0, -1)
@@ -901,3 +902,92 @@ def test_skipping_a_bad_line_before_the_snapshot_keeps_one_latest_state(
         assert out["messages"][:latest] == app.get_state(config).values["messages"][:latest]
         fresh = chat_graph().compile(checkpointer=JsonlSaver(tmp_path, on_corrupt="skip"))
         assert messages(fresh) == len(out["messages"])
+
+
+def test_a_damaged_line_a_snapshot_names_is_named_and_never_taken_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each checkpoint with pending writes; a plain checkpoint line before the last
+    snapshot damaged (the chain breaks there) and the line of the snapshot head's pending
+    writes too. With ``on_corrupt="skip"`` a skipping scan took the snapshot up again and
+    every history call raised on that writes line (review 41); the warning of a cold
+    open passing over the snapshot named the snapshot's intact line with the damaged
+    line's reason. Now: one latest state and one history for every reader, and the
+    warning names the damaged line."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    import langgraph_ctx.saver._batch as batch_module
+    from langgraph_ctx.codec.lines import parse_snapshot_line
+
+    monkeypatch.setattr(_index, "SNAPSHOT_EVERY", 8)
+    monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 8)
+    saver = JsonlSaver(tmp_path)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for i in range(1, 16):
+        cp = empty_checkpoint()
+        cp["id"] = str(uuid6(clock_seq=i))
+        cp["channel_versions"] = {"x": i}
+        cp["channel_values"] = {"x": f"value {i}"}
+        config = saver.put(config, cp, {"step": i}, {"x": i})
+        saver.put_writes(config, [("x", f"pending {i}")], f"task{i}")
+    log = tmp_path / "t.jsonl"
+    lines = log.read_bytes().splitlines()
+    objs = [json.loads(raw) for raw in lines]
+    at = max(i for i, o in enumerate(objs) if o["t"] == "snap")
+    snap = parse_snapshot_line(loads_line(lines[at]), at + 1)
+    (head,) = snap.heads
+    named = {head.head.line, *(w[1] for w in head.writers.values()), *(w[4] for w in head.writes)}
+    assert head.writes
+    plain = next(
+        i for i in range(at - 1, 0, -1) if objs[i]["t"] == "ckpt" and i + 1 not in named
+    )
+    lines[plain] = lines[plain].replace(b'"ts":"', b'"ts":"x', 1)  # its checksum fails
+    writes = head.writes[0][4] - 1
+    lines[writes] = lines[writes].replace(b'"task', b'"Task', 1)
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    thread = {"configurable": {"thread_id": "t"}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reader = JsonlSaver(tmp_path, on_corrupt="skip")
+        latest = reader.get_tuple(thread)
+    passed = [str(w.message) for w in caught if "reading the whole log instead" in str(w.message)]
+    assert passed and f"line {head.writes[0][4]} it names cannot be read" in passed[0]
+    assert "cannot leave it out" not in passed[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptLineWarning)
+        history = [t.checkpoint["id"] for t in reader.list(thread)]
+        assert reader.get_tuple(thread).checkpoint["id"] == latest.checkpoint["id"]  # type: ignore[union-attr]
+        fresh = JsonlSaver(tmp_path, on_corrupt="skip")
+        assert fresh.get_tuple(thread).checkpoint["id"] == latest.checkpoint["id"]  # type: ignore[union-attr]
+        assert [t.checkpoint["id"] for t in fresh.list(thread)] == history
+
+
+def test_a_skipped_message_line_is_the_one_named_when_a_read_needs_it(tmp_path: Path) -> None:
+    """With ``on_corrupt="skip"``, a damaged message line the latest state holds raises
+    (leaving it out would change the conversation); after a whole-log read, the error
+    named the line that refers to it (a ``like`` line, the checkpoint's list) and said to
+    fix that intact line (review 41). It names the damaged line, on every read."""
+    from .test_saver_graphs import chat_graph
+
+    config = {"configurable": {"thread_id": "t"}}
+    graph = chat_graph().compile(checkpointer=JsonlSaver(tmp_path))
+    for i in range(4):
+        graph.invoke({"messages": [HumanMessage(f"hi {i}")]}, config)
+    log = tmp_path / "t.jsonl"
+    lines = log.read_bytes().splitlines()
+    bad = next(i for i, raw in enumerate(lines) if b'"content":"hi 2"' in raw)
+    lines[bad] = lines[bad].replace(b'"content":"hi 2"', b'"content":"hi 2!"', 1)
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    reader = JsonlSaver(tmp_path, on_corrupt="skip")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptLineWarning)
+        for read in (
+            lambda: reader.get_tuple(config),
+            lambda: list(reader.list(config)),
+            lambda: reader.get_tuple(config),
+            lambda: list(JsonlSaver(tmp_path, on_corrupt="skip").list(config)),
+        ):
+            with pytest.raises(CorruptLogError) as info:
+                read()
+            assert info.value.line == bad + 1, str(info.value)

@@ -419,7 +419,7 @@ lists for the next step, and the memo points a walk of the history leaves behind
 # What `_Index.complete` takes over from a full scan (the rest are caches by line/ordinal).
 _STRUCTURE = (
     "header", "next_msg", "msg_lines", "_ckpts", "_ckpt_at", "_by_ns", "blobs", "_writes",
-    "links", "snap_line", "snap_next", "snap_lists",
+    "links", "snap_line", "snap_next", "snap_lists", "skipped_msgs",
 )
 
 
@@ -435,6 +435,14 @@ class _LinesByNumber(Sequence[bytes]):
 
     def __len__(self) -> int:
         return max(self.raws, default=0)
+
+
+def _readable(raw: bytes, line_no: int) -> None:
+    """`loads_line` of a line a snapshot names, its error naming that line."""
+    try:
+        loads_line(raw)
+    except CodecError as exc:
+        raise CodecError(f"snapshot: line {line_no} it names cannot be read ({exc})") from None
 
 
 def _candidates(entry: Any) -> tuple[tuple[str, int], ...]:
@@ -510,6 +518,9 @@ class _Index:
     error: CorruptLogError | None = None
     # The saver's on_corrupt="skip": a bad line a read or write does not need is left out.
     skip_corrupt: bool = False
+    # Message lines so left out, by the ordinal their first bytes name: a read that needs
+    # one names that line and why, not the line that refers to it (review 41).
+    skipped_msgs: dict[int, CorruptLogError] = field(default_factory=dict)
     # Parsed lines: a message line leaves when its message is decoded (`message`); what
     # one call reads (`prefetch`) stays for the call, trimmed by the next (`feed`).
     parsed: _LRU = field(default_factory=lambda: _LRU(PARSED_LINES))
@@ -663,6 +674,9 @@ class _Index:
                         )  # fmt: skip
                     err = self.corrupt(n, str(reason))
                     if skip_corrupt:
+                        ordinal = peek_message_ordinal(raw) if n > 1 else None
+                        if ordinal is not None and ordinal not in self.msg_lines:
+                            self.skipped_msgs.setdefault(ordinal, err)
                         warnings.warn(
                             f"skipping: {err.where}: {err.reason}", CorruptLineWarning, stacklevel=5
                         )
@@ -852,11 +866,7 @@ class _Index:
             self.snap_line, self.snap_next, self.snap_lists = None, 0, []
             self.passed_over = last + 1
             reason = exc.args[0] if isinstance(exc, CodecError) else repr(exc)
-            warnings.warn(
-                f"{self.corrupt(last + 1, str(reason))}; reading the whole log instead",
-                CorruptLineWarning,
-                stacklevel=6,
-            )
+            self._warn_passed_over(last + 1, str(reason), stacklevel=7)
             return 0
         self.msg_lines = msg_lines
         self.next_msg = top.next_msg
@@ -872,6 +882,18 @@ class _Index:
         self.partial = True
         self.lines = last + 1
         return last + 1
+
+    def _warn_passed_over(self, snap_line: int | None, reason: str, *, stacklevel: int) -> None:
+        """A `CorruptLineWarning` that the snapshot on ``snap_line`` is not started from.
+        Not a `CorruptLogError`'s text, whose way out (fix the line; ``on_corrupt``) is not
+        this one's: a snapshot only caches what the log holds (review 41)."""
+        where = self.where if snap_line is None else f"{self.where}:{snap_line}"
+        warnings.warn(
+            f"{where}: {reason}; reading the whole log instead (a snapshot only caches what "
+            "the lines before it hold: nothing is lost)",
+            CorruptLineWarning,
+            stacklevel=stacklevel,
+        )
 
     def _seed_head(self, h: SnapshotHead) -> None:
         """Take a checkpoint as a snapshot carries it: its head, where its channels'
@@ -923,9 +945,9 @@ class _Index:
 
     @staticmethod
     def _check_head(h: SnapshotHead, lines: Sequence[bytes]) -> None:
-        """Whether the lines a snapshot names for a checkpoint are what it says: its
-        own line and the lines of its values read (checksum, JSON: `loads_line`), as a
-        read of it will read them, its pending writes' lines of that kind. A snapshot
+        """Whether the lines a snapshot names for a checkpoint are what it says and read
+        (checksum, JSON: `loads_line`), as a read of it will read them: its own line, the
+        lines of its values, its pending writes' lines (review 41). A snapshot
         naming a damaged one is not started from (nor taken up at, `_recover_at`): the
         checkpoint it carries could not be read (review 40)."""
         head = h.head
@@ -933,14 +955,15 @@ class _Index:
         quoted = json.dumps(head.id, ensure_ascii=False)
         if line_kind_at(raw) != "ckpt" or f'"id":{quoted}'.encode() not in raw:
             raise CodecError(f"snapshot: line {head.line} is not checkpoint {head.id}")
-        loads_line(raw)
+        _readable(raw, head.line)
         for line_no in {line_no for _, line_no in h.writers.values()} - {head.line}:
             if line_kind_at(lines[line_no - 1]) != "ckpt":
                 raise CodecError(f"snapshot: writer line {line_no} is not a checkpoint")
-            loads_line(lines[line_no - 1])
-        for w in h.writes:
-            if line_kind_at(lines[w[4] - 1]) != "writes":
-                raise CodecError(f"snapshot: line {w[4]} is not a writes line")
+            _readable(lines[line_no - 1], line_no)
+        for line_no in {w[4] for w in h.writes}:
+            if line_kind_at(lines[line_no - 1]) != "writes":
+                raise CodecError(f"snapshot: line {line_no} is not a writes line")
+            _readable(lines[line_no - 1], line_no)
 
     def complete(self) -> None:
         """Index the lines a snapshot left out (a query needs the whole log).
@@ -1311,7 +1334,9 @@ class _Index:
         """``(line, parsed line)`` of a message ordinal."""
         line_no = self.msg_lines.get(ordinal)
         if line_no is None:
-            raise self.corrupt(None, f"message #{ordinal} is referenced but not in the file")
+            raise self._missing_message(
+                ordinal, None, f"message #{ordinal} is referenced but not in the file"
+            )
         obj = self.line(line_no)
         if obj.get("t") != "msg" or obj.get("n") != ordinal:
             if self.partial and self.snap_line is not None:
@@ -1321,14 +1346,18 @@ class _Index:
             raise self.corrupt(line_no, f"line is indexed as message #{ordinal} but is not")
         return line_no, obj
 
+    def _missing_message(self, ordinal: int, line: int | None, reason: str) -> CorruptLogError:
+        """The error of a message the log does not hold (referred to from ``line``): the
+        error of its line when a scan left that out as corrupt (`skipped_msgs`)."""
+        skipped = self.skipped_msgs.get(ordinal)
+        if skipped is not None:
+            return self.corrupt(skipped.line, f"message #{ordinal}: {skipped.reason}")
+        return self.corrupt(line, reason)
+
     def _pass_over_snapshot(self, reason: str) -> None:
         """A snapshot the index was opened from names a line that says otherwise: warn,
         naming the snapshot line, and index the whole log instead (`complete`)."""
-        warnings.warn(
-            f"{self.corrupt(self.snap_line, reason)}; reading the whole log instead",
-            CorruptLineWarning,
-            stacklevel=4,
-        )
+        self._warn_passed_over(self.snap_line, reason, stacklevel=5)
         self.complete()
         self.snap_line, self.snap_next, self.snap_lists = None, 0, []
 
@@ -1342,8 +1371,9 @@ class _Index:
             except CodecError as exc:
                 like = obj.get("like")
                 if type(like) is int and 0 <= like < ordinal:
-                    reason = f"repeats message #{like}, which is not in the file"
-                    raise self.corrupt(line_no, f"message #{obj.get('n')} {reason}") from None
+                    reason = f"message #{obj.get('n')} repeats message #{like}, which is not in "
+                    reason += "the file"
+                    raise self._missing_message(like, line_no, reason) from None
                 raise self.corrupt(line_no, f"message #{obj.get('n')}: {exc}") from None
             line_no, obj = self._message_line(ordinal)
         return line_no
