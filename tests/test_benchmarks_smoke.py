@@ -247,6 +247,6 @@ def test_perf_breakdown_quick() -> None:
             assert number(rows["the rest of the turn"][saver]) == pytest.approx(
                 whole - saver_ms, abs=0.003
             )
-    bodies = {r["from"]: r for r in table(out, "| from | ms | bytes read |")}
+    bodies = {r["from"]: r for r in table(out, "| from | ms | bytes |")}
     assert len(bodies) == 2 and all(number(r["ms"]) > 0 for r in bodies.values())
     assert re.search(r"The agent's [1-9]\d* message bodies", out)

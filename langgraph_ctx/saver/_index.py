@@ -890,7 +890,7 @@ class _Index:
         where = self.where if snap_line is None else f"{self.where}:{snap_line}"
         warnings.warn(
             f"{where}: {reason}; reading the whole log instead (a snapshot only caches what "
-            "the lines before it hold: nothing is lost)",
+            "the lines before it hold)",
             CorruptLineWarning,
             stacklevel=stacklevel,
         )
