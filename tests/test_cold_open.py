@@ -821,6 +821,18 @@ def test_a_partial_scan_that_reads_every_line_reads_the_missing_ones_at_once(
     assert index._writes == whole._writes
 
 
+def _chat_log(root: Path, turns: int) -> tuple[Path, list[bytes]]:
+    """Thread ``t`` of a chat graph after ``turns`` turns ("hi 0", ...) on a `JsonlSaver`
+    at ``root``: its log and the log's lines."""
+    from .test_saver_graphs import chat_graph
+
+    graph = chat_graph().compile(checkpointer=JsonlSaver(root))
+    for i in range(turns):
+        graph.invoke({"messages": [HumanMessage(f"hi {i}")]}, {"configurable": {"thread_id": "t"}})
+    log = root / "t.jsonl"
+    return log, log.read_bytes().splitlines()
+
+
 @pytest.mark.parametrize(
     ("where", "damage"),
     [
@@ -851,11 +863,7 @@ def test_skipping_a_bad_line_before_the_snapshot_keeps_one_latest_state(
 
     monkeypatch.setattr(batch_module, "SNAPSHOT_EVERY", 16)
     config = {"configurable": {"thread_id": "t"}}
-    graph = chat_graph().compile(checkpointer=JsonlSaver(tmp_path))
-    for i in range(12):
-        graph.invoke({"messages": [HumanMessage(f"hi {i}")]}, config)
-    log = tmp_path / "t.jsonl"
-    lines = log.read_bytes().splitlines()
+    log, lines = _chat_log(tmp_path, 12)
     objs = [json.loads(raw) for raw in lines]
     snaps = [i for i, o in enumerate(objs) if o["t"] == "snap"]
     at = snaps[-1]
@@ -968,14 +976,8 @@ def test_a_skipped_message_line_is_the_one_named_when_a_read_needs_it(tmp_path: 
     (leaving it out would change the conversation); after a whole-log read, the error
     named the line that refers to it (a ``like`` line, the checkpoint's list) and said to
     fix that intact line (review 41). It names the damaged line, on every read."""
-    from .test_saver_graphs import chat_graph
-
     config = {"configurable": {"thread_id": "t"}}
-    graph = chat_graph().compile(checkpointer=JsonlSaver(tmp_path))
-    for i in range(4):
-        graph.invoke({"messages": [HumanMessage(f"hi {i}")]}, config)
-    log = tmp_path / "t.jsonl"
-    lines = log.read_bytes().splitlines()
+    log, lines = _chat_log(tmp_path, 4)
     bad = next(i for i, raw in enumerate(lines) if b'"content":"hi 2"' in raw)
     lines[bad] = lines[bad].replace(b'"content":"hi 2"', b'"content":"hi 2!"', 1)
     log.write_bytes(b"\n".join(lines) + b"\n")
