@@ -237,11 +237,21 @@ def test_cold_open_parses_only_the_tail(
     cold = backend.saver()
     got = cold.get_tuple(config)
     assert cold._indexes["long"].partial
-    before = [
+    before = {
         n for n in counter.parsed
         if 0 < n < last_snap and not lines[n - 1].startswith((b'{"v":2,"t":"msg"', SNAP_PREFIX))
-    ]
-    assert len(before) <= 3, before  # the writers of the head's channels
+    }
+    # The header, and the lines the snapshot names, each checked before it is started
+    # from (`_check_head`): its checkpoint's own line, the lines of its channels' values,
+    # its pending writes' lines and the writes lines saved before their checkpoint
+    # (``early``), as many of those as LangGraph's timing left.
+    from langgraph_ctx.codec.lines import parse_snapshot_line
+
+    snap = parse_snapshot_line(loads_line(lines[last_snap - 1]), last_snap)
+    (head,) = snap.heads
+    named = {1, head.head.line, *(w[1] for w in head.writers.values())}
+    assert before <= named | {w[4] for w in head.writes} | set(snap.early or ()), before
+    assert len(named) <= 4
     assert tuple_view(got) == tuple_view(long_thread.get_tuple(config))
 
 
