@@ -452,11 +452,17 @@ def _candidates(entry: Any) -> tuple[tuple[str, int], ...]:
     return (entry,) if type(entry[0]) is str else entry
 
 
+def _blobs_entry(pairs: tuple[tuple[str, int], ...]) -> Any:
+    """The `_Index.blobs` entry of ``pairs`` (the inverse of `_candidates`): ``None`` for
+    none, a pair alone, several in a tuple."""
+    if not pairs:
+        return None
+    return pairs[0] if len(pairs) == 1 else pairs
+
+
 def _with_candidate(entry: Any, pair: tuple[str, int]) -> Any:
     """An `_Index.blobs` entry with one more ``(checkpoint id, line)`` pair."""
-    if entry is None:
-        return pair
-    return (*_candidates(entry), pair)
+    return _blobs_entry((*_candidates(entry), pair))
 
 
 Bodies = dict[int, tuple[Any, dict[str, Any]]]
@@ -851,11 +857,7 @@ class _Index:
                 return 0
             self.snap_line, self.snap_next = chain[0].line, chain[0].next_msg
             self.snap_lists = _fold_chain(chain)
-            for h in top.heads:
-                self._check_head(h, lines)
-            for line_no, _, _ in self.snap_lists:
-                if line_kind_at(lines[line_no - 1]) != "ckpt":
-                    raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
+            self._check_snapshot(top.heads, lines)
             # In the log's order: a later write of a task's index replaces an earlier one.
             early = [(line_no, loads_line(lines[line_no - 1])) for line_no in sorted(top.early)]
             for line_no, obj in early:
@@ -871,14 +873,11 @@ class _Index:
         self.msg_lines = msg_lines
         self.next_msg = top.next_msg
         self.undigested = sorted(msg_lines)
-        for h in top.heads:
-            self._seed_head(h)
+        self._take_snapshot(top.heads)
         for line_no, obj in early:  # (their values are checked when read: `_based_refs`)
             self._add_writes(obj, line_no)
         for ns, ids in self._by_ns.items():
             self.snap_heads[ns] = ids[-1]
-        for line_no, channel, refs in self.snap_lists:
-            self.links[(line_no, channel)] = (None, None, refs)
         self.partial = True
         self.lines = last + 1
         return last + 1
@@ -929,16 +928,24 @@ class _Index:
             named.update(line for _, line in h.writers.values())
             named.update(w[4] for w in h.writes)
         try:
-            raws = self.read_lines(sorted(named))
-            lines = _LinesByNumber(raws)
-            for h in lost:
-                self._check_head(h, lines)
-            for line_no, _, _ in self.snap_lists:
-                if line_kind_at(raws[line_no]) != "ckpt":
-                    raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
+            self._check_snapshot(lost, _LinesByNumber(self.read_lines(sorted(named))))
         except (CodecError, KeyError):
             return  # it does not match the log: the scan goes on without it
-        for h in lost:
+        self._take_snapshot(lost)
+
+    def _check_snapshot(self, heads: list[SnapshotHead], lines: Sequence[bytes]) -> None:
+        """Raise `CodecError` unless the lines the snapshot just folded (`snap_lists`)
+        names for ``heads`` and for its message lists are what it says (`_check_head`)."""
+        for h in heads:
+            self._check_head(h, lines)
+        for line_no, _, _ in self.snap_lists:
+            if line_kind_at(lines[line_no - 1]) != "ckpt":
+                raise CodecError(f"snapshot: list line {line_no} is not a checkpoint")
+
+    def _take_snapshot(self, heads: list[SnapshotHead]) -> None:
+        """Take ``heads`` (`_seed_head`) and the message lists of the snapshot just folded
+        (`snap_lists`), where the index has none of its own for their lines."""
+        for h in heads:
             self._seed_head(h)
         for line_no, channel, refs in self.snap_lists:
             self.links.setdefault((line_no, channel), (None, None, refs))
@@ -1155,11 +1162,11 @@ class _Index:
             for ch, ver in old.stored.items():
                 cands = _candidates(blobs.get((ns, ch, ver)))
                 if gone in cands:
-                    rest = tuple(c for c in cands if c != gone)
-                    if not rest:
+                    rest = _blobs_entry(tuple(c for c in cands if c != gone))
+                    if rest is None:
                         del blobs[(ns, ch, ver)]
                     else:
-                        blobs[(ns, ch, ver)] = rest[0] if len(rest) == 1 else rest
+                        blobs[(ns, ch, ver)] = rest
         self._ckpts[(ns, cid)] = entry
         self._ckpt_at[n] = entry
         for ch, ver in entry.stored.items():
