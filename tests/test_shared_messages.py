@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langgraph.graph import START, MessagesState, StateGraph
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.graph import START, StateGraph
 
 from langgraph_ctx import BudgetNode
 from langgraph_ctx.nodes.state import BudgetState
@@ -124,66 +124,3 @@ def test_cache_bounds_must_be_positive_ints(backend: Backend, bad: Any) -> None:
         backend.saver(max_cached_threads=bad)
     with pytest.raises(ValueError, match="max_cached_lines"):
         backend.saver(max_cached_lines=bad)
-
-
-def _fields(messages: list[BaseMessage]) -> list[Any]:
-    return [(type(m), m.model_dump()) for m in messages]
-
-
-def test_a_read_after_a_turn_returns_the_messages_the_graph_put(backend: Backend) -> None:
-    """What a put just wrote is served back as the very objects it was given (no decoding
-    on the next turn's read), exactly when decoding its line builds the same message."""
-    replies: list[AIMessage] = []
-
-    def bot(state: MessagesState) -> dict[str, Any]:
-        n = len(state["messages"])
-        reply = AIMessage(
-            f"answer {n}",
-            response_metadata={"model_name": "m", "usage": {"tokens": n}},
-            tool_calls=[{"name": "search", "args": {"q": f"q{n}"}, "id": f"c{n}"}],
-        )
-        if n == 5:  # JSON gives a tuple back as a list: this one is read from its line
-            reply.additional_kwargs["pair"] = (1, 2)
-        replies.append(reply)
-        return {"messages": [reply]}
-
-    saver = backend.saver()
-    graph = single_node(saver, bot)
-    questions = [HumanMessage(f"question {turn}") for turn in range(3)]
-    for question in questions[:2]:
-        graph.invoke({"messages": [question]}, CONFIG)
-
-    head = saver.get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    assert head[-1] is replies[-1] and head[-2] is questions[1]
-    assert head[-2].id is not None  # LangGraph gave it an id in place: saved with it
-    fresh = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    assert _fields(head) == _fields(fresh)  # what a fresh process reads
-
-    # changed after the turn, in place: the read gives the message as saved
-    replies[-1].content = "changed outside the graph"
-    replies[-1].tool_calls[0]["args"]["q"] = "changed"
-    again = saver.get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    assert again[-1] is not replies[-1]
-    assert _fields(again) == _fields(fresh) and again[-1].content == "answer 3"
-
-    graph.invoke({"messages": [questions[2]]}, CONFIG)
-    head = saver.get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    fresh = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    assert head[-1] is not replies[-1] and head[-1].additional_kwargs == {"pair": [1, 2]}
-    assert _fields(head) == _fields(fresh)
-
-
-def test_a_message_with_fields_of_its_own_is_read_from_its_line(backend: Backend) -> None:
-    """An extra field (``HumanMessage(..., source="ui")``) is kept by validation: such a
-    message is not served as the put's object, the read builds it as a fresh one does."""
-    def bot(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage("ok")]}
-
-    saver = backend.saver()
-    graph = single_node(saver, bot)
-    question = HumanMessage("hi", source="ui")
-    graph.invoke({"messages": [question]}, CONFIG)
-    head = saver.get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    fresh = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
-    assert head[0] is not question and head[0].source == "ui"  # type: ignore[attr-defined]
-    assert _fields(head) == _fields(fresh)

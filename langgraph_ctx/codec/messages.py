@@ -389,31 +389,27 @@ def messages_unvalidated(
     return out
 
 
-def body_fingerprint(data: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The field values `message_unvalidated` gives the message of ``data``, in order,
-    each dict or list an equal one of the fingerprint's own (an empty one of a text-only
-    body: a stand-in of `EMPTY_STANDINS`): what ``tuple(message.__dict__.values())``
-    equals while nobody changed the message. ``None``: a body it does not build
-    (validation does).
+def body_fingerprint(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The field values `message_unvalidated` gave the message of ``data`` (a body it
+    built), in order, each dict or list an equal one of the fingerprint's own (an
+    empty one of a text-only body: a stand-in of `EMPTY_STANDINS`): what
+    ``tuple(message.__dict__.values())`` equals while nobody changed the message.
 
     >>> body = {"type": "ai", "content": "ok", "tool_calls": [{"name": "f", "args": {}}]}
     >>> tuple(message_unvalidated(body).__dict__.values()) == body_fingerprint(body)
     True
-    >>> body_fingerprint({"type": "human", "content": "hi", "surprise": 1}) is None
-    True
     """
-    kind = data.get("type")
-    cls = MESSAGE_CLASSES.get(kind) if type(kind) is str else None
-    plan = None if cls is None else _construct_plan(cls)
-    if plan is None:
-        return None
+    plan = _construct_plan(MESSAGE_CLASSES[data["type"]])
+    assert plan is not None
     if _is_text_body(plan, data):
         fields = plan.template.copy()
         fields.update(data)
         fields.update(plan.standins)
-        return tuple(fields.values())
-    checked = _checked_fields(plan, data)
-    return None if checked is None else tuple(checked.values())
+    else:
+        checked = _checked_fields(plan, data)
+        assert checked is not None, "not a body message_unvalidated built"
+        fields = checked
+    return tuple(fields.values())
 
 
 EMPTY_STANDINS: dict[type, Any] = {dict: {}, list: []}

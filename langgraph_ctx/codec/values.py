@@ -119,7 +119,7 @@ def is_plain_json(value: Any) -> bool:
     return _json_shaped(value, True)
 
 
-def is_exact_json(value: Any) -> bool:
+def _is_exact_json(value: Any) -> bool:
     """`is_plain_json` without tuples: JSON that reads back exactly as it was."""
     return _json_shaped(value, False)
 
@@ -352,7 +352,7 @@ class _Encoder:
         if kind is float and math.isfinite(value):
             return value
         if type(exact) is Declared and (kind is list or kind is tuple or kind is dict):
-            if is_exact_json(value):  # no tuple in it: as it is, whatever its type says
+            if _is_exact_json(value):  # no tuple in it: as it is, whatever its type says
                 return {"json": value} if kind is dict else value
             if kind is dict:
                 keys = _typeddict_shapes(exact.annotation)
@@ -370,13 +370,13 @@ class _Encoder:
         if kind is list or kind is tuple:
             if exact is True and kind is tuple:
                 return {"tuple": [self.encode(v, exact) for v in value]}
-            if is_exact_json(value) if exact is not False else is_plain_json(value):
+            if _is_exact_json(value) if exact is not False else is_plain_json(value):
                 return value if kind is list else list(value)
             if value and all_messages(value):
                 return self.nested(value if kind is list else list(value))
             return {"list": [self.encode(v, exact) for v in value]}
         if kind is dict:
-            if is_exact_json(value) if exact is not False else is_plain_json(value):
+            if _is_exact_json(value) if exact is not False else is_plain_json(value):
                 return {"json": value}
             if all(type(k) is str for k in value):
                 return {"dict": {k: self.encode(v, exact) for k, v in value.items()}}
@@ -410,7 +410,7 @@ class _Encoder:
             return {"serde": value.name}
         if value.tag == "enum":
             return {"enum": value.name, "value": self.encode(value.data, exact=True)}
-        if is_exact_json(value.data):
+        if _is_exact_json(value.data):
             return {value.tag: value.name, "json": value.data}
         fields = {k: self.encode(v, exact=True) for k, v in value.data.items()}
         return {value.tag: value.name, "fields": fields}
@@ -435,7 +435,7 @@ class _Encoder:
         else:
             declared = cls.__dataclass_fields__
             fields = {f: getattr(value, f) for f in declared if is_dataclass_field(declared[f])}
-        if is_exact_json(fields):  # no tuple in them (most values): as they are
+        if _is_exact_json(fields):  # no tuple in them (most values): as they are
             return {tag: name, "json": fields}
         shapes = _field_shapes(cls, fields, exact)
         if not any(shapes.values()) and is_plain_json(fields):  # its tuples all as lists

@@ -67,9 +67,8 @@ class _Batch:
         self.new_digests: dict[bytes, int] = {}
         self.new_noids: dict[bytes, int] = {}
         self._new_msgs = 0
-        # Messages serialized (or re-serialized) by this batch: the index learns them;
-        # with the readable body of those this batch writes a line for (`_Index.adopt`).
-        self.seen: list[tuple[BaseMessage, tuple[Any, ...], int, dict[str, Any] | None]] = []
+        # Messages serialized (or re-serialized) by this batch: the index learns them.
+        self.seen: list[tuple[BaseMessage, tuple[Any, ...], int]] = []
         self.list_memo: dict[str, list[int]] = {}
         self.list_objs: dict[str | None, tuple[list[BaseMessage], list[tuple[Any, ...]]]] = {}
         # (objects, fingerprints, ordinals) of the message lists this batch stored: a
@@ -113,7 +112,6 @@ class _Batch:
         ordinal = self.index.msg_digest.get(digest)
         if ordinal is None:
             ordinal = self.new_digests.get(digest)
-        written = None
         if ordinal is None:
             ordinal = self.index.next_msg + self._new_msgs
             self._new_msgs += 1
@@ -130,8 +128,7 @@ class _Batch:
                 self.lines.append(like_line(ordinal, like, msg.id))
             else:
                 self.lines.append(message_line(ordinal, body))
-            written = body.get("msg")
-        self.seen.append((msg, fingerprint, ordinal, written))
+        self.seen.append((msg, fingerprint, ordinal))
         return ordinal, fingerprint
 
     def refs(self, messages: list[BaseMessage]) -> list[int]:
@@ -319,10 +316,8 @@ class _Batch:
             objs = self.list_objs.get(channel)
             if objs is not None:
                 index.list_objs.put((last, channel), objs)
-        for msg, fingerprint, ordinal, written in self.seen:
+        for msg, fingerprint, ordinal in self.seen:
             index.remember(msg, ordinal, fingerprint)
-            if written is not None:
-                index.adopt(msg, ordinal, fingerprint, written)
         return last
 
 

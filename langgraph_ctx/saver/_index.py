@@ -101,7 +101,7 @@ from langgraph_ctx.codec.messages import (
     message_from_json_owned,
     messages_unvalidated,
 )
-from langgraph_ctx.codec.values import decode_value, is_exact_json, message_refs, refs_of
+from langgraph_ctx.codec.values import decode_value, message_refs, refs_of
 from langgraph_ctx.errors import CodecError, CorruptLineWarning, CorruptLogError
 from langgraph_ctx.storage.base import PartialLines
 
@@ -1684,31 +1684,8 @@ class _Index:
         body it was built from and kept in its place."""
         body = entry[2] if len(entry) == 3 else like_body(entry[2], entry[3])
         fp = body_fingerprint(body)
-        assert fp is not None, "a template built without validation, from this body"
         self.templates[ordinal] = (entry[0], fp)
         return fp
-
-    def adopt(
-        self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...], body: dict[str, Any]
-    ) -> None:
-        """Make a message a put just wrote (its readable ``body``) the object its line reads
-        as (`message`), when it is exactly what decoding the line builds: the next read
-        of the head then decodes nothing, and returns the objects the graph put.
-
-        Exactly: LangChain's own class (a readable body is only written for it), no
-        extra field, a body that JSON gives back as it is (no tuple), and every field
-        what `messages_unvalidated` makes of it, in its order (`body_fingerprint`,
-        compared with ``fingerprint``, the object as it was serialized). Only pydantic's
-        record of the fields given (``model_fields_set``) stays the object's own. An
-        object changed since (by now, or later) is decoded from its line when read, as
-        any template changed in place (`_message`).
-        """
-        if (
-            not msg.__pydantic_extra__
-            and body_fingerprint(body) == fingerprint
-            and is_exact_json(body)
-        ):
-            self.templates.put(ordinal, (msg, fingerprint))
 
     def remember(
         self, msg: BaseMessage, ordinal: int, fingerprint: tuple[Any, ...] | None = None
