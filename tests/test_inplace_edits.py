@@ -176,3 +176,38 @@ def test_a_tool_call_given_a_key_in_place_reads_back_as_in_langgraphs_savers(
     fresh = backend.saver().get_tuple(CONFIG)
     messages = fresh.checkpoint["channel_values"]["messages"]
     assert [m.tool_calls for m in messages if m.type == "ai"] == expected
+
+
+def test_an_edit_of_a_dict_the_answers_shared_when_made_reaches_one_message(
+    backend: Backend,
+) -> None:
+    """The answers of a model name one dict (``response_metadata={"model": MODEL}``); a
+    later step edits it through the first answer only. Read back, each answer has its
+    own copy, as in `InMemorySaver` (whose reads deserialize): the edit reaches the one
+    message edited, whether or not the process reopened the thread between turns."""
+
+    def run(saver_of_turn: Any, thread_id: str) -> list[Any]:
+        config = {"configurable": {"thread_id": thread_id}}
+        shared: dict[str, Any] = {"name": "m", "params": {"temperature": 0}}
+
+        def bot(state: MessagesState) -> dict[str, Any]:
+            messages = state["messages"]
+            if messages[-1].content == "rate the first answer":
+                messages[1].response_metadata["model"]["rated"] = True
+            reply = AIMessage(f"answer {len(messages)}", response_metadata={"model": shared})
+            return {"messages": [reply]}
+
+        for question in ["q1", "q2", "rate the first answer"]:
+            graph = StateGraph(MessagesState)
+            graph.add_node(bot)
+            graph.add_edge(START, "bot")
+            saver = saver_of_turn()
+            graph.compile(checkpointer=saver).invoke({"messages": [("user", question)]}, config)
+        messages = saver_of_turn().get_tuple(config).checkpoint["channel_values"]["messages"]
+        return [m.response_metadata["model"].get("rated") for m in messages if m.type == "ai"]
+
+    memory = InMemorySaver()
+    assert run(lambda: memory, "t") == [True, None, None]
+    warm = backend.saver()
+    assert run(lambda: warm, "warm") == [True, None, None]
+    assert run(lambda: backend.saver(), "reopened") == [True, None, None]  # every turn
