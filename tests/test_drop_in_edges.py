@@ -306,3 +306,40 @@ def test_an_apps_message_type_of_its_own_reads_back_where_allowed_and_names_the_
     assert [type(m) for m in allowed.get_state(CONFIG).values["messages"]] == [Thought, AIMessage]
     with pytest.raises(CorruptLogError, match=r"allowed_types"):
         message_graph(backend.saver(), AIMessage("ok")).get_state(CONFIG)
+
+
+def test_a_messages_dicts_come_back_in_their_own_key_order(backend: Backend) -> None:
+    """Answers equal but for the order of their metadata's keys (and their ids; or not
+    even that, a later turn replacing one by its id): each is read back in its own
+    order, as `InMemorySaver` keeps it, not as the one stored first (a message's digest
+    sorts its own fields only, not what they hold)."""
+    turns = [
+        [
+            AIMessage("same", id="a1", response_metadata={"model": "m", "finish": "stop"}),
+            AIMessage("same", id="a2", response_metadata={"finish": "stop", "model": "m"}),
+        ],
+        [AIMessage("same", id="a1", response_metadata={"finish": "stop", "model": "m"})],
+    ]
+
+    def run(saver: Any) -> None:
+        builder = StateGraph(MessagesState)
+        builder.add_node("model", lambda state: {"messages": [r.model_copy() for r in turns[0]]})
+        builder.add_edge(START, "model")
+        builder.compile(checkpointer=saver).invoke({"messages": [("user", "q")]}, CONFIG)
+        builder = StateGraph(MessagesState)
+        builder.add_node("model", lambda state: {"messages": [r.model_copy() for r in turns[1]]})
+        builder.add_edge(START, "model")
+        builder.compile(checkpointer=saver).invoke({"messages": [("user", "again")]}, CONFIG)
+
+    def orders(saver: Any) -> list[list[str]]:
+        tup = saver.get_tuple(CONFIG)
+        return [list(m.response_metadata) for m in tup.checkpoint["channel_values"]["messages"]]
+
+    memory = InMemorySaver()
+    run(memory)
+    expected = orders(memory)
+    assert expected == [[], ["finish", "model"], ["finish", "model"], []]
+    saver = backend.saver()
+    run(saver)
+    assert orders(saver) == expected
+    assert orders(backend.saver()) == expected  # a fresh process reads the same

@@ -75,6 +75,9 @@ def test_message_digests_tell_bodies_apart_as_their_json_does() -> None:
     body = {"msg": {"type": "ai", "content": "hi", "id": "a", "response_metadata": {"n": 1}}}
     reordered = {"msg": dict(reversed(list(body["msg"].items())))}
     assert message_digest(body) == message_digest(reordered)  # canonical: keys sorted
+    inner = {"msg": {**body["msg"], "response_metadata": {"m": 2, "n": 1}}}
+    inner_reordered = {"msg": {**body["msg"], "response_metadata": {"n": 1, "m": 2}}}
+    assert message_digest(inner) != message_digest(inner_reordered)  # kept in its order
     others = [
         {"msg": {**body["msg"], "content": "hi!"}},
         {"msg": {**body["msg"], "response_metadata": {"n": None}}},

@@ -573,18 +573,26 @@ class _Plan(NamedTuple):
 def message_digest(body: Mapping[str, Any]) -> bytes:
     """Content address of a message line body (its ``msg`` or ``serde`` part).
 
-    The body as canonical JSON (sorted keys), by orjson (four times faster than
-    `json.dumps`, the same bytes for the same body); what orjson refuses (an integer
-    over 64 bits) or would write as ``null`` (a NaN a lenient parse let in) by
-    `json.dumps`, whose text never equals orjson's. Digests live in memory only
-    (`_Index.msg_digest`), computed by this one function on both sides.
+    The body as JSON by orjson (four times faster than `json.dumps`), the message's own
+    keys in sorted order (a ``like`` line's body and the one a put makes of the message
+    read back name the same fields in different orders) and everything inside them in
+    its own order: two messages whose ``response_metadata`` differ only in key order
+    are two messages, each read back in its order, as LangGraph's savers keep it. What
+    orjson refuses (an integer over 64 bits) or would write as ``null`` (a NaN a lenient
+    parse let in) by `json.dumps`, whose text never equals orjson's. Digests live in
+    memory only (`_Index.msg_digest`), computed by this one function on both sides.
     """
+    readable = body.get("msg")
+    if type(readable) is dict:
+        body = {**body, "msg": {k: readable[k] for k in sorted(readable)}}
+    else:
+        body = {k: body[k] for k in sorted(body)}
     try:
-        canonical: bytes | None = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        canonical: bytes | None = orjson.dumps(body)
     except (TypeError, orjson.JSONEncodeError):
         canonical = None
     if canonical is None or (b"null" in canonical and has_nonfinite(body)):
-        text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         canonical = text.encode("utf-8", "surrogatepass")  # a lone surrogate: its bytes
     return hashlib.blake2b(canonical, digest_size=16).digest()
 
@@ -617,7 +625,7 @@ def message_digest_without_id(body: Mapping[str, Any]) -> bytes | None:
     readable = body.get("msg")
     if not isinstance(readable, dict):
         return None
-    return message_digest({k: v for k, v in readable.items() if k != "id"})
+    return message_digest({"msg": {k: v for k, v in readable.items() if k != "id"}})
 
 
 def message_body(message: BaseMessage, serde: SerializerProtocol) -> dict[str, Any]:
