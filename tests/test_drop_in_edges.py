@@ -10,7 +10,7 @@ import logging
 from typing import Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
@@ -343,3 +343,32 @@ def test_a_messages_dicts_come_back_in_their_own_key_order(backend: Backend) -> 
     run(saver)
     assert orders(saver) == expected
     assert orders(backend.saver()) == expected  # a fresh process reads the same
+
+
+def test_a_trimmed_history_is_not_stored_again(backend: Backend) -> None:
+    """Tool calls a node assigned in place, in an order of its own, read back in
+    LangChain's (as `InMemorySaver` gives them); after a `RemoveMessage` the history is
+    put from what was read back, and its messages are still the ones the log holds, not
+    new lines (a digest that kept a tool call's key order stored them twice)."""
+
+    def node(state: MessagesState) -> dict[str, Any]:
+        humans = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+        if len(humans) == 3:
+            return {"messages": [RemoveMessage(id="h0")]}
+        reply = AIMessage("calling", id=f"a{len(humans)}")
+        reply.tool_calls = [
+            {"id": f"c{len(humans)}", "args": {"x": 1}, "name": "f", "type": "tool_call"}
+        ]
+        return {"messages": [reply]}
+
+    for turn in range(3):
+        builder = StateGraph(MessagesState)
+        builder.add_node("n", node)
+        builder.add_edge(START, "n")
+        graph = builder.compile(checkpointer=backend.saver())
+        graph.invoke({"messages": [HumanMessage(f"q{turn}", id=f"h{turn}")]}, CONFIG)
+    lines = backend.log_bytes("t").decode().splitlines()
+    assert sum('"t":"msg"' in line for line in lines) == 6  # h0 a1 h1 a2 h2, the removal
+    messages = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
+    assert [m.id for m in messages] == ["a1", "h1", "a2", "h2"]
+    assert list(messages[0].tool_calls[0]) == ["name", "args", "id", "type"]

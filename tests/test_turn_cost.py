@@ -78,6 +78,10 @@ def test_message_digests_tell_bodies_apart_as_their_json_does() -> None:
     inner = {"msg": {**body["msg"], "response_metadata": {"m": 2, "n": 1}}}
     inner_reordered = {"msg": {**body["msg"], "response_metadata": {"n": 1, "m": 2}}}
     assert message_digest(inner) != message_digest(inner_reordered)  # kept in its order
+    call = {"name": "f", "args": {"b": 1, "a": 2}, "id": "c", "type": "tool_call"}
+    rebuilt = {"type": "tool_call", "id": "c", "args": {"a": 2, "b": 1}, "name": "f"}
+    calls, calls_rebuilt = ({"msg": {**body["msg"], "tool_calls": [c]}} for c in (call, rebuilt))
+    assert message_digest(calls) == message_digest(calls_rebuilt)  # validation's order
     others = [
         {"msg": {**body["msg"], "content": "hi!"}},
         {"msg": {**body["msg"], "response_metadata": {"n": None}}},

@@ -573,28 +573,41 @@ class _Plan(NamedTuple):
 def message_digest(body: Mapping[str, Any]) -> bytes:
     """Content address of a message line body (its ``msg`` or ``serde`` part).
 
-    The body as JSON by orjson (four times faster than `json.dumps`), the message's own
-    keys in sorted order (a ``like`` line's body and the one a put makes of the message
-    read back name the same fields in different orders) and everything inside them in
-    its own order: two messages whose ``response_metadata`` differ only in key order
-    are two messages, each read back in its order, as LangGraph's savers keep it. What
-    orjson refuses (an integer over 64 bits) or would write as ``null`` (a NaN a lenient
-    parse let in) by `json.dumps`, whose text never equals orjson's. Digests live in
-    memory only (`_Index.msg_digest`), computed by this one function on both sides.
+    The body as canonical JSON (sorted keys), by orjson (four times faster than
+    `json.dumps`, the same bytes for the same body): the message as a put makes it and
+    as it is read back name their fields, and validation rebuilds tool calls and usage,
+    in different orders. Then its free-form dicts (`ORDERED_FIELDS`) in their own key
+    order, which validation keeps: two messages whose ``response_metadata`` differ only
+    in key order are two messages, each read back in its order, as LangGraph's savers
+    keep it. What orjson refuses (an integer over 64 bits) or would write as ``null``
+    (a NaN a lenient parse let in) by `json.dumps`, whose text never equals orjson's.
+    Digests live in memory only (`_Index.msg_digest`), computed by this one function on
+    both sides.
     """
     readable = body.get("msg")
-    if type(readable) is dict:
-        body = {**body, "msg": {k: readable[k] for k in sorted(readable)}}
-    else:
-        body = {k: body[k] for k in sorted(body)}
+    ordered = (
+        {name: readable[name] for name in ORDERED_FIELDS if name in readable}
+        if type(readable) is dict
+        else None
+    )
+    canonical: bytes | None
     try:
-        canonical: bytes | None = orjson.dumps(body)
+        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        if ordered is not None:
+            canonical += orjson.dumps(ordered)
     except (TypeError, orjson.JSONEncodeError):
         canonical = None
     if canonical is None or (b"null" in canonical and has_nonfinite(body)):
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        if ordered is not None:
+            text += json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
         canonical = text.encode("utf-8", "surrogatepass")  # a lone surrogate: its bytes
     return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
+ORDERED_FIELDS = ("response_metadata", "additional_kwargs")
+"""A message's dicts of any keys, which validation keeps in their order (a provider's
+metadata, mostly): told apart by their key order (`message_digest`)."""
 
 
 def has_nonfinite(value: Any) -> bool:
