@@ -372,3 +372,33 @@ def test_a_trimmed_history_is_not_stored_again(backend: Backend) -> None:
     messages = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
     assert [m.id for m in messages] == ["a1", "h1", "a2", "h2"]
     assert list(messages[0].tool_calls[0]) == ["name", "args", "id", "type"]
+
+
+def test_usage_assigned_in_place_reads_back_in_langchains_order(backend: Backend) -> None:
+    """Usage a node assigned in its own key order comes back as validation rebuilds it,
+    in `UsageMetadata`'s order, as from `InMemorySaver`; and after a trim the message
+    is still the one the log holds."""
+
+    def node(state: MessagesState) -> dict[str, Any]:
+        if len(state["messages"]) > 2:
+            return {"messages": [RemoveMessage(id=state["messages"][0].id)]}
+        reply = AIMessage("ok", id="a1")
+        reply.usage_metadata = {"total_tokens": 3, "output_tokens": 2, "input_tokens": 1}
+        return {"messages": [reply]}
+
+    def run(saver: Any) -> list[list[str]]:
+        for question in ["q1", "q2"]:
+            builder = StateGraph(MessagesState)
+            builder.add_node("n", node)
+            builder.add_edge(START, "n")
+            builder.compile(checkpointer=saver).invoke({"messages": [("user", question)]}, CONFIG)
+        tup = saver.get_tuple(CONFIG)
+        messages = tup.checkpoint["channel_values"]["messages"]
+        return [list(getattr(m, "usage_metadata", None) or {}) for m in messages]
+
+    expected = run(InMemorySaver())
+    assert expected == [["input_tokens", "output_tokens", "total_tokens"], []]
+    assert run(backend.saver()) == expected
+    fresh = backend.saver().get_tuple(CONFIG).checkpoint["channel_values"]["messages"]
+    assert [list(getattr(m, "usage_metadata", None) or {}) for m in fresh] == expected
+    assert backend.log_bytes("t").decode().count('"t":"msg"') == 4  # q1 a1 q2, the removal

@@ -262,11 +262,17 @@ _USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens"})
 
 
 def _plain_usage(value: Any) -> bool:
+    """Usage validation keeps as it is: three ints, in `UsageMetadata`'s order (one put
+    in another order is rebuilt by validation, in that order)."""
     return (
         type(value) is dict
         and value.keys() == _USAGE_KEYS
         and all(type(x) is int for x in value.values())
+        and list(value) == _USAGE_ORDER
     )
+
+
+_USAGE_ORDER = ["input_tokens", "output_tokens", "total_tokens"]
 
 # Fields (beyond type/content) whose plain values validation keeps unchanged, by check.
 _PLAIN_FIELDS: dict[str, Any] = {
