@@ -17,6 +17,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph_ctx.codec import classes
 
 from .backends import Backend
+from .graphs import single_node
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -322,14 +323,12 @@ def test_a_messages_dicts_come_back_in_their_own_key_order(backend: Backend) -> 
     ]
 
     def run(saver: Any) -> None:
-        builder = StateGraph(MessagesState)
-        builder.add_node("model", lambda state: {"messages": [r.model_copy() for r in turns[0]]})
-        builder.add_edge(START, "model")
-        builder.compile(checkpointer=saver).invoke({"messages": [("user", "q")]}, CONFIG)
-        builder = StateGraph(MessagesState)
-        builder.add_node("model", lambda state: {"messages": [r.model_copy() for r in turns[1]]})
-        builder.add_edge(START, "model")
-        builder.compile(checkpointer=saver).invoke({"messages": [("user", "again")]}, CONFIG)
+        for question, replies in zip(["q", "again"], turns, strict=True):
+
+            def model(state: MessagesState, replies: list[AIMessage] = replies) -> Any:
+                return {"messages": [r.model_copy() for r in replies]}
+
+            single_node(saver, model).invoke({"messages": [("user", question)]}, CONFIG)
 
     def orders(saver: Any) -> list[list[str]]:
         tup = saver.get_tuple(CONFIG)
@@ -362,10 +361,7 @@ def test_a_trimmed_history_is_not_stored_again(backend: Backend) -> None:
         return {"messages": [reply]}
 
     for turn in range(3):
-        builder = StateGraph(MessagesState)
-        builder.add_node("n", node)
-        builder.add_edge(START, "n")
-        graph = builder.compile(checkpointer=backend.saver())
+        graph = single_node(backend.saver(), node)
         graph.invoke({"messages": [HumanMessage(f"q{turn}", id=f"h{turn}")]}, CONFIG)
     lines = backend.log_bytes("t").decode().splitlines()
     assert sum('"t":"msg"' in line for line in lines) == 6  # h0 a1 h1 a2 h2, the removal
@@ -388,10 +384,7 @@ def test_usage_assigned_in_place_reads_back_in_langchains_order(backend: Backend
 
     def run(saver: Any) -> list[list[str]]:
         for question in ["q1", "q2"]:
-            builder = StateGraph(MessagesState)
-            builder.add_node("n", node)
-            builder.add_edge(START, "n")
-            builder.compile(checkpointer=saver).invoke({"messages": [("user", question)]}, CONFIG)
+            single_node(saver, node).invoke({"messages": [("user", question)]}, CONFIG)
         tup = saver.get_tuple(CONFIG)
         messages = tup.checkpoint["channel_values"]["messages"]
         return [list(getattr(m, "usage_metadata", None) or {}) for m in messages]

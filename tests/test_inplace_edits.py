@@ -21,6 +21,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from tests.backends import Backend
+from tests.graphs import single_node
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -198,11 +199,7 @@ def test_an_edit_of_a_dict_the_answers_shared_when_made_reaches_one_message(
             return {"messages": [reply]}
 
         for question in ["q1", "q2", "rate the first answer"]:
-            graph = StateGraph(MessagesState)
-            graph.add_node(bot)
-            graph.add_edge(START, "bot")
-            saver = saver_of_turn()
-            graph.compile(checkpointer=saver).invoke({"messages": [("user", question)]}, config)
+            single_node(saver_of_turn(), bot).invoke({"messages": [("user", question)]}, config)
         messages = saver_of_turn().get_tuple(config).checkpoint["channel_values"]["messages"]
         return [m.response_metadata["model"].get("rated") for m in messages if m.type == "ai"]
 
